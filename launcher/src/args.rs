@@ -1,0 +1,227 @@
+//! The launcher's command line, parsed by hand (no clap in the sandbox path).
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+/// 1 MiB in bytes.
+const MIB: u64 = 1024 * 1024;
+
+/// Everything the launcher needs for one sandbox. All sizes are in bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// `--rootfs DIR`: the directory that becomes the read-only root. It must hold empty
+    /// directories `tmp`, `dev` and `proc` to mount on.
+    pub rootfs: PathBuf,
+    /// `--cgroup-procs FILE` (repeatable): cgroup.procs files the launcher joins first.
+    pub cgroup_procs: Vec<PathBuf>,
+    /// `--memory-rlimit BYTES`: RLIMIT_DATA, used only when no memory cgroup could be had.
+    pub memory_rlimit: Option<u64>,
+    /// `--nproc N`: RLIMIT_NPROC (default 64), counted per user namespace on kernel >= 5.14.
+    pub nproc: u64,
+    /// `--nofile N`: RLIMIT_NOFILE (default 64).
+    pub nofile: u64,
+    /// `--fsize BYTES`: RLIMIT_FSIZE (default 16 MiB).
+    pub fsize: u64,
+    /// `--cpu-seconds N`: RLIMIT_CPU, optional.
+    pub cpu_seconds: Option<u64>,
+    /// `--tmp-size BYTES`: size of the /tmp tmpfs (default 16 MiB).
+    pub tmp_size: u64,
+    /// `--seccomp-errno N`: errno for syscalls the seccomp filter denies (default EPERM).
+    pub seccomp_errno: i32,
+    /// After `--`: the absolute path of the program inside the new root, then its arguments.
+    pub program: Vec<OsString>,
+}
+
+/// A command line the launcher cannot use.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ArgsError {
+    /// An option the launcher does not know.
+    #[error("failed to parse arguments: unknown option {0:?}")]
+    Unknown(OsString),
+    /// An option given without its value.
+    #[error("failed to parse arguments: {0} needs a value")]
+    MissingValue(&'static str),
+    /// A value that is not a number in range.
+    #[error("failed to parse arguments: {option} expects a number, got {value:?}")]
+    NotANumber {
+        option: &'static str,
+        value: OsString,
+    },
+    /// `--rootfs` missing.
+    #[error("failed to parse arguments: --rootfs DIR is required")]
+    NoRootfs,
+    /// Nothing after `--`, or a relative program path.
+    #[error("failed to parse arguments: expected `-- /absolute/program [args...]`")]
+    NoProgram,
+}
+
+impl Config {
+    /// Parses the arguments that follow `__launcher`.
+    pub fn parse(args: impl Iterator<Item = OsString>) -> Result<Self, ArgsError> {
+        let mut args = args.peekable();
+        let mut rootfs = None;
+        let mut cfg = Config {
+            rootfs: PathBuf::new(),
+            cgroup_procs: Vec::new(),
+            memory_rlimit: None,
+            nproc: 64,
+            nofile: 64,
+            fsize: 16 * MIB,
+            cpu_seconds: None,
+            tmp_size: 16 * MIB,
+            seccomp_errno: libc::EPERM,
+            program: Vec::new(),
+        };
+        while let Some(arg) = args.next() {
+            let Some(name) = arg.to_str() else {
+                return Err(ArgsError::Unknown(arg));
+            };
+            let name: &'static str = match name {
+                "--" => {
+                    cfg.program = args.by_ref().collect();
+                    break;
+                }
+                "--rootfs" => "--rootfs",
+                "--cgroup-procs" => "--cgroup-procs",
+                "--memory-rlimit" => "--memory-rlimit",
+                "--nproc" => "--nproc",
+                "--nofile" => "--nofile",
+                "--fsize" => "--fsize",
+                "--cpu-seconds" => "--cpu-seconds",
+                "--tmp-size" => "--tmp-size",
+                "--seccomp-errno" => "--seccomp-errno",
+                _ => return Err(ArgsError::Unknown(arg)),
+            };
+            let value = args.next().ok_or(ArgsError::MissingValue(name))?;
+            let number = || -> Result<u64, ArgsError> {
+                value
+                    .to_str()
+                    .and_then(|v| v.parse::<u64>().ok())
+                    .ok_or_else(|| ArgsError::NotANumber {
+                        option: name,
+                        value: value.clone(),
+                    })
+            };
+            match name {
+                "--rootfs" => rootfs = Some(PathBuf::from(&value)),
+                "--cgroup-procs" => cfg.cgroup_procs.push(PathBuf::from(&value)),
+                "--memory-rlimit" => cfg.memory_rlimit = Some(number()?),
+                "--nproc" => cfg.nproc = number()?,
+                "--nofile" => cfg.nofile = number()?,
+                "--fsize" => cfg.fsize = number()?,
+                "--cpu-seconds" => cfg.cpu_seconds = Some(number()?),
+                "--tmp-size" => cfg.tmp_size = number()?,
+                _ => {
+                    cfg.seccomp_errno = i32::try_from(number()?)
+                        .ok()
+                        .filter(|e| (1..4096).contains(e))
+                        .ok_or_else(|| ArgsError::NotANumber {
+                            option: name,
+                            value: value.clone(),
+                        })?
+                }
+            }
+        }
+        cfg.rootfs = rootfs.ok_or(ArgsError::NoRootfs)?;
+        match cfg.program.first() {
+            Some(p) if p.as_encoded_bytes().starts_with(b"/") => Ok(cfg),
+            _ => Err(ArgsError::NoProgram),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Config, ArgsError> {
+        Config::parse(args.iter().map(OsString::from))
+    }
+
+    #[test]
+    fn defaults_match_the_sandbox_contract() {
+        let cfg = parse(&["--rootfs", "/r", "--", "/usr/bin/python3", "-I"]).unwrap();
+        assert_eq!(cfg.rootfs, PathBuf::from("/r"));
+        assert_eq!((cfg.nproc, cfg.nofile), (64, 64));
+        assert_eq!((cfg.fsize, cfg.tmp_size), (16 * MIB, 16 * MIB));
+        assert_eq!(cfg.seccomp_errno, libc::EPERM);
+        assert_eq!(cfg.memory_rlimit, None);
+        assert_eq!(
+            cfg.program,
+            vec![OsString::from("/usr/bin/python3"), OsString::from("-I")]
+        );
+    }
+
+    #[test]
+    fn every_option_is_read_and_cgroup_procs_repeats() {
+        let cfg = parse(&[
+            "--rootfs",
+            "/r",
+            "--cgroup-procs",
+            "/a",
+            "--cgroup-procs",
+            "/b",
+            "--memory-rlimit",
+            "268435456",
+            "--nproc",
+            "10",
+            "--nofile",
+            "20",
+            "--fsize",
+            "30",
+            "--cpu-seconds",
+            "5",
+            "--tmp-size",
+            "40",
+            "--seccomp-errno",
+            "77",
+            "--",
+            "/p",
+            "--x",
+        ])
+        .unwrap();
+        assert_eq!(
+            cfg.cgroup_procs,
+            vec![PathBuf::from("/a"), PathBuf::from("/b")]
+        );
+        assert_eq!(cfg.memory_rlimit, Some(268_435_456));
+        assert_eq!(
+            (cfg.nproc, cfg.nofile, cfg.fsize, cfg.tmp_size),
+            (10, 20, 30, 40)
+        );
+        assert_eq!((cfg.cpu_seconds, cfg.seccomp_errno), (Some(5), 77));
+        assert_eq!(
+            cfg.program,
+            vec![OsString::from("/p"), OsString::from("--x")]
+        );
+    }
+
+    #[test]
+    fn bad_command_lines_are_refused_by_name() {
+        assert_eq!(parse(&["--", "/p"]), Err(ArgsError::NoRootfs));
+        assert_eq!(parse(&["--rootfs", "/r"]), Err(ArgsError::NoProgram));
+        assert_eq!(
+            parse(&["--rootfs", "/r", "--", "python3"]),
+            Err(ArgsError::NoProgram)
+        );
+        assert_eq!(
+            parse(&["--rootfs"]),
+            Err(ArgsError::MissingValue("--rootfs"))
+        );
+        assert!(matches!(parse(&["--bogus"]), Err(ArgsError::Unknown(_))));
+        assert!(matches!(
+            parse(&["--rootfs", "/r", "--nproc", "x", "--", "/p"]),
+            Err(ArgsError::NotANumber {
+                option: "--nproc",
+                ..
+            })
+        ));
+        assert!(matches!(
+            parse(&["--rootfs", "/r", "--seccomp-errno", "0", "--", "/p"]),
+            Err(ArgsError::NotANumber {
+                option: "--seccomp-errno",
+                ..
+            })
+        ));
+    }
+}

@@ -1,0 +1,59 @@
+//! Stage 6: close every descriptor except 0, 1 and 2 (the protocol pipes and stderr).
+//!
+//! close_range(2) from 3 to the top, so nothing the launcher or the host leaked (even a
+//! descriptor without O_CLOEXEC) reaches the program.
+
+use crate::sys;
+
+/// The first descriptor that is closed.
+pub const FIRST_CLOSED: u32 = 3;
+
+/// close_range(2) failed.
+#[derive(Debug, thiserror::Error)]
+pub enum FdError {
+    /// close_range(3, ~0) failed (Linux < 5.9 lacks it: ENOSYS).
+    #[error("failed to close descriptors from {FIRST_CLOSED} up (close_range): {0}")]
+    CloseRange(std::io::Error),
+    /// Replacing the outer launcher's stdin/stdout with /dev/null failed.
+    #[error("failed to hand the protocol pipes over to the sandbox: {0}")]
+    HandOver(std::io::Error),
+}
+
+/// Closes every descriptor from 3 up. Any `OwnedFd` still alive above 2 must not be used
+/// or dropped afterwards (callers consume theirs before this stage).
+pub fn close_all_but_stdio() -> Result<(), FdError> {
+    sys::close_from(FIRST_CLOSED).map_err(FdError::CloseRange)
+}
+
+/// In the outer launcher, after the clone: point fds 0 and 1 at /dev/null. The sandbox
+/// holds its own copies of the protocol pipes, so the host sees end-of-file as soon as the
+/// sandbox closes them, not only when the outer launcher exits.
+pub fn hand_over_protocol_pipes() -> Result<(), FdError> {
+    [0, 1]
+        .into_iter()
+        .try_for_each(sys::point_at_dev_null)
+        .map_err(FdError::HandOver)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sys::Exit;
+    use crate::testutil::in_child;
+    use std::os::fd::IntoRawFd;
+
+    #[test]
+    fn descriptors_other_than_stdio_are_closed_before_exec() {
+        let exit = in_child(|| {
+            // A leaked descriptor without O_CLOEXEC, as a careless host might pass on.
+            let leaked = std::fs::File::open("/dev/null").unwrap().into_raw_fd();
+            assert!(sys::is_open(leaked));
+            close_all_but_stdio().unwrap();
+            match (sys::is_open(leaked), (0..3).all(sys::is_open)) {
+                (false, true) => 0,
+                _ => 1,
+            }
+        });
+        assert_eq!(exit, Exit::Code(0));
+    }
+}

@@ -1,0 +1,251 @@
+//! The native sandbox launcher of mcp-code-mode.
+//!
+//! `mcp-code-mode __launcher ARGS` re-executes itself into [`run_from_args`] before any thread
+//! starts. The launcher joins the run's cgroups, clones into fresh namespaces and, in the
+//! child, locks the process down layer by layer before it execs the program (Python) as pid 1
+//! of the new pid namespace. The outer launcher waits and passes the exit status on.
+//! Every `unsafe` call lives in [`sys`]; each stage is one module with one job. See
+//! README.md for the stage order and why it is so.
+
+use std::convert::Infallible;
+use std::ffi::OsString;
+use std::path::Path;
+
+pub mod args;
+pub mod capabilities;
+pub mod cgroups;
+pub mod exec;
+pub mod fds;
+pub mod identity;
+pub mod idmap;
+pub mod landlock_rules;
+pub mod mounts;
+pub mod namespaces;
+pub mod privs;
+pub mod rlimits;
+pub mod seccomp;
+mod sys;
+#[cfg(test)]
+mod testutil;
+
+pub use args::Config;
+pub use seccomp::{ArgCmp, CmpOp, Policy, Rule, policy};
+
+use namespaces::{Gate, Sandbox, Side};
+
+/// The exit status of the launcher when it fails before the program runs (as `env`, `chroot`
+/// and container runtimes use it).
+pub const FAILURE_STATUS: i32 = 125;
+
+/// Any stage's failure. Each message reads "failed to <step>: <why>".
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    #[error(transparent)]
+    Args(#[from] args::ArgsError),
+    #[error(transparent)]
+    Cgroup(#[from] cgroups::CgroupJoinError),
+    #[error(transparent)]
+    Namespace(#[from] namespaces::NamespaceError),
+    #[error(transparent)]
+    IdMap(#[from] idmap::IdMapError),
+    #[error(transparent)]
+    Identity(#[from] identity::IdentityError),
+    #[error(transparent)]
+    Mount(#[from] mounts::MountError),
+    #[error(transparent)]
+    Rlimit(#[from] rlimits::RlimitError),
+    #[error(transparent)]
+    Fd(#[from] fds::FdError),
+    #[error(transparent)]
+    Capability(#[from] capabilities::CapabilityError),
+    #[error(transparent)]
+    Privs(#[from] privs::PrivsError),
+    #[error(transparent)]
+    Landlock(#[from] landlock_rules::LandlockError),
+    #[error(transparent)]
+    Seccomp(#[from] seccomp::SeccompError),
+    #[error(transparent)]
+    Exec(#[from] exec::ExecError),
+}
+
+/// Parses the arguments after `__launcher` and runs the sandbox.
+///
+/// On success the sandbox process execs the program and the outer launcher returns the
+/// program's exit status (128 + N when killed by signal N). On failure it prints one line
+/// `launcher: failed to <step>: <why>` on stderr and returns [`FAILURE_STATUS`] (125).
+pub fn run_from_args(args: impl Iterator<Item = OsString>) -> i32 {
+    match Config::parse(args)
+        .map_err(LaunchError::from)
+        .and_then(|cfg| run(&cfg))
+    {
+        Ok(status) => status,
+        Err(e) => {
+            eprintln!("launcher: {e}");
+            FAILURE_STATUS
+        }
+    }
+}
+
+/// The stages, in order. Returns the program's exit status in the outer launcher; in the
+/// sandbox process it returns only on failure.
+pub fn run(cfg: &Config) -> Result<i32, LaunchError> {
+    // 0. Die with the host thread that spawned us (SIGKILL), re-checked after arming.
+    namespaces::die_with_parent()?;
+    // 1. Join the run's cgroups, so every sandbox process is born inside them.
+    cgroups::join(&cfg.cgroup_procs, sys_pid())?;
+    // (Fail early, with the fix, if the rootfs has nothing to mount on.)
+    mounts::check_rootfs(&cfg.rootfs)?;
+    // 2. Clone into new user/mount/pid/net/ipc/uts/cgroup namespaces (a root caller first
+    //    sheds its supplementary groups, which setgroups "deny" would freeze in).
+    let (uid, gid) = idmap::caller();
+    idmap::drop_groups_if_root(uid)?;
+    match namespaces::clone_sandbox()? {
+        Side::Outer(sandbox) => outer(sandbox, uid, gid),
+        Side::Inner(gate) => inner(cfg, gate).map(|never| match never {}),
+    }
+}
+
+/// The outer launcher, still in the initial namespaces.
+fn outer(sandbox: Sandbox, uid: u32, gid: u32) -> Result<i32, LaunchError> {
+    // 3. Write the child's uid/gid maps from here (setgroups "deny" first), then release it.
+    idmap::write(sandbox.pid(), &idmap::plan(uid, gid))?;
+    sandbox.release()?;
+    // Leave the protocol pipes to the sandbox alone, so the host sees EOF when it closes them.
+    fds::hand_over_protocol_pipes()?;
+    // Pass the program's exit status on (128 + N for signal N).
+    Ok(sandbox.wait()?.as_status())
+}
+
+/// The sandbox process: pid 1 of the new pid namespace, full capabilities in its own user
+/// namespace until stage 7.
+fn inner(cfg: &Config, gate: Gate) -> Result<Infallible, LaunchError> {
+    // 3. Wait for the id maps; if the outer launcher failed, it already said why.
+    if gate.wait_for_release().is_err() {
+        std::process::exit(FAILURE_STATUS);
+    }
+    // 5a. Become uid/gid 65534 with hostname "sandbox" (before the mounts: see identity.rs),
+    //     and re-arm the death signal that the uid change cleared.
+    identity::become_sandbox_user()?;
+    gate.rearm_after_credentials_change()?;
+    // 4. Private mounts, read-only root, /tmp, /dev, fresh /proc, pivot_root, cwd /tmp.
+    mounts::install(&mounts::plan(&cfg.rootfs, cfg.tmp_size))?;
+    // 5b. Resource limits: NPROC, NOFILE, FSIZE, CORE 0, STACK, optional DATA and CPU.
+    rlimits::install(&rlimits::plan(cfg))?;
+    // 6. Close every descriptor but 0, 1 and 2.
+    fds::close_all_but_stdio()?;
+    // 7. Drop every capability: bounding, ambient, inheritable, effective, permitted.
+    capabilities::drop_all()?;
+    // 8. no_new_privs.
+    privs::forbid_new_privileges()?;
+    // 9. Landlock: read+exec /, read+write /tmp, write /dev/null; no TCP; scoped IPC.
+    let plan = landlock_rules::plan(Path::new("/"), Path::new("/tmp"), Path::new("/dev/null"));
+    let enforced = landlock_rules::install(&plan)?;
+    if enforced.status != landlock::RulesetStatus::FullyEnforced {
+        eprintln!(
+            "launcher: note: landlock {:?} (abi {:?})",
+            enforced.status, enforced.abi
+        );
+    }
+    // 10. seccomp: the allowlist policy, denied calls answered with --seccomp-errno.
+    seccomp::install(&Policy {
+        default_errno: cfg.seccomp_errno,
+        ..seccomp::policy()
+    })?;
+    // 11. Exec the program with an empty environment.
+    Err(exec::exec_program(&cfg.program).into())
+}
+
+fn sys_pid() -> i32 {
+    sys::own_pid()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sys::Exit;
+    use crate::testutil::{empty_rootfs, in_child, require_user_namespaces};
+
+    /// Stages 2 to 4 in a forked child: clone, id maps, identity, mounts; then `probe` runs
+    /// inside and its return value comes back as the exit code.
+    fn inside_mounts(root: &Path, probe: fn() -> i32) -> Exit {
+        let root = root.to_owned();
+        in_child(move || match namespaces::clone_sandbox().unwrap() {
+            Side::Outer(sandbox) => {
+                let (uid, gid) = idmap::caller();
+                idmap::write(sandbox.pid(), &idmap::plan(uid, gid)).unwrap();
+                sandbox.release().unwrap();
+                sandbox.wait().unwrap().as_status()
+            }
+            Side::Inner(gate) => {
+                gate.wait_for_release().unwrap();
+                identity::become_sandbox_user().unwrap();
+                gate.rearm_after_credentials_change().unwrap();
+                mounts::install(&mounts::plan(&root, 1 << 20)).unwrap();
+                probe()
+            }
+        })
+    }
+
+    #[test]
+    fn the_root_is_read_only_tmp_is_writable_but_noexec_and_no_host_path_is_visible() {
+        if !require_user_namespaces() {
+            return;
+        }
+        let (_dir, root) = empty_rootfs();
+        let exit = inside_mounts(&root, || {
+            let errno = |r: std::io::Result<()>| r.err().and_then(|e| e.raw_os_error());
+            let checks = [
+                // the rootfs is the root, and read-only
+                std::fs::read_to_string("/etc/marker").ok().as_deref() == Some("rootfs"),
+                errno(std::fs::write("/etc/new", "x")) == Some(libc::EROFS),
+                // /tmp takes writes, cannot execute, and is the cwd
+                errno(std::fs::write("/tmp/f", "x")).is_none(),
+                sys::mount_flags_of(Path::new("/tmp")).unwrap() & libc::ST_NOEXEC != 0,
+                std::env::current_dir().unwrap() == Path::new("/tmp"),
+                // /dev has exactly the four nodes (+ links), read-only, and /dev/null works
+                errno(std::fs::write("/dev/null", "x")).is_none(),
+                std::fs::read_dir("/dev").unwrap().count() == 8,
+                errno(std::fs::write("/dev/new", "x")) == Some(libc::EROFS),
+                // a fresh /proc of our pid namespace: we are pid 1
+                std::fs::read_link("/proc/self").unwrap() == Path::new("1"),
+                // no /sys, no host paths
+                !Path::new("/sys").exists() && !Path::new("/usr").exists(),
+            ];
+            checks
+                .iter()
+                .position(|ok| !ok)
+                .map_or(0, |i| 10 + i as i32)
+        });
+        assert_eq!(exit, Exit::Code(0));
+    }
+
+    #[test]
+    fn the_sandbox_runs_as_65534_with_hostname_sandbox() {
+        if !require_user_namespaces() {
+            return;
+        }
+        let (_dir, root) = empty_rootfs();
+        let exit = inside_mounts(&root, || {
+            let status = std::fs::read_to_string("/proc/self/status").unwrap();
+            let uid_line = status
+                .lines()
+                .find(|l| l.starts_with("Uid:"))
+                .unwrap()
+                .to_owned();
+            let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+            let mut buf = [0u8; 64];
+            let name = sys::hostname(&mut buf);
+            match (
+                uid_line.split_whitespace().skip(1).all(|u| u == "65534"),
+                name == "sandbox",
+            ) {
+                (true, true) => 0,
+                _ => {
+                    eprintln!("{uid_line} {name} {host}");
+                    1
+                }
+            }
+        });
+        assert_eq!(exit, Exit::Code(0));
+    }
+}

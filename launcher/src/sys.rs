@@ -1,0 +1,391 @@
+//! The one chokepoint for raw system calls.
+//!
+//! Every `unsafe` block of the launcher lives here, each in a small named function that checks
+//! the return value at once and turns `-1`/`errno` into [`std::io::Error`]. The stage modules
+//! add the context (which path, which stage) to these errors.
+
+use std::ffi::{CStr, CString, OsStr};
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+/// Turns a path into a C string; a path with an interior NUL is `EINVAL`.
+pub fn cstring(bytes: &OsStr) -> io::Result<CString> {
+    CString::new(bytes.as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
+}
+
+fn path_c(path: &Path) -> io::Result<CString> {
+    cstring(path.as_os_str())
+}
+
+fn check(ret: libc::c_int) -> io::Result<libc::c_int> {
+    if ret == -1 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret)
+    }
+}
+
+fn check_long(ret: libc::c_long) -> io::Result<libc::c_long> {
+    if ret == -1 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret)
+    }
+}
+
+/// Which side of a [`clone_process`] call we are on.
+pub enum Cloned {
+    /// The calling process; `child` is the new process's pid as seen from here.
+    Parent { child: libc::pid_t },
+    /// The new process.
+    Child,
+}
+
+/// clone(2) with `flags | SIGCHLD` and no new stack: fork semantics plus the namespace flags.
+///
+/// The child runs on a copy of the caller's stack, like fork(2). Only sound to use in a
+/// single-threaded process (the launcher is one; tests call it from a freshly forked child).
+pub fn clone_process(flags: libc::c_int) -> io::Result<Cloned> {
+    // SAFETY: with a NULL stack pointer the raw clone syscall behaves like fork(2): the child
+    // gets a copy-on-write copy of the whole address space, including this stack frame, so no
+    // memory is shared. The caller is single-threaded, so no lock can be held by a thread that
+    // does not exist in the child. glibc's cached thread id in the child is stale, which only
+    // matters to pthread functions the child never calls before execve.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_clone,
+            (flags | libc::SIGCHLD) as libc::c_ulong,
+            std::ptr::null_mut::<libc::c_void>(),
+            std::ptr::null_mut::<libc::c_int>(),
+            std::ptr::null_mut::<libc::c_int>(),
+            0 as libc::c_ulong,
+        )
+    };
+    match check_long(ret)? {
+        0 => Ok(Cloned::Child),
+        pid => Ok(Cloned::Parent {
+            child: pid as libc::pid_t,
+        }),
+    }
+}
+
+#[cfg(test)]
+/// fork(2) through glibc (which resets its own locks and caches in the child).
+pub fn fork() -> io::Result<Cloned> {
+    // SAFETY: fork has no memory-safety preconditions of its own; the child only runs code
+    // that the callers (tests, single-threaded launcher) keep to simple syscalls before exit.
+    match check(unsafe { libc::fork() })? {
+        0 => Ok(Cloned::Child),
+        pid => Ok(Cloned::Parent { child: pid }),
+    }
+}
+
+/// How a child ended, as waitpid(2) reported it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// exit(2) with this status.
+    Code(i32),
+    /// Killed by this signal.
+    Signal(i32),
+}
+
+impl Exit {
+    /// The shell convention: the exit code, or 128 + the signal number.
+    pub fn as_status(self) -> i32 {
+        match self {
+            Exit::Code(code) => code,
+            Exit::Signal(sig) => 128 + sig,
+        }
+    }
+}
+
+/// waitpid(2) for `pid` until it exits or is killed (retries on EINTR).
+pub fn wait_for(pid: libc::pid_t) -> io::Result<Exit> {
+    loop {
+        let mut status: libc::c_int = 0;
+        // SAFETY: `status` is a valid, writable c_int for the duration of the call.
+        let ret = unsafe { libc::waitpid(pid, &mut status, 0) };
+        if ret == -1 {
+            let err = io::Error::last_os_error();
+            if err.raw_os_error() == Some(libc::EINTR) {
+                continue;
+            }
+            return Err(err);
+        }
+        if libc::WIFEXITED(status) {
+            return Ok(Exit::Code(libc::WEXITSTATUS(status)));
+        }
+        if libc::WIFSIGNALED(status) {
+            return Ok(Exit::Signal(libc::WTERMSIG(status)));
+        }
+    }
+}
+
+#[cfg(test)]
+/// _exit(2): end this process now, without running atexit handlers or destructors.
+pub fn exit_now(code: i32) -> ! {
+    // SAFETY: _exit never returns and has no preconditions.
+    unsafe { libc::_exit(code) }
+}
+
+/// prctl(PR_SET_PDEATHSIG, sig): get `sig` when the thread that forked us exits.
+pub fn set_parent_death_signal(sig: libc::c_int) -> io::Result<()> {
+    // SAFETY: plain integer arguments.
+    check(unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, sig as libc::c_ulong, 0, 0, 0) }).map(drop)
+}
+
+/// getppid(2). Never fails.
+pub fn parent_pid() -> libc::pid_t {
+    // SAFETY: no arguments, cannot fail.
+    unsafe { libc::getppid() }
+}
+
+/// getpid(2). Never fails.
+pub fn own_pid() -> libc::pid_t {
+    // SAFETY: no arguments, cannot fail.
+    unsafe { libc::getpid() }
+}
+
+/// geteuid(2) and getegid(2). Never fail.
+pub fn effective_ids() -> (u32, u32) {
+    // SAFETY: no arguments, cannot fail.
+    unsafe { (libc::geteuid(), libc::getegid()) }
+}
+
+/// pipe2(2) with O_CLOEXEC: (read end, write end).
+pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: `fds` is a writable array of two c_ints, as pipe2 requires.
+    check(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) })?;
+    // SAFETY: pipe2 succeeded, so both descriptors are open and owned by nobody else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// read(2) of up to one byte; `Ok(None)` at end of file. Retries on EINTR.
+pub fn read_byte(fd: &OwnedFd) -> io::Result<Option<u8>> {
+    let mut byte = 0u8;
+    loop {
+        // SAFETY: the buffer is one writable byte and the length says so.
+        let n = unsafe { libc::read(fd.as_raw_fd(), (&mut byte as *mut u8).cast(), 1) };
+        match n {
+            -1 if io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) => continue,
+            -1 => return Err(io::Error::last_os_error()),
+            0 => return Ok(None),
+            _ => return Ok(Some(byte)),
+        }
+    }
+}
+
+/// write(2) of one byte. Retries on EINTR.
+pub fn write_byte(fd: &OwnedFd, byte: u8) -> io::Result<()> {
+    loop {
+        // SAFETY: the buffer is one readable byte and the length says so.
+        let n = unsafe { libc::write(fd.as_raw_fd(), (&byte as *const u8).cast(), 1) };
+        match n {
+            -1 if io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) => continue,
+            -1 => return Err(io::Error::last_os_error()),
+            _ => return Ok(()),
+        }
+    }
+}
+
+/// poll(2) with a zero timeout: has every writer of this pipe's read end gone (POLLHUP)?
+pub fn pipe_writers_gone(fd: &OwnedFd) -> io::Result<bool> {
+    let mut pfd = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: `pfd` is one valid pollfd and nfds says 1.
+    check(unsafe { libc::poll(&mut pfd, 1, 0) })?;
+    Ok(pfd.revents & libc::POLLHUP != 0)
+}
+
+/// Points `fd` at /dev/null (open + dup2 + close), keeping the descriptor number in use.
+pub fn point_at_dev_null(fd: RawFd) -> io::Result<()> {
+    // SAFETY: the path is a NUL-terminated literal.
+    let null = check(unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) })?;
+    // SAFETY: open succeeded, so we own `null` now; OwnedFd closes it on every path.
+    let null = unsafe { OwnedFd::from_raw_fd(null) };
+    // SAFETY: dup2 on two descriptor numbers; `fd` is replaced atomically.
+    check(unsafe { libc::dup2(null.as_raw_fd(), fd) }).map(drop)
+}
+
+/// setgroups(2) with an empty list: drop every supplementary group (needs CAP_SETGID).
+pub fn drop_supplementary_groups() -> io::Result<()> {
+    // SAFETY: a zero-length list with a NULL pointer is valid for setgroups.
+    check(unsafe { libc::setgroups(0, std::ptr::null()) }).map(drop)
+}
+
+/// mount(2). `source`/`fstype`/`data` may be absent.
+pub fn mount(
+    source: Option<&Path>,
+    target: &Path,
+    fstype: Option<&CStr>,
+    flags: libc::c_ulong,
+    data: Option<&CStr>,
+) -> io::Result<()> {
+    let source = source.map(path_c).transpose()?;
+    let target = path_c(target)?;
+    // SAFETY: every pointer is either NULL (allowed by mount(2) for these arguments) or a
+    // NUL-terminated string that outlives the call.
+    check(unsafe {
+        libc::mount(
+            source.as_ref().map_or(std::ptr::null(), |s| s.as_ptr()),
+            target.as_ptr(),
+            fstype.map_or(std::ptr::null(), |s| s.as_ptr()),
+            flags,
+            data.map_or(std::ptr::null(), |s| s.as_ptr().cast()),
+        )
+    })
+    .map(drop)
+}
+
+/// umount2(2).
+pub fn umount2(target: &Path, flags: libc::c_int) -> io::Result<()> {
+    let target = path_c(target)?;
+    // SAFETY: `target` is a NUL-terminated string that outlives the call.
+    check(unsafe { libc::umount2(target.as_ptr(), flags) }).map(drop)
+}
+
+/// pivot_root(2) (no glibc wrapper: raw syscall).
+pub fn pivot_root(new_root: &Path, put_old: &Path) -> io::Result<()> {
+    let new_root = path_c(new_root)?;
+    let put_old = path_c(put_old)?;
+    // SAFETY: both arguments are NUL-terminated strings that outlive the call.
+    check_long(unsafe { libc::syscall(libc::SYS_pivot_root, new_root.as_ptr(), put_old.as_ptr()) })
+        .map(drop)
+}
+
+/// statvfs(3)'s `f_flag` (ST_RDONLY, ST_NOSUID, ...) of the filesystem holding `path`.
+pub fn mount_flags_of(path: &Path) -> io::Result<libc::c_ulong> {
+    let path = path_c(path)?;
+    let mut buf = std::mem::MaybeUninit::<libc::statvfs>::zeroed();
+    // SAFETY: `buf` is a writable statvfs; `path` is NUL-terminated.
+    check(unsafe { libc::statvfs(path.as_ptr(), buf.as_mut_ptr()) })?;
+    // SAFETY: statvfs succeeded and filled the struct (it was zeroed before anyway).
+    Ok(unsafe { buf.assume_init() }.f_flag)
+}
+
+/// chdir(2).
+pub fn chdir(path: &Path) -> io::Result<()> {
+    let path = path_c(path)?;
+    // SAFETY: `path` is NUL-terminated and outlives the call.
+    check(unsafe { libc::chdir(path.as_ptr()) }).map(drop)
+}
+
+/// sethostname(2) (needs CAP_SYS_ADMIN in the owning user namespace of the uts namespace).
+pub fn sethostname(name: &str) -> io::Result<()> {
+    // SAFETY: the pointer and length describe the bytes of `name`, which outlives the call.
+    check(unsafe { libc::sethostname(name.as_ptr().cast(), name.len()) }).map(drop)
+}
+
+/// setresgid(2) with all three ids the same.
+pub fn set_all_gids(gid: u32) -> io::Result<()> {
+    // SAFETY: plain integer arguments.
+    check(unsafe { libc::setresgid(gid, gid, gid) }).map(drop)
+}
+
+/// setresuid(2) with all three ids the same.
+pub fn set_all_uids(uid: u32) -> io::Result<()> {
+    // SAFETY: plain integer arguments.
+    check(unsafe { libc::setresuid(uid, uid, uid) }).map(drop)
+}
+
+/// getrlimit(2): (soft, hard).
+pub fn get_rlimit(resource: libc::__rlimit_resource_t) -> io::Result<(u64, u64)> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `lim` is a writable rlimit.
+    check(unsafe { libc::getrlimit(resource, &mut lim) })?;
+    Ok((lim.rlim_cur, lim.rlim_max))
+}
+
+/// setrlimit(2) with soft and hard limits.
+pub fn set_rlimit(resource: libc::__rlimit_resource_t, soft: u64, hard: u64) -> io::Result<()> {
+    let lim = libc::rlimit {
+        rlim_cur: soft,
+        rlim_max: hard,
+    };
+    // SAFETY: `lim` is a valid rlimit that outlives the call.
+    check(unsafe { libc::setrlimit(resource, &lim) }).map(drop)
+}
+
+/// close_range(2) from `first` to the highest possible descriptor.
+pub fn close_from(first: u32) -> io::Result<()> {
+    // SAFETY: closing descriptors has no memory-safety effect; every OwnedFd above `first`
+    // that is still alive is leaked by the caller (mem::forget) or never used again, since
+    // the next step is execve.
+    check_long(unsafe { libc::syscall(libc::SYS_close_range, first, u32::MAX, 0u32) }).map(drop)
+}
+
+#[cfg(test)]
+/// fcntl(F_GETFD): is `fd` an open descriptor?
+pub fn is_open(fd: RawFd) -> bool {
+    // SAFETY: F_GETFD only reads descriptor flags; an invalid fd yields EBADF.
+    unsafe { libc::fcntl(fd, libc::F_GETFD) != -1 }
+}
+
+/// prctl(PR_SET_NO_NEW_PRIVS, 1): execve can never grant privileges again (irreversible).
+pub fn set_no_new_privs() -> io::Result<()> {
+    // SAFETY: plain integer arguments.
+    check(unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) }).map(drop)
+}
+
+#[cfg(test)]
+/// prctl(PR_GET_NO_NEW_PRIVS).
+pub fn no_new_privs() -> io::Result<bool> {
+    // SAFETY: plain integer arguments.
+    Ok(check(unsafe { libc::prctl(libc::PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) })? == 1)
+}
+
+/// prctl(PR_CAPBSET_DROP, cap): remove `cap` from the bounding set (needs CAP_SETPCAP).
+pub fn drop_bounding_cap(cap: u32) -> io::Result<()> {
+    // SAFETY: plain integer arguments.
+    check(unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) }).map(drop)
+}
+
+/// execve(2) with an explicit argv and envp. Returns only on failure.
+pub fn execve(program: &CStr, argv: &[CString], envp: &[CString]) -> io::Error {
+    let mut argv_ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
+    argv_ptrs.push(std::ptr::null());
+    let mut envp_ptrs: Vec<*const libc::c_char> = envp.iter().map(|e| e.as_ptr()).collect();
+    envp_ptrs.push(std::ptr::null());
+    // SAFETY: `program` and every string in argv/envp are NUL-terminated and outlive the
+    // call; both pointer arrays are NULL-terminated as execve(2) requires.
+    unsafe { libc::execve(program.as_ptr(), argv_ptrs.as_ptr(), envp_ptrs.as_ptr()) };
+    io::Error::last_os_error()
+}
+
+/// signal(2) with SIG_IGN (tests only).
+#[cfg(test)]
+pub fn ignore_signal(sig: libc::c_int) {
+    // SAFETY: installing SIG_IGN touches no memory and runs no handler.
+    unsafe { libc::signal(sig, libc::SIG_IGN) };
+}
+
+/// A raw syscall with three arguments: Ok(return value) or Err(errno) (tests only: probes).
+#[cfg(test)]
+pub fn raw_syscall3(nr: libc::c_long, args: [u64; 3]) -> Result<i64, i32> {
+    // SAFETY: test probes pass NULL or pointers to live memory, or syscalls the filter is
+    // expected to refuse before the kernel reads any argument.
+    let ret = unsafe { libc::syscall(nr, args[0], args[1], args[2]) };
+    if ret == -1 {
+        Err(io::Error::last_os_error().raw_os_error().unwrap_or(0))
+    } else {
+        Ok(ret)
+    }
+}
+
+/// gethostname(2) into `buf` (tests only).
+#[cfg(test)]
+pub fn hostname(buf: &mut [u8]) -> String {
+    // SAFETY: the pointer and length describe `buf`, which outlives the call.
+    unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
+}

@@ -1,0 +1,337 @@
+//! The catalog: every kept tool with its Python name, stub, summary, validator and labels.
+//!
+//! Built once at startup from each server's `tools/list`. A tool is kept when it is on its
+//! server's allowlist (default: all) and its inputSchema compiles; one whose schema is too
+//! deep or cannot be compiled is left out with a warning. Startup stops when two kept tools
+//! would get the same Python name, when an allowlist or a private label names no kept tool.
+
+use std::collections::HashMap;
+
+use rmcp::model::Tool;
+use serde_json::Value;
+
+use super::names::python_name;
+use super::schema::ArgsValidator;
+use super::stub::{StubInput, stub, summary};
+use crate::protocol::ToolEntry;
+
+/// Which tools of a server are labelled private.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub enum PrivateLabels {
+    /// None (the default).
+    #[default]
+    None,
+    /// Every tool of the server (`"private": true`).
+    All,
+    /// These tools, by their MCP names.
+    Some(Vec<String>),
+}
+
+/// Per-server selection: allowlist and private labels, by MCP tool names.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Selection {
+    /// Tools to keep; `None` keeps all.
+    pub allow: Option<Vec<String>>,
+    /// Private labels.
+    pub private: PrivateLabels,
+}
+
+/// One kept tool.
+pub struct CatalogTool {
+    /// Index of its server in the bridge.
+    pub server: usize,
+    /// The server's name.
+    pub server_name: String,
+    /// The MCP name, as the server spells it.
+    pub mcp_name: String,
+    /// The Python name.
+    pub py_name: String,
+    /// The stub.
+    pub stub: String,
+    /// The summary line.
+    pub summary: String,
+    /// Labelled private.
+    pub private: bool,
+    /// The compiled inputSchema.
+    pub validator: ArgsValidator,
+}
+
+/// Why the catalog could not be built (startup stops).
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum CatalogError {
+    /// Two tools would get one Python name.
+    #[error(
+        "tools {first} and {second} would both be called {py_name}; rename one or leave one out with an allowlist"
+    )]
+    NameClash {
+        /// `server:tool` of the first.
+        first: String,
+        /// `server:tool` of the second.
+        second: String,
+        /// The shared Python name.
+        py_name: String,
+    },
+    /// A label names no kept tool.
+    #[error(
+        "the {what} {tool:?} on server {server:?} names no kept tool (a typo, a schema that could not be checked, or a tool not on the allowlist)"
+    )]
+    UnknownLabel {
+        /// `allowlist entry` or `private label`.
+        what: &'static str,
+        /// The label.
+        tool: String,
+        /// The server.
+        server: String,
+    },
+}
+
+/// All kept tools, in server order then `tools/list` order.
+#[derive(Default)]
+pub struct Catalog {
+    tools: Vec<CatalogTool>,
+    by_name: HashMap<String, usize>,
+}
+
+/// One server's tools as listed, with its selection, for [`Catalog::build`].
+pub struct ServerTools<'a> {
+    /// Server name.
+    pub name: &'a str,
+    /// Whether tool names get the `server__` prefix (config mode).
+    pub prefixed: bool,
+    /// Its tools.
+    pub tools: &'a [Tool],
+    /// Its allowlist and labels.
+    pub selection: &'a Selection,
+}
+
+impl Catalog {
+    /// Build the catalog; warnings for left-out tools go to the log.
+    ///
+    /// # Errors
+    /// [`CatalogError`] for a name clash or a label that names no kept tool.
+    pub fn build(servers: &[ServerTools<'_>]) -> Result<Self, CatalogError> {
+        let mut catalog = Catalog::default();
+        for (index, server) in servers.iter().enumerate() {
+            let selection = server.selection;
+            if let Some(allow) = &selection.allow {
+                for name in allow {
+                    if !server.tools.iter().any(|t| t.name == *name) {
+                        return Err(CatalogError::UnknownLabel {
+                            what: "allowlist entry",
+                            tool: name.clone(),
+                            server: server.name.to_owned(),
+                        });
+                    }
+                }
+            }
+            let mut seen_here = Vec::new();
+            for tool in server.tools {
+                let mcp_name = tool.name.to_string();
+                if seen_here.contains(&mcp_name) {
+                    tracing::warn!(server = server.name, tool = %mcp_name, "left out a second tool of the same name");
+                    continue;
+                }
+                seen_here.push(mcp_name.clone());
+                if let Some(allow) = &selection.allow {
+                    if !allow.contains(&mcp_name) {
+                        continue;
+                    }
+                }
+                let schema = Value::Object((*tool.input_schema).clone());
+                let validator = match ArgsValidator::compile(&schema) {
+                    Ok(v) => v,
+                    Err(e) => {
+                        tracing::warn!(server = server.name, tool = %mcp_name, "left out: {e}");
+                        continue;
+                    }
+                };
+                let private = match &selection.private {
+                    PrivateLabels::None => false,
+                    PrivateLabels::All => true,
+                    PrivateLabels::Some(list) => list.contains(&mcp_name),
+                };
+                let py_name = python_name(server.prefixed.then_some(server.name), &mcp_name);
+                let output = tool
+                    .output_schema
+                    .as_ref()
+                    .map(|o| Value::Object((**o).clone()));
+                let input = StubInput {
+                    name: &py_name,
+                    description: tool.description.as_deref(),
+                    input_schema: &schema,
+                    output_schema: output.as_ref(),
+                    private,
+                };
+                let entry = CatalogTool {
+                    server: index,
+                    server_name: server.name.to_owned(),
+                    stub: stub(&input),
+                    summary: summary(&input),
+                    mcp_name,
+                    py_name: py_name.clone(),
+                    private,
+                    validator,
+                };
+                if let Some(&other) = catalog.by_name.get(&py_name) {
+                    let other = &catalog.tools[other];
+                    return Err(CatalogError::NameClash {
+                        first: format!("{}:{}", other.server_name, other.mcp_name),
+                        second: format!("{}:{}", entry.server_name, entry.mcp_name),
+                        py_name,
+                    });
+                }
+                catalog.by_name.insert(py_name, catalog.tools.len());
+                catalog.tools.push(entry);
+            }
+            if let PrivateLabels::Some(labels) = &selection.private {
+                for label in labels {
+                    let kept = catalog
+                        .tools
+                        .iter()
+                        .any(|t| t.server == index && t.mcp_name == *label);
+                    if !kept {
+                        return Err(CatalogError::UnknownLabel {
+                            what: "private label",
+                            tool: label.clone(),
+                            server: server.name.to_owned(),
+                        });
+                    }
+                }
+            }
+        }
+        Ok(catalog)
+    }
+
+    /// The tool the code calls `py_name`.
+    pub fn get(&self, py_name: &str) -> Option<&CatalogTool> {
+        self.by_name.get(py_name).map(|&i| &self.tools[i])
+    }
+
+    /// Every kept tool, in catalog order.
+    pub fn tools(&self) -> &[CatalogTool] {
+        &self.tools
+    }
+
+    /// The runner's view: names, stubs, summaries and labels.
+    pub fn entries(&self) -> Vec<ToolEntry> {
+        self.tools
+            .iter()
+            .map(|t| ToolEntry {
+                name: t.py_name.clone(),
+                stub: t.stub.clone(),
+                summary: t.summary.clone(),
+                private: t.private,
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn tool(name: &str, schema: Value) -> Tool {
+        serde_json::from_value(json!({"name": name, "inputSchema": schema})).unwrap()
+    }
+
+    fn build(
+        servers: &[(&str, Vec<Tool>, Selection)],
+        prefixed: bool,
+    ) -> Result<Catalog, CatalogError> {
+        let st: Vec<ServerTools<'_>> = servers
+            .iter()
+            .map(|(n, t, s)| ServerTools {
+                name: n,
+                prefixed,
+                tools: t,
+                selection: s,
+            })
+            .collect();
+        Catalog::build(&st)
+    }
+
+    #[test]
+    fn a_name_clash_across_servers_stops_startup() {
+        let servers = [
+            ("a-b", vec![tool("x", json!({}))], Selection::default()),
+            ("a_b", vec![tool("x", json!({}))], Selection::default()),
+        ];
+        let e = build(&servers, true).err().unwrap();
+        assert!(
+            e.to_string().contains("a-b:x") && e.to_string().contains("a_b:x"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_clash_through_the_separator_stops_startup() {
+        let servers = [
+            ("a", vec![tool("b__c", json!({}))], Selection::default()),
+            ("a__b", vec![tool("c", json!({}))], Selection::default()),
+        ];
+        assert!(matches!(
+            build(&servers, true),
+            Err(CatalogError::NameClash { .. })
+        ));
+    }
+
+    #[test]
+    fn a_schema_too_deep_to_check_is_left_out_not_fatal() {
+        let mut deep = json!({"type": "string"});
+        for _ in 0..200 {
+            deep = json!({"type": "object", "properties": {"x": deep}});
+        }
+        let servers = [(
+            "s",
+            vec![tool("deep", deep), tool("ok", json!({}))],
+            Selection::default(),
+        )];
+        let c = build(&servers, false).unwrap();
+        assert!(c.get("deep").is_none());
+        assert!(c.get("ok").is_some());
+    }
+
+    #[test]
+    fn labels_must_name_kept_tools() {
+        let sel = Selection {
+            allow: None,
+            private: PrivateLabels::Some(vec!["nope".into()]),
+        };
+        let servers = [("s", vec![tool("ok", json!({}))], sel)];
+        assert!(matches!(
+            build(&servers, false),
+            Err(CatalogError::UnknownLabel { .. })
+        ));
+        let sel = Selection {
+            allow: Some(vec!["ok".into()]),
+            private: PrivateLabels::Some(vec!["other".into()]),
+        };
+        let servers = [(
+            "s",
+            vec![tool("ok", json!({})), tool("other", json!({}))],
+            sel,
+        )];
+        assert!(matches!(
+            build(&servers, false),
+            Err(CatalogError::UnknownLabel { .. })
+        ));
+    }
+
+    #[test]
+    fn the_allowlist_keeps_other_tools_out() {
+        let sel = Selection {
+            allow: Some(vec!["add".into()]),
+            private: PrivateLabels::None,
+        };
+        let servers = [(
+            "s",
+            vec![tool("add", json!({})), tool("echo", json!({}))],
+            sel,
+        )];
+        let c = build(&servers, false).unwrap();
+        assert!(c.get("add").is_some());
+        assert!(c.get("echo").is_none());
+        assert_eq!(c.entries().len(), 1);
+    }
+}

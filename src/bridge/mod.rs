@@ -1,0 +1,254 @@
+//! The bridge: the host side that holds the wrapped servers and checks every call.
+//!
+//! Every call from the sandbox passes these checks in order (README "How a call works",
+//! DESIGN.md step 3): known name (only kept tools exist) → arguments an object of at most
+//! 16 KiB → JSON Schema → the run's call budget → the private-data rule; only then does it go
+//! to the wrapped server, with a 30 s timeout. The budget and the private-data rule are
+//! decided together, under one lock, at the moment a call is sent: with several calls in
+//! flight, the first private call to be sent refuses every non-private call sent after it.
+
+pub mod catalog;
+pub mod names;
+pub mod refusal;
+pub mod result;
+pub mod schema;
+pub mod stub;
+pub mod transport;
+pub mod types;
+pub mod upstream;
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::limits::{CALL_TIMEOUT, MAX_ARGS_BYTES, MAX_RESULT_BYTES};
+use catalog::{Catalog, CatalogError, Selection, ServerTools};
+use refusal::CallError;
+use upstream::{CallOutcome, ServerSpec, Upstream, UpstreamError};
+
+/// One wrapped server to open: how to start it and which of its tools to keep.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerEntry {
+    /// How to start it.
+    pub spec: ServerSpec,
+    /// Its allowlist and private labels.
+    pub selection: Selection,
+}
+
+/// Why the bridge could not open.
+#[derive(Debug, thiserror::Error)]
+pub enum BridgeError {
+    /// A server failed to start (those already started were closed).
+    #[error(transparent)]
+    Upstream(#[from] UpstreamError),
+    /// The catalog was refused (all servers were closed).
+    #[error(transparent)]
+    Catalog(#[from] CatalogError),
+}
+
+/// The calls one run may still send; shared by every server of the bridge.
+#[derive(Debug)]
+pub struct CallBudget {
+    max: u32,
+    used: AtomicU32,
+}
+
+impl CallBudget {
+    /// A budget of `max` calls.
+    pub fn new(max: u32) -> Self {
+        Self {
+            max,
+            used: AtomicU32::new(0),
+        }
+    }
+
+    /// Calls sent so far.
+    pub fn used(&self) -> u32 {
+        self.used.load(Ordering::SeqCst)
+    }
+}
+
+/// The bridge over one or several wrapped servers.
+pub struct Bridge {
+    upstreams: Vec<Upstream>,
+    catalog: Catalog,
+    tainted: AtomicBool,
+    send_lock: Mutex<()>,
+    call_timeout: Duration,
+}
+
+impl Bridge {
+    /// Start every server in order, read their tools and build the catalog. When one fails,
+    /// the servers already started are closed before the error is returned.
+    ///
+    /// `prefixed` names tools `server__tool` (the `--config` form).
+    ///
+    /// # Errors
+    /// [`BridgeError`] naming the server, entry or tools at fault.
+    pub async fn open(entries: Vec<ServerEntry>, prefixed: bool) -> Result<Self, BridgeError> {
+        let mut upstreams = Vec::new();
+        let mut listed = Vec::new();
+        for entry in &entries {
+            match Upstream::start(entry.spec.clone()).await {
+                Ok((upstream, tools)) => {
+                    upstreams.push(upstream);
+                    listed.push(tools);
+                }
+                Err(e) => {
+                    close_all(&upstreams).await;
+                    return Err(e.into());
+                }
+            }
+        }
+        let servers: Vec<ServerTools<'_>> = entries
+            .iter()
+            .zip(&listed)
+            .map(|(entry, tools)| ServerTools {
+                name: &entry.spec.name,
+                prefixed,
+                tools,
+                selection: &entry.selection,
+            })
+            .collect();
+        let catalog = match Catalog::build(&servers) {
+            Ok(c) => c,
+            Err(e) => {
+                close_all(&upstreams).await;
+                return Err(e.into());
+            }
+        };
+        Ok(Self {
+            upstreams,
+            catalog,
+            tainted: AtomicBool::new(false),
+            send_lock: Mutex::new(()),
+            call_timeout: CALL_TIMEOUT,
+        })
+    }
+
+    /// Use another per-call timeout (tests; the product's is [`CALL_TIMEOUT`]).
+    pub fn with_call_timeout(mut self, timeout: Duration) -> Self {
+        self.call_timeout = timeout;
+        self
+    }
+
+    /// The catalog of kept tools.
+    pub fn catalog(&self) -> &Catalog {
+        &self.catalog
+    }
+
+    /// Every stub, for a caller's own prompt, separated by blank lines.
+    pub fn stubs(&self) -> String {
+        self.catalog
+            .tools()
+            .iter()
+            .map(|t| t.stub.as_str())
+            .collect::<Vec<_>>()
+            .join("\n\n")
+    }
+
+    /// Whether a private tool has been called in this process.
+    pub fn tainted(&self) -> bool {
+        self.tainted.load(Ordering::SeqCst)
+    }
+
+    /// Check one call from the code and, if it passes, send it. Returns the string for the
+    /// code, or the `ToolError` to raise.
+    pub async fn call(
+        &self,
+        budget: &CallBudget,
+        py_name: &str,
+        args: &Value,
+    ) -> Result<String, CallError> {
+        let refused = |text: String| Err(CallError::Refused(text));
+        let Some(tool) = self.catalog.get(py_name) else {
+            return refused(format!(
+                "there is no tool called {}; TOOLS lists the tools",
+                refusal::cap(py_name, 64)
+            ));
+        };
+        let Value::Object(map) = args else {
+            return refused(format!("{py_name} refused: the arguments must be a dict"));
+        };
+        let size = serde_json::to_vec(args)
+            .map(|v| v.len())
+            .unwrap_or(usize::MAX);
+        if size > MAX_ARGS_BYTES {
+            return refused(format!(
+                "{py_name} refused: the arguments are {size} bytes, over the {} KiB limit",
+                MAX_ARGS_BYTES / 1024
+            ));
+        }
+        if let Err(why) = tool.validator.check(args) {
+            return refused(format!(
+                "{py_name} refused: arguments outside its schema: {why}"
+            ));
+        }
+        {
+            // The budget and the private-data rule are decided when the call is sent.
+            let _sending = self.send_lock.lock().unwrap_or_else(|p| p.into_inner());
+            if budget.used.load(Ordering::SeqCst) >= budget.max {
+                return refused(format!(
+                    "{py_name} refused: this run's budget of {} tool calls is spent",
+                    budget.max
+                ));
+            }
+            if self.tainted.load(Ordering::SeqCst) && !tool.private {
+                return refused(format!(
+                    "{py_name} refused: a private tool was called earlier in this process, so only private tools can be called until mcp-code-mode restarts"
+                ));
+            }
+            budget.used.fetch_add(1, Ordering::SeqCst);
+            if tool.private {
+                self.tainted.store(true, Ordering::SeqCst);
+            }
+        }
+        let upstream = &self.upstreams[tool.server];
+        match upstream
+            .call(&tool.mcp_name, map.clone(), self.call_timeout)
+            .await
+        {
+            CallOutcome::Result(result) => {
+                if result.is_error == Some(true) {
+                    let text = result::content_text(&result);
+                    let text = if text.trim().is_empty() {
+                        format!("{py_name} failed (the server gave no message)")
+                    } else {
+                        text
+                    };
+                    return Err(CallError::ToolFailed(text));
+                }
+                let text = result::result_text(&result);
+                if text.len() > MAX_RESULT_BYTES {
+                    return refused(format!(
+                        "{py_name}'s result is {} bytes, over the {} KiB limit; it was refused, not cut",
+                        text.len(),
+                        MAX_RESULT_BYTES / 1024
+                    ));
+                }
+                Ok(text)
+            }
+            CallOutcome::TimedOut => refused(format!(
+                "{py_name} did not answer within {} s; the call was cancelled",
+                self.call_timeout.as_secs_f64()
+            )),
+            CallOutcome::Rejected(text) => Err(CallError::ToolFailed(format!(
+                "{py_name} failed: the server answered with an error: {text}"
+            ))),
+            CallOutcome::Broken(text) => refused(format!("{py_name} failed: {text}")),
+        }
+    }
+
+    /// Close every server (their processes end).
+    pub async fn close(&self) {
+        close_all(&self.upstreams).await;
+    }
+}
+
+async fn close_all(upstreams: &[Upstream]) {
+    for upstream in upstreams {
+        upstream.close().await;
+    }
+}

@@ -1,0 +1,272 @@
+//! Python names for MCP tools (SEED-SPEC §3.3).
+//!
+//! In order: `server__tool` with `--config`; every character outside `[A-Za-z0-9_]` becomes
+//! `_` (`get-weather` → `get_weather`); an empty name or one starting with a digit gets a
+//! leading `_`; a name that would shadow a keyword (soft keywords included), a builtin, a
+//! dunder or a name the runner defines gets a trailing `_`. Two tools that end up with the
+//! same name stop startup ([`crate::bridge::catalog`] checks).
+
+/// Separator between a server's name and its tool's name under `--config`.
+pub const SERVER_SEPARATOR: &str = "__";
+
+/// Names runner.py defines in the code's globals.
+pub const RUNNER_NAMES: &[&str] = &["ToolError", "TOOLS", "search_tools"];
+
+/// Python 3 keywords (`keyword.kwlist`).
+const KEYWORDS: &[&str] = &[
+    "False", "None", "True", "and", "as", "assert", "async", "await", "break", "class", "continue",
+    "def", "del", "elif", "else", "except", "finally", "for", "from", "global", "if", "import",
+    "in", "is", "lambda", "nonlocal", "not", "or", "pass", "raise", "return", "try", "while",
+    "with", "yield",
+];
+
+/// Python soft keywords (`keyword.softkwlist`, 3.12): legal names, but confusing ones.
+const SOFT_KEYWORDS: &[&str] = &["_", "case", "match", "type"];
+
+/// `dir(builtins)` of CPython 3.11–3.13, without dunders (those are caught by the dunder rule).
+const BUILTINS: &[&str] = &[
+    "ArithmeticError",
+    "AssertionError",
+    "AttributeError",
+    "BaseException",
+    "BaseExceptionGroup",
+    "BlockingIOError",
+    "BrokenPipeError",
+    "BufferError",
+    "BytesWarning",
+    "ChildProcessError",
+    "ConnectionAbortedError",
+    "ConnectionError",
+    "ConnectionRefusedError",
+    "ConnectionResetError",
+    "DeprecationWarning",
+    "EOFError",
+    "Ellipsis",
+    "EncodingWarning",
+    "EnvironmentError",
+    "Exception",
+    "ExceptionGroup",
+    "FileExistsError",
+    "FileNotFoundError",
+    "FloatingPointError",
+    "FutureWarning",
+    "GeneratorExit",
+    "IOError",
+    "ImportError",
+    "ImportWarning",
+    "IndentationError",
+    "IndexError",
+    "InterruptedError",
+    "IsADirectoryError",
+    "KeyError",
+    "KeyboardInterrupt",
+    "LookupError",
+    "MemoryError",
+    "ModuleNotFoundError",
+    "NameError",
+    "NotADirectoryError",
+    "NotImplemented",
+    "NotImplementedError",
+    "OSError",
+    "OverflowError",
+    "PendingDeprecationWarning",
+    "PermissionError",
+    "ProcessLookupError",
+    "PythonFinalizationError",
+    "RecursionError",
+    "ReferenceError",
+    "ResourceWarning",
+    "RuntimeError",
+    "RuntimeWarning",
+    "StopAsyncIteration",
+    "StopIteration",
+    "SyntaxError",
+    "SyntaxWarning",
+    "SystemError",
+    "SystemExit",
+    "TabError",
+    "TimeoutError",
+    "TypeError",
+    "UnboundLocalError",
+    "UnicodeDecodeError",
+    "UnicodeEncodeError",
+    "UnicodeError",
+    "UnicodeTranslateError",
+    "UnicodeWarning",
+    "UserWarning",
+    "ValueError",
+    "Warning",
+    "ZeroDivisionError",
+    "abs",
+    "aiter",
+    "all",
+    "anext",
+    "any",
+    "ascii",
+    "bin",
+    "bool",
+    "breakpoint",
+    "bytearray",
+    "bytes",
+    "callable",
+    "chr",
+    "classmethod",
+    "compile",
+    "complex",
+    "copyright",
+    "credits",
+    "delattr",
+    "dict",
+    "dir",
+    "divmod",
+    "enumerate",
+    "eval",
+    "exec",
+    "exit",
+    "filter",
+    "float",
+    "format",
+    "frozenset",
+    "getattr",
+    "globals",
+    "hasattr",
+    "hash",
+    "help",
+    "hex",
+    "id",
+    "input",
+    "int",
+    "isinstance",
+    "issubclass",
+    "iter",
+    "len",
+    "license",
+    "list",
+    "locals",
+    "map",
+    "max",
+    "memoryview",
+    "min",
+    "next",
+    "object",
+    "oct",
+    "open",
+    "ord",
+    "pow",
+    "print",
+    "property",
+    "quit",
+    "range",
+    "repr",
+    "reversed",
+    "round",
+    "set",
+    "setattr",
+    "slice",
+    "sorted",
+    "staticmethod",
+    "str",
+    "sum",
+    "super",
+    "tuple",
+    "vars",
+    "zip",
+];
+
+/// The Python name for `tool`, alone or (with `server`) as `server__tool`.
+///
+/// The result is always a valid Python identifier made of `[A-Za-z0-9_]` that shadows no
+/// keyword, builtin, dunder or runner name.
+pub fn python_name(server: Option<&str>, tool: &str) -> String {
+    let base = match server {
+        Some(server) => format!("{server}{SERVER_SEPARATOR}{tool}"),
+        None => tool.to_owned(),
+    };
+    let mut name: String = base
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if name.is_empty() || name.starts_with(|c: char| c.is_ascii_digit()) {
+        name.insert(0, '_');
+    }
+    if is_reserved(&name) {
+        name.push('_');
+    }
+    name
+}
+
+/// Whether `name` would shadow a keyword, a builtin, a dunder or a runner name.
+pub fn is_reserved(name: &str) -> bool {
+    let dunder = name.len() > 4 && name.starts_with("__") && name.ends_with("__");
+    dunder
+        || KEYWORDS.contains(&name)
+        || SOFT_KEYWORDS.contains(&name)
+        || BUILTINS.contains(&name)
+        || RUNNER_NAMES.contains(&name)
+}
+
+/// Whether `name` can be written bare as a Python parameter name in a stub.
+pub fn is_plain_identifier(name: &str) -> bool {
+    let mut chars = name.chars();
+    let first_ok = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
+    first_ok && chars.all(|c| c.is_ascii_alphanumeric() || c == '_') && !KEYWORDS.contains(&name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_that_are_not_identifiers_are_renamed() {
+        assert_eq!(python_name(None, "get-weather"), "get_weather");
+        assert_eq!(python_name(None, "a.b c"), "a_b_c");
+        assert_eq!(python_name(None, "1st"), "_1st");
+        assert_eq!(python_name(None, ""), "__");
+        assert_eq!(python_name(None, "héllo"), "h_llo");
+    }
+
+    #[test]
+    fn names_that_would_shadow_get_a_trailing_underscore() {
+        for (tool, want) in [
+            ("print", "print_"),
+            ("class", "class_"),
+            ("match", "match_"),
+            ("__builtins__", "__builtins___"),
+            ("__import__", "__import___"),
+            ("ToolError", "ToolError_"),
+            ("TOOLS", "TOOLS_"),
+            ("search_tools", "search_tools_"),
+            ("add", "add"),
+        ] {
+            assert_eq!(python_name(None, tool), want, "{tool}");
+        }
+    }
+
+    #[test]
+    fn config_names_start_with_the_server() {
+        assert_eq!(python_name(Some("notes"), "search"), "notes__search");
+        assert_eq!(python_name(Some("my-srv"), "t"), "my_srv__t");
+        assert_eq!(
+            python_name(Some("a"), "b__c"),
+            python_name(Some("a__b"), "c")
+        );
+    }
+
+    #[test]
+    fn only_plain_identifiers_are_written_bare() {
+        assert!(is_plain_identifier("first_name"));
+        assert!(!is_plain_identifier("from"));
+        assert!(!is_plain_identifier("cik-A"));
+        assert!(!is_plain_identifier("1st"));
+        assert!(!is_plain_identifier(""));
+        assert!(is_plain_identifier("type"));
+    }
+}

@@ -1,0 +1,320 @@
+//! Stubs and summary lines for tools (SEED-SPEC §3.1, §3.6).
+//!
+//! ```text
+//! async def add(params: dict) -> str:
+//!     """
+//!     Add two integers.
+//!
+//!     params: a: int, b: int
+//!     """
+//! ```
+//! The description is cut at 2 KiB; `\` and `"""` in it are escaped so it cannot end the
+//! docstring; parameter names that are not plain identifiers are written as JSON strings,
+//! cut at 64 characters first; optional parameters are written `name?: type`; at most
+//! [`MAX_PARAMS`] parameters are listed. A tool with an `outputSchema` gets a `returns:` line.
+
+use serde_json::Value;
+
+use super::names::is_plain_identifier;
+use super::types::TypeWriter;
+use crate::limits::{MAX_DESCRIPTION_BYTES, MAX_PARAM_NAME_CHARS};
+use crate::pyjson;
+
+/// Parameters listed in one stub before `... (N more)`.
+pub const MAX_PARAMS: usize = 50;
+/// Longest short description in a summary line, in characters.
+pub const MAX_SUMMARY_CHARS: usize = 200;
+
+/// What a stub is made from.
+pub struct StubInput<'a> {
+    /// The Python name.
+    pub name: &'a str,
+    /// The server's description, uncut.
+    pub description: Option<&'a str>,
+    /// The inputSchema.
+    pub input_schema: &'a Value,
+    /// The outputSchema, if declared.
+    pub output_schema: Option<&'a Value>,
+    /// Whether the tool is labelled private.
+    pub private: bool,
+}
+
+/// Cut `text` to at most `max` bytes on a character boundary.
+pub fn cut_bytes(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+/// The description as kept: cut at [`MAX_DESCRIPTION_BYTES`], surrounding blank space trimmed.
+pub fn kept_description(description: Option<&str>) -> String {
+    cut_bytes(description.unwrap_or(""), MAX_DESCRIPTION_BYTES)
+        .trim()
+        .to_owned()
+}
+
+/// A parameter name as written in stubs and summaries: bare, or quoted after cutting.
+pub fn param_name(name: &str) -> String {
+    if name.chars().count() <= MAX_PARAM_NAME_CHARS && is_plain_identifier(name) {
+        return name.to_owned();
+    }
+    let cut: String = name.chars().take(MAX_PARAM_NAME_CHARS).collect();
+    pyjson::to_string(&Value::String(cut))
+}
+
+struct Param {
+    name: String,
+    type_text: String,
+    required: bool,
+}
+
+fn params(schema: &Value) -> (Vec<Param>, usize, Option<String>) {
+    let writer = TypeWriter::new(schema);
+    let required: Vec<&str> = schema
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let properties = schema.get("properties").and_then(Value::as_object);
+    let total = properties.map_or(0, |p| p.len());
+    let list = properties
+        .into_iter()
+        .flatten()
+        .take(MAX_PARAMS)
+        .map(|(name, sub)| Param {
+            name: param_name(name),
+            type_text: writer.type_text(sub, 1),
+            required: required.contains(&name.as_str()),
+        })
+        .collect();
+    let extra = match schema.get("additionalProperties") {
+        Some(Value::Bool(true)) => Some("Any".to_owned()),
+        Some(sub @ Value::Object(_)) => Some(writer.type_text(sub, 1)),
+        _ => None,
+    };
+    (list, total, extra)
+}
+
+fn params_line(schema: &Value) -> String {
+    let (list, total, extra) = params(schema);
+    let mut parts: Vec<String> = list
+        .iter()
+        .map(|p| {
+            let mark = if p.required { "" } else { "?" };
+            format!("{}{mark}: {}", p.name, p.type_text)
+        })
+        .collect();
+    if total > list.len() {
+        parts.push(format!("... ({} more)", total - list.len()));
+    }
+    if let Some(extra) = extra {
+        parts.push(format!("**other: {extra}"));
+    }
+    if parts.is_empty() {
+        "(none)".to_owned()
+    } else {
+        parts.join(", ")
+    }
+}
+
+fn returns_line(output_schema: &Value) -> String {
+    let writer = TypeWriter::new(output_schema);
+    match output_schema.get("properties").and_then(Value::as_object) {
+        Some(props) => {
+            let fields: Vec<String> = props
+                .iter()
+                .take(MAX_PARAMS)
+                .map(|(k, v)| {
+                    let key = pyjson::to_string(&Value::String(
+                        k.chars().take(MAX_PARAM_NAME_CHARS).collect(),
+                    ));
+                    format!("{key}: {}", writer.type_text(v, 1))
+                })
+                .collect();
+            let more = if props.len() > MAX_PARAMS {
+                ", ..."
+            } else {
+                ""
+            };
+            format!("JSON {{{}{more}}}", fields.join(", "))
+        }
+        None => format!("JSON {}", writer.type_text(output_schema, 1)),
+    }
+}
+
+fn escape_docstring(text: &str) -> String {
+    text.replace('\\', "\\\\").replace("\"\"\"", "\\\"\\\"\\\"")
+}
+
+/// The stub of one tool.
+pub fn stub(input: &StubInput<'_>) -> String {
+    let mut out = format!(
+        "async def {}(params: dict) -> str:\n    \"\"\"\n",
+        input.name
+    );
+    let description = kept_description(input.description);
+    if !description.is_empty() {
+        for line in escape_docstring(&description).lines() {
+            if line.trim().is_empty() {
+                out.push('\n');
+            } else {
+                out.push_str("    ");
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+        out.push('\n');
+    }
+    if input.private {
+        out.push_str("    [private]: its results may hold private data; after calling it only private tools can be called.\n");
+    }
+    out.push_str("    params: ");
+    out.push_str(&params_line(input.input_schema));
+    out.push('\n');
+    if let Some(output) = input.output_schema {
+        out.push_str("    returns: ");
+        out.push_str(&returns_line(output));
+        out.push('\n');
+    }
+    out.push_str("    \"\"\"");
+    out
+}
+
+/// The one-line summary: `name(a, b) [private]: first line of the description`.
+pub fn summary(input: &StubInput<'_>) -> String {
+    let (list, total, _) = params(input.input_schema);
+    let mut names: Vec<String> = list.into_iter().map(|p| p.name).collect();
+    if total > names.len() {
+        names.push("...".into());
+    }
+    let mut line = format!("{}({})", input.name, names.join(", "));
+    if input.private {
+        line.push_str(" [private]");
+    }
+    let description = kept_description(input.description);
+    if let Some(first) = description.lines().map(str::trim).find(|l| !l.is_empty()) {
+        line.push_str(": ");
+        if first.chars().count() > MAX_SUMMARY_CHARS {
+            line.extend(first.chars().take(MAX_SUMMARY_CHARS));
+            line.push('…');
+        } else {
+            line.push_str(first);
+        }
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn add_schema() -> Value {
+        json!({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "required": ["a", "b"]})
+    }
+
+    #[test]
+    fn the_seed_stub_renders_exactly() {
+        let schema = add_schema();
+        let input = StubInput {
+            name: "add",
+            description: Some("Add two integers."),
+            input_schema: &schema,
+            output_schema: None,
+            private: false,
+        };
+        assert_eq!(
+            stub(&input),
+            "async def add(params: dict) -> str:\n    \"\"\"\n    Add two integers.\n\n    params: a: int, b: int\n    \"\"\""
+        );
+        assert_eq!(summary(&input), "add(a, b): Add two integers.");
+    }
+
+    #[test]
+    fn long_descriptions_are_cut() {
+        let schema = json!({});
+        let long = "é".repeat(5000);
+        let input = StubInput {
+            name: "t",
+            description: Some(&long),
+            input_schema: &schema,
+            output_schema: None,
+            private: false,
+        };
+        let s = stub(&input);
+        assert!(s.len() < MAX_DESCRIPTION_BYTES + 200);
+        assert!(s.contains(&"é".repeat(1024)));
+        assert!(!s.contains(&"é".repeat(1025)));
+    }
+
+    #[test]
+    fn a_description_cannot_end_the_docstring() {
+        let schema = json!({});
+        let input = StubInput {
+            name: "t",
+            description: Some("x\"\"\"\nimport os\\"),
+            input_schema: &schema,
+            output_schema: None,
+            private: false,
+        };
+        let s = stub(&input);
+        assert_eq!(s.matches("\"\"\"").count(), 2, "{s}");
+    }
+
+    #[test]
+    fn odd_and_long_parameter_names_are_quoted_and_cut() {
+        let long = "n".repeat(100);
+        let schema = json!({"properties": {"from": {}, "cik-A": {"type": "string"}, long.clone(): {}, "ok": {"type": "boolean"}}, "required": ["ok"]});
+        let input = StubInput {
+            name: "t",
+            description: None,
+            input_schema: &schema,
+            output_schema: None,
+            private: true,
+        };
+        let s = stub(&input);
+        assert!(s.contains(r#""from"?: Any"#), "{s}");
+        assert!(s.contains(r#""cik-A"?: str"#), "{s}");
+        assert!(s.contains(&format!("\"{}\"?: Any", "n".repeat(64))), "{s}");
+        assert!(s.contains("ok: bool"), "{s}");
+        assert!(s.contains("[private]"));
+        assert_eq!(summary(&input).matches("[private]").count(), 1);
+    }
+
+    #[test]
+    fn typed_returns_say_what_the_string_holds() {
+        let schema = add_schema();
+        let output = json!({"type": "object", "properties": {"sum": {"type": "integer"}}});
+        let input = StubInput {
+            name: "add",
+            description: None,
+            input_schema: &schema,
+            output_schema: Some(&output),
+            private: false,
+        };
+        assert!(stub(&input).contains("    returns: JSON {\"sum\": int}\n"));
+    }
+
+    #[test]
+    fn many_parameters_are_bounded() {
+        let props: serde_json::Map<String, Value> = (0..500)
+            .map(|i| (format!("p{i}"), json!({"type": "string"})))
+            .collect();
+        let schema = json!({"properties": props});
+        let input = StubInput {
+            name: "t",
+            description: None,
+            input_schema: &schema,
+            output_schema: None,
+            private: false,
+        };
+        let s = stub(&input);
+        assert!(s.contains("... (450 more)"));
+        assert!(s.len() < 2000);
+    }
+}

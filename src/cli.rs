@@ -1,0 +1,270 @@
+//! The command line (clap): `serve`, `exec`, `rootfs build`.
+//!
+//! Exit codes of `exec`: 0 when the code finished without error, 1 when it raised or was
+//! stopped, 2 when the command line or startup failed (with a message on stderr).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::bridge::catalog::{PrivateLabels, Selection};
+use crate::bridge::upstream::ServerSpec;
+use crate::bridge::{Bridge, ServerEntry};
+use crate::limits::{DEFAULT_DEADLINE_SECS, DEFAULT_MAX_CALLS};
+use crate::rootfs::{self, Source};
+use crate::run::{RunOptions, run_code};
+use crate::sandbox::Backend;
+use crate::sandbox::native::NativeBackend;
+use crate::server::CodeModeServer;
+
+/// Code mode for any MCP server: model-written Python in a sandbox, every tool call checked.
+#[derive(Parser, Debug)]
+#[command(name = "mcp-code-mode", version, about)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Serve the run_python MCP tool on stdio, wrapping the server after `--`.
+    Serve(ServeArgs),
+    /// Run code once against the wrapped server and print the result object as JSON.
+    Exec(ExecArgs),
+    /// Manage the sandbox's read-only Python rootfs.
+    Rootfs {
+        #[command(subcommand)]
+        command: RootfsCommand,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum RootfsCommand {
+    /// Build the rootfs (again) and print its directory.
+    Build(RootfsArgs),
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq)]
+enum BackendKind {
+    /// Linux namespaces, cgroups, Landlock and seccomp; no Docker, no setuid.
+    Native,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq)]
+enum FromKind {
+    /// Copy the host's python3 (any CPython >= 3.10).
+    Host,
+    /// Assemble it from Debian packages with apt.
+    Debian,
+}
+
+#[derive(Args, Debug)]
+struct RootfsArgs {
+    /// Where the Python comes from.
+    #[arg(long = "from", value_enum, default_value = "host")]
+    from: FromKind,
+    /// The host interpreter to copy with `--from host` (default: python3 on PATH).
+    #[arg(long)]
+    python: Option<PathBuf>,
+    /// Cache directory for rootfs builds (default: $XDG_CACHE_HOME/mcp-code-mode).
+    #[arg(long, value_name = "DIR", env = "MCP_CODE_MODE_ROOTFS")]
+    rootfs: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+struct RunArgs {
+    /// Where the code runs.
+    #[arg(long, value_enum, default_value = "native")]
+    backend: BackendKind,
+    /// Keep only this tool (repeatable; default: all tools).
+    #[arg(long = "allow", value_name = "TOOL")]
+    allow: Vec<String>,
+    /// Label this tool private (repeatable): after it is called, only private tools work.
+    #[arg(long = "private", value_name = "TOOL")]
+    private: Vec<String>,
+    /// Pass this variable from our environment to the wrapped server (repeatable).
+    #[arg(long = "env", value_name = "NAME")]
+    env: Vec<String>,
+    /// Wall-clock deadline of one run, in seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = DEFAULT_DEADLINE_SECS, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    deadline: u64,
+    /// Tool calls one run may send.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_CALLS, value_parser = clap::value_parser!(u32).range(0..=100_000))]
+    max_calls: u32,
+    /// Cache directory for the rootfs (built there on first use).
+    #[arg(long, value_name = "DIR", env = "MCP_CODE_MODE_ROOTFS")]
+    rootfs: Option<PathBuf>,
+    /// The wrapped MCP server's command and arguments.
+    #[arg(last = true, value_name = "COMMAND")]
+    command: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+struct ServeArgs {
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+#[derive(Args, Debug)]
+#[command(group(clap::ArgGroup::new("source").required(true).args(["code", "file"])))]
+struct ExecArgs {
+    /// The code to run.
+    #[arg(long)]
+    code: Option<String>,
+    /// A file holding the code to run.
+    #[arg(long)]
+    file: Option<PathBuf>,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+/// Parse the command line and run; the process's exit code.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(matches!(cli.command, Command::Serve(_)));
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("mcp-code-mode: failed to start the async runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let outcome = runtime.block_on(dispatch(cli));
+    runtime.shutdown_timeout(Duration::from_secs(2));
+    match outcome {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("mcp-code-mode: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn init_logging(serving: bool) {
+    let default = if serving { "info" } else { "warn" };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("MCP_CODE_MODE_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
+}
+
+async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Rootfs {
+            command: RootfsCommand::Build(args),
+        } => {
+            let options = rootfs::Options {
+                source: match args.from {
+                    FromKind::Host => Source::Host {
+                        python: args.python,
+                    },
+                    FromKind::Debian => Source::Debian,
+                },
+                cache_root: args.rootfs,
+                quiet: false,
+            };
+            let built = tokio::task::spawn_blocking(move || rootfs::build(&options)).await??;
+            #[allow(clippy::print_stdout)]
+            {
+                println!("{}", built.dir.display());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Serve(args) => {
+            let (bridge, backend, options) = prepare(&args.run).await?;
+            let server = CodeModeServer::new(bridge.clone(), backend, options);
+            let served = server.serve_stdio().await;
+            bridge.close().await;
+            served?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Exec(args) => {
+            let code = match (&args.code, &args.file) {
+                (Some(code), _) => code.clone(),
+                (None, Some(path)) => std::fs::read_to_string(path)
+                    .with_context(|| format!("failed to read the code from {}", path.display()))?,
+                (None, None) => bail!("give --code or --file"),
+            };
+            let (bridge, backend, options) = prepare(&args.run).await?;
+            let report = run_code(&bridge, backend.as_ref(), &code, &options).await;
+            bridge.close().await;
+            let report = report?;
+            tracing::info!(limits = %report.limits, calls = report.calls, "run finished");
+            #[allow(clippy::print_stdout)]
+            {
+                println!("{}", report.result.to_json());
+            }
+            Ok(if report.result.succeeded() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            })
+        }
+    }
+}
+
+fn entries(args: &RunArgs) -> anyhow::Result<Vec<ServerEntry>> {
+    let Some((command, rest)) = args.command.split_first() else {
+        bail!("no server command: put the wrapped MCP server's command after `--`");
+    };
+    let mut env = Vec::new();
+    for name in &args.env {
+        match std::env::var(name) {
+            Ok(value) => env.push((name.clone(), value)),
+            Err(_) => tracing::warn!("--env {name}: not set in this environment; not passed"),
+        }
+    }
+    Ok(vec![ServerEntry {
+        spec: ServerSpec {
+            name: "server".into(),
+            command: command.clone(),
+            args: rest.to_vec(),
+            env,
+            cwd: None,
+        },
+        selection: Selection {
+            allow: (!args.allow.is_empty()).then(|| args.allow.clone()),
+            private: if args.private.is_empty() {
+                PrivateLabels::None
+            } else {
+                PrivateLabels::Some(args.private.clone())
+            },
+        },
+    }])
+}
+
+async fn prepare(args: &RunArgs) -> anyhow::Result<(Arc<Bridge>, Arc<dyn Backend>, RunOptions)> {
+    let entries = entries(args)?;
+    let options = RunOptions {
+        deadline: Duration::from_secs(args.deadline),
+        max_calls: args.max_calls,
+    };
+    let rootfs_options = rootfs::Options {
+        source: Source::Host { python: None },
+        cache_root: args.rootfs.clone(),
+        quiet: false,
+    };
+    let rootfs = tokio::task::spawn_blocking(move || rootfs::ensure(&rootfs_options))
+        .await?
+        .context("failed to prepare the sandbox's rootfs")?;
+    let backend: Arc<dyn Backend> = match args.backend {
+        BackendKind::Native => Arc::new(NativeBackend::new(
+            std::env::current_exe().context("failed to find this program's path")?,
+            rootfs.dir.clone(),
+            rootfs.argv(),
+            args.deadline + 5,
+        )),
+    };
+    let bridge = Arc::new(Bridge::open(entries, false).await?);
+    Ok((bridge, backend, options))
+}

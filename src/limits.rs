@@ -1,0 +1,44 @@
+//! The fixed limits of a run, in one place.
+//!
+//! Every number here is the seed's (see `SEED-SPEC.md` §1 and the README's "How a call
+//! works"); the runner receives the output limits in its `start` message, and
+//! `skills/mcp-code-mode/SKILL.md` is kept equal to them by a test.
+
+use std::time::Duration;
+
+/// Default wall-clock deadline of one run (`--deadline`), seconds.
+pub const DEFAULT_DEADLINE_SECS: u64 = 90;
+/// Default number of tool calls one run may send to wrapped servers (`--max-calls`).
+pub const DEFAULT_MAX_CALLS: u32 = 200;
+/// Time one tool call may take on its wrapped server before it is refused.
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+/// Largest arguments object, in UTF-8 bytes of its compact JSON.
+pub const MAX_ARGS_BYTES: usize = 16 * 1024;
+/// Largest result handed back to the code, in UTF-8 bytes; larger results are refused, never cut.
+pub const MAX_RESULT_BYTES: usize = 64 * 1024;
+/// Longest message of a `ToolError` raised in the code, in characters.
+pub const MAX_ERROR_CHARS: usize = 500;
+/// Output kept from what the code printed (stdout and stderr together), in bytes.
+pub const STDOUT_KEEP_BYTES: usize = 8 * 1024;
+/// Output written by one run after which the run is stopped, in bytes.
+pub const STDOUT_STOP_BYTES: usize = 1024 * 1024;
+/// Longest line the host accepts from the runner, in bytes; a longer one is a protocol violation.
+pub const MAX_PROTOCOL_LINE_BYTES: usize = 1024 * 1024;
+/// Longest tool description kept from a wrapped server, in bytes (cut on a character boundary).
+pub const MAX_DESCRIPTION_BYTES: usize = 2 * 1024;
+/// Budget for the stubs in the run_python description, in characters.
+pub const STUB_BUDGET_CHARS: usize = 12_000;
+/// Nesting depth after which stub types are written `Any`.
+pub const STUB_TYPE_DEPTH: usize = 5;
+/// Longest parameter name written in a stub, in characters.
+pub const MAX_PARAM_NAME_CHARS: usize = 64;
+/// Memory of one sandbox, bytes (no swap on top).
+pub const MEMORY_BYTES: u64 = 256 * 1024 * 1024;
+/// Processes and threads in one sandbox.
+pub const MAX_PIDS: u64 = 64;
+/// Open files per process in the sandbox.
+pub const MAX_OPEN_FILES: u64 = 64;
+/// Size of the sandbox's `/tmp` tmpfs, bytes.
+pub const TMP_BYTES: u64 = 16 * 1024 * 1024;
+/// CPUs one sandbox may use.
+pub const CPUS: u64 = 1;

@@ -1,0 +1,278 @@
+//! The runner ⇄ host line protocol.
+//!
+//! Newline-delimited UTF-8 JSON, one object per line, on the sandbox's stdin (host → runner)
+//! and stdout (runner → host). The runner moves both to private descriptors before the code
+//! starts and points 0, 1 and 2 at `/dev/null`, but code in the same process can still find
+//! them, so every line the host reads is untrusted: [`parse_runner_line`] refuses a line that
+//! is too long, not JSON, or not exactly one of the shapes below, and the run then ends as a
+//! protocol violation (THREAT-MODEL.md, "code forges a protocol message").
+//!
+//! Host → runner ([`HostMessage`]):
+//! ```text
+//! {"type":"start","tools":[{"name":"add","stub":"…","summary":"…","private":false}],"limits":{…}}
+//! {"type":"cell","code":"…"}
+//! {"type":"result","id":7,"ok":true,"value":"{\"sum\": 5}"}
+//! {"type":"result","id":8,"ok":false,"error":"…"}
+//! ```
+//! Runner → host ([`RunnerMessage`]):
+//! ```text
+//! {"type":"call","id":7,"tool":"add","args":{"a":2,"b":3}}
+//! {"type":"done","stdout":"…","error":null,"truncated":false,"stopped":false}
+//! ```
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::limits::{MAX_PROTOCOL_LINE_BYTES, STDOUT_KEEP_BYTES};
+
+/// Longest `error` text the runner may send in `done`, in characters (a traceback tail).
+pub const MAX_DONE_ERROR_CHARS: usize = 2000;
+
+/// One tool as the runner sees it: its Python name, stub, summary line and private label.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ToolEntry {
+    /// The Python name the code calls (`add`, `notes__search`).
+    pub name: String,
+    /// The stub text: `async def add(params: dict) -> str:` and its docstring.
+    pub stub: String,
+    /// The one-line summary (`add(a, b): Add two integers.`).
+    pub summary: String,
+    /// Whether the tool is labelled private.
+    pub private: bool,
+}
+
+/// The runner's output limits, sent in `start` so the numbers live in one place (`limits.rs`).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct RunnerLimits {
+    /// Bytes of output kept.
+    pub stdout_keep: usize,
+    /// Bytes of output after which the run is stopped.
+    pub stdout_stop: usize,
+    /// Characters of traceback tail kept in `error`.
+    pub error_chars: usize,
+}
+
+impl Default for RunnerLimits {
+    fn default() -> Self {
+        Self {
+            stdout_keep: STDOUT_KEEP_BYTES,
+            stdout_stop: crate::limits::STDOUT_STOP_BYTES,
+            error_chars: MAX_DONE_ERROR_CHARS,
+        }
+    }
+}
+
+/// A message from the host to the runner.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(tag = "type", rename_all = "lowercase")]
+pub enum HostMessage {
+    /// The catalog and limits; sent once, first.
+    Start {
+        /// Every tool the code may call, in catalog order.
+        tools: Vec<ToolEntry>,
+        /// Output limits.
+        limits: RunnerLimits,
+    },
+    /// Code to run; several in a row for a held sandbox.
+    Cell {
+        /// Python source, compiled with top-level `await` allowed.
+        code: String,
+    },
+    /// The answer to one `call`.
+    Result {
+        /// The call's id.
+        id: u64,
+        /// Whether `value` (true) or `error` (false) is present.
+        ok: bool,
+        /// The result string handed to the code.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        value: Option<String>,
+        /// The refusal or failure, at most 500 characters, raised as `ToolError`.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
+}
+
+impl HostMessage {
+    /// The line to write (JSON plus `\n`).
+    pub fn to_line(&self) -> Vec<u8> {
+        let mut line = serde_json::to_vec(self).unwrap_or_default();
+        line.push(b'\n');
+        line
+    }
+}
+
+/// The final state of one cell, as the runner reports it.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Done {
+    /// What the code printed, at most 8 KiB.
+    pub stdout: String,
+    /// `None` on success; the traceback tail or a stop reason otherwise.
+    pub error: Option<String>,
+    /// More was printed than was kept.
+    pub truncated: bool,
+    /// The runner stopped the cell (output flood).
+    pub stopped: bool,
+}
+
+/// A message from the runner to the host.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RunnerMessage {
+    /// The code called a tool. `args` is any JSON value: a non-object is refused by the
+    /// bridge as a call, not treated as a protocol violation.
+    Call {
+        /// Call id, unique among calls in flight.
+        id: u64,
+        /// The Python name the code used.
+        tool: String,
+        /// The arguments as sent.
+        args: Value,
+    },
+    /// The cell finished.
+    Done(Done),
+}
+
+/// Why a runner line was refused; the run ends as a protocol violation with this reason.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum ProtocolViolation {
+    /// The line is longer than [`MAX_PROTOCOL_LINE_BYTES`].
+    #[error("a line of more than {MAX_PROTOCOL_LINE_BYTES} bytes")]
+    TooLong,
+    /// The line is not UTF-8 JSON.
+    #[error("a line that is not JSON")]
+    NotJson,
+    /// The line is JSON but not one of the known shapes.
+    #[error("a message of unknown shape ({0})")]
+    Shape(&'static str),
+    /// Output past the cap, which the runner never sends.
+    #[error("more than {STDOUT_KEEP_BYTES} bytes of output in one message")]
+    OutputTooLong,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WireCall {
+    id: u64,
+    tool: String,
+    args: Value,
+}
+
+/// Parse one line (without its `\n`) from the runner, strictly.
+///
+/// # Errors
+/// A [`ProtocolViolation`] for a line over [`MAX_PROTOCOL_LINE_BYTES`], invalid JSON, a
+/// `type` other than `call` or `done`, missing or extra fields, wrong field types, or a
+/// `done` whose `stdout` exceeds the kept-output cap or whose `error` exceeds
+/// [`MAX_DONE_ERROR_CHARS`].
+pub fn parse_runner_line(line: &[u8]) -> Result<RunnerMessage, ProtocolViolation> {
+    if line.len() > MAX_PROTOCOL_LINE_BYTES {
+        return Err(ProtocolViolation::TooLong);
+    }
+    let value: Value = serde_json::from_slice(line).map_err(|_| ProtocolViolation::NotJson)?;
+    let Value::Object(mut map) = value else {
+        return Err(ProtocolViolation::Shape("not an object"));
+    };
+    let kind = match map.remove("type") {
+        Some(Value::String(kind)) => kind,
+        _ => return Err(ProtocolViolation::Shape("no type")),
+    };
+    match kind.as_str() {
+        "call" => {
+            let call: WireCall = serde_json::from_value(Value::Object(map))
+                .map_err(|_| ProtocolViolation::Shape("bad call"))?;
+            Ok(RunnerMessage::Call {
+                id: call.id,
+                tool: call.tool,
+                args: call.args,
+            })
+        }
+        "done" => {
+            let done: Done = serde_json::from_value(Value::Object(map))
+                .map_err(|_| ProtocolViolation::Shape("bad done"))?;
+            if done.stdout.len() > STDOUT_KEEP_BYTES {
+                return Err(ProtocolViolation::OutputTooLong);
+            }
+            if done
+                .error
+                .as_ref()
+                .is_some_and(|e| e.chars().count() > MAX_DONE_ERROR_CHARS)
+            {
+                return Err(ProtocolViolation::Shape("error too long"));
+            }
+            Ok(RunnerMessage::Done(done))
+        }
+        _ => Err(ProtocolViolation::Shape("unknown type")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_well_formed_call_is_accepted() {
+        let m = parse_runner_line(br#"{"type":"call","id":7,"tool":"add","args":{"a":2}}"#);
+        assert_eq!(
+            m,
+            Ok(RunnerMessage::Call {
+                id: 7,
+                tool: "add".into(),
+                args: serde_json::json!({"a": 2})
+            })
+        );
+    }
+
+    #[test]
+    fn a_call_with_non_object_args_is_still_a_call() {
+        let m = parse_runner_line(br#"{"type":"call","id":1,"tool":"add","args":[1,2]}"#);
+        assert!(matches!(m, Ok(RunnerMessage::Call { .. })));
+    }
+
+    #[test]
+    fn garbage_and_odd_shapes_are_violations() {
+        for line in [
+            &b"not json"[..],
+            b"[]",
+            b"{}",
+            br#"{"type":"hello"}"#,
+            br#"{"type":"call","id":-1,"tool":"add","args":{}}"#,
+            br#"{"type":"call","id":1,"tool":"add","args":{},"extra":1}"#,
+            br#"{"type":"call","id":1,"tool":5,"args":{}}"#,
+            br#"{"type":"done","stdout":"","error":null,"truncated":false}"#,
+            br#"{"type":"done","stdout":1,"error":null,"truncated":false,"stopped":false}"#,
+            b"\xff\xfe",
+        ] {
+            assert!(parse_runner_line(line).is_err(), "{line:?}");
+        }
+    }
+
+    #[test]
+    fn an_over_long_line_or_output_is_a_violation() {
+        let long = vec![b' '; MAX_PROTOCOL_LINE_BYTES + 1];
+        assert_eq!(parse_runner_line(&long), Err(ProtocolViolation::TooLong));
+        let out = "x".repeat(STDOUT_KEEP_BYTES + 1);
+        let line = format!(
+            r#"{{"type":"done","stdout":"{out}","error":null,"truncated":true,"stopped":false}}"#
+        );
+        assert_eq!(
+            parse_runner_line(line.as_bytes()),
+            Err(ProtocolViolation::OutputTooLong)
+        );
+    }
+
+    #[test]
+    fn host_messages_serialise_as_tagged_lines() {
+        let line = HostMessage::Result {
+            id: 3,
+            ok: true,
+            value: Some("x".into()),
+            error: None,
+        }
+        .to_line();
+        assert_eq!(
+            line,
+            b"{\"type\":\"result\",\"id\":3,\"ok\":true,\"value\":\"x\"}\n"
+        );
+    }
+}

@@ -1,0 +1,283 @@
+//! Builds real rootfs trees into temporary cache roots. They need `unshare -r`; without it
+//! they say why and pass, except under `CI=true`, where they fail.
+
+use super::*;
+use std::os::unix::fs::PermissionsExt;
+
+fn unshare_or_skip(test: &str) -> bool {
+    if verify::unshare_available() {
+        return true;
+    }
+    let why = "`unshare --user --map-root-user --root=/` does not work on this host";
+    if std::env::var("CI").as_deref() == Ok("true") {
+        panic!("{test}: {why}");
+    }
+    eprintln!("SKIPPED {test}: {why}");
+    false
+}
+
+fn options(cache: &Path, source: Source) -> Options {
+    Options {
+        source,
+        cache_root: Some(cache.to_path_buf()),
+        quiet: true,
+    }
+}
+
+/// Runs python inside the rootfs, as the sandbox does, and returns its stdout.
+fn python_inside(rootfs: &Rootfs, code: &str) -> String {
+    let mut argv = vec![PYTHON_IN_ROOTFS];
+    argv.extend(PYTHON_FLAGS);
+    argv.extend(["-c", code]);
+    let out = verify::run_inside(&rootfs.dir, &argv).expect("unshare runs");
+    assert!(
+        out.status.success(),
+        "python failed inside {}: {}",
+        rootfs.dir.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("UTF-8 output")
+}
+
+fn check_rootfs(rootfs: &Rootfs, cache: &Path) {
+    assert_eq!(rootfs.dir, cache.join(format!("rootfs-{}", rootfs.key)));
+    assert_eq!(
+        Rootfs::open(&rootfs.dir).as_ref(),
+        Some(rootfs),
+        "the manifest round-trips"
+    );
+    assert_eq!(
+        tree_digest(&rootfs.dir).unwrap(),
+        rootfs.digest,
+        "the digest is the tree's"
+    );
+    assert_eq!(
+        rootfs.argv(),
+        ["/usr/bin/python3", "-I", "-S", "-B", "/runner.py"]
+    );
+
+    // Python starts inside, finds its stdlib there, and uses the precompiled bytecode.
+    let out = python_inside(
+        rootfs,
+        "import sys, asyncio, json, socket, subprocess, threading, hashlib, sqlite3, ssl, ctypes\n\
+         import importlib.util as u\n\
+         print(sys.prefix, sys.version.split()[0], asyncio.__file__)\n\
+         print(u.cache_from_source(asyncio.__file__))",
+    );
+    let lines: Vec<&str> = out.lines().collect();
+    let minor = rootfs
+        .python_version
+        .split('.')
+        .take(2)
+        .collect::<Vec<_>>()
+        .join(".");
+    assert_eq!(
+        lines[0],
+        format!(
+            "/usr {} /usr/lib/python{minor}/asyncio/__init__.py",
+            rootfs.python_version
+        )
+    );
+    assert!(
+        tree::inside(&rootfs.dir, Path::new(lines[1])).is_file(),
+        "no bytecode at {}",
+        lines[1]
+    );
+
+    // What must not be there.
+    let lib = rootfs.dir.join(format!("usr/lib/python{minor}"));
+    for absent in [
+        "site-packages",
+        "dist-packages",
+        "test",
+        "ensurepip",
+        "idlelib",
+        "tkinter",
+    ] {
+        assert!(!lib.join(absent).exists(), "{absent} is in the rootfs");
+    }
+    for shell in [
+        "bin/sh",
+        "usr/bin/sh",
+        "bin/bash",
+        "usr/bin/bash",
+        "bin/dash",
+    ] {
+        assert!(!rootfs.dir.join(shell).exists(), "{shell} is in the rootfs");
+    }
+    let out = python_inside(
+        rootfs,
+        "import importlib.util as u\nprint([m for m in ('pip', 'mcp', 'mcp_code_mode', 'setuptools') if u.find_spec(m)])",
+    );
+    assert_eq!(out, "[]\n");
+
+    // Users, runner, mount points.
+    let passwd = fs::read_to_string(rootfs.dir.join("etc/passwd")).unwrap();
+    assert!(passwd.contains("nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin"));
+    assert!(
+        fs::read_to_string(rootfs.dir.join("etc/group"))
+            .unwrap()
+            .contains(":65534:")
+    );
+    assert_eq!(
+        fs::read_to_string(rootfs.dir.join("runner.py")).unwrap(),
+        RUNNER_PY
+    );
+    for dir in ["tmp", "dev", "proc"] {
+        assert_eq!(
+            fs::read_dir(rootfs.dir.join(dir)).unwrap().count(),
+            0,
+            "/{dir} is not empty"
+        );
+    }
+
+    // Every file world-readable, every directory world-searchable, nothing setuid/setgid.
+    tree::walk(&rootfs.dir, &mut |path, meta| {
+        let mode = meta.permissions().mode();
+        if !meta.file_type().is_symlink() {
+            assert_eq!(mode & 0o7000, 0, "{} has mode {mode:o}", path.display());
+            assert_eq!(
+                mode & 0o004,
+                0o004,
+                "{} is not world-readable",
+                path.display()
+            );
+            assert!(
+                !meta.is_dir() || mode & 0o001 != 0,
+                "{} is not searchable",
+                path.display()
+            );
+            assert_eq!(mode & 0o022, 0, "{} is writable by others", path.display());
+        }
+        Ok(())
+    })
+    .unwrap();
+}
+
+#[test]
+fn a_rootfs_built_from_the_host_python_runs_inside_itself() {
+    if !unshare_or_skip("a_rootfs_built_from_the_host_python_runs_inside_itself") {
+        return;
+    }
+    let cache = tempfile::tempdir().unwrap();
+    let opts = options(cache.path(), Source::Host { python: None });
+    let first = build(&opts).expect("the host recipe builds");
+    check_rootfs(&first, cache.path());
+
+    // ensure() finds it; build() again gives the same tree; no temp dir is left behind.
+    assert_eq!(ensure(&opts).unwrap(), first);
+    let second = build(&opts).expect("a second build");
+    assert_eq!(
+        second.digest, first.digest,
+        "the same inputs give the same tree"
+    );
+    let names: Vec<String> = fs::read_dir(cache.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, [format!("rootfs-{}", first.key)]);
+}
+
+#[test]
+fn a_rootfs_built_from_a_pyenv_python_finds_its_libpython_inside() {
+    let python = PathBuf::from("/root/.pyenv/versions/3.11.7/bin/python3.11");
+    if !python.exists() {
+        eprintln!("SKIPPED: {} is not on this host", python.display());
+        return;
+    }
+    if !unshare_or_skip("a_rootfs_built_from_a_pyenv_python_finds_its_libpython_inside") {
+        return;
+    }
+    let cache = tempfile::tempdir().unwrap();
+    let rootfs = build(&options(
+        cache.path(),
+        Source::Host {
+            python: Some(python),
+        },
+    ))
+    .unwrap();
+    check_rootfs(&rootfs, cache.path());
+    assert!(rootfs.dir.join("usr/lib/libpython3.11.so.1.0").is_file());
+    assert!(
+        !rootfs.dir.join("root").exists(),
+        "the pyenv tree is not copied"
+    );
+}
+
+#[test]
+#[ignore = "downloads Debian packages with apt (slow); run with --ignored"]
+fn a_rootfs_built_from_debian_packages_runs_inside_itself() {
+    if !unshare_or_skip("a_rootfs_built_from_debian_packages_runs_inside_itself") {
+        return;
+    }
+    let cache = tempfile::tempdir().unwrap();
+    let rootfs = build(&options(cache.path(), Source::Debian)).expect("the debian recipe builds");
+    check_rootfs(&rootfs, cache.path());
+    assert_eq!(rootfs.source, "debian");
+}
+
+#[test]
+fn a_failed_build_leaves_nothing_behind() {
+    let cache = tempfile::tempdir().unwrap();
+    let opts = options(
+        cache.path(),
+        Source::Host {
+            python: Some("/nonexistent/python3".into()),
+        },
+    );
+    let error = build(&opts).unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .starts_with("failed to use /nonexistent/python3 as the source python"),
+        "{error}"
+    );
+    assert_eq!(fs::read_dir(cache.path()).unwrap().count(), 0);
+}
+
+#[test]
+fn a_directory_without_a_manifest_is_not_a_rootfs() {
+    let dir = tempfile::tempdir().unwrap();
+    assert_eq!(Rootfs::open(dir.path()), None);
+    fs::write(dir.path().join(MANIFEST_NAME), "recipe=x\nkey=abc\n").unwrap();
+    assert_eq!(Rootfs::open(dir.path()), None, "an incomplete manifest");
+}
+
+#[test]
+fn the_key_depends_on_the_source_kind_only() {
+    let host = rootfs_key(&Source::Host { python: None });
+    assert_eq!(host.len(), 16);
+    assert!(host.chars().all(|c| c.is_ascii_hexdigit()));
+    assert_eq!(
+        host,
+        rootfs_key(&Source::Host {
+            python: Some("/x".into())
+        })
+    );
+    assert_ne!(host, rootfs_key(&Source::Debian));
+}
+
+#[test]
+fn an_explicit_cache_root_wins() {
+    assert_eq!(
+        cache_root(Some(Path::new("/x/y"))).unwrap(),
+        PathBuf::from("/x/y")
+    );
+}
+
+#[test]
+fn the_digest_covers_contents_modes_and_links() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    fs::write(root.join("a"), "one").unwrap();
+    let base = tree_digest(root).unwrap();
+    fs::write(root.join(MANIFEST_NAME), "ignored").unwrap();
+    assert_eq!(tree_digest(root).unwrap(), base, "the manifest is left out");
+    fs::write(root.join("a"), "two").unwrap();
+    let changed = tree_digest(root).unwrap();
+    assert_ne!(changed, base);
+    fs::set_permissions(root.join("a"), fs::Permissions::from_mode(0o755)).unwrap();
+    assert_ne!(tree_digest(root).unwrap(), changed);
+    std::os::unix::fs::symlink("a", root.join("b")).unwrap();
+    assert_ne!(tree_digest(root).unwrap(), changed);
+}

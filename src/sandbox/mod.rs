@@ -1,0 +1,125 @@
+//! Where the code runs: the [`Backend`] seam and the sandboxes it starts.
+//!
+//! A backend starts one sandbox per run: runner.py in the read-only rootfs, the protocol on
+//! its stdin/stdout, its stderr drained by the host (bounded). The MCP layer knows only this
+//! trait; `native` spawns our launcher, `docker` runs the same rootfs as an image.
+
+pub mod cgroup;
+pub mod native;
+pub mod spawner;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
+use tokio::process::{Child, ChildStderr};
+
+/// A boxed future, for the object-safe trait methods.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Bytes of a sandbox's stderr kept for diagnostics.
+pub const STDERR_KEEP_BYTES: usize = 4096;
+
+/// Why a sandbox could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    /// The backend could not start the process at all.
+    #[error("failed to start the sandbox: {0}")]
+    Spawn(String),
+    /// The rootfs could not be prepared.
+    #[error("failed to prepare the rootfs: {0}")]
+    Rootfs(String),
+}
+
+/// A way to start sandboxes.
+pub trait Backend: Send + Sync {
+    /// Start one sandbox running runner.py, ready for the `start` message.
+    fn spawn(&self) -> BoxFuture<'_, Result<Sandbox, SandboxError>>;
+    /// A short name (`native`, `docker`).
+    fn name(&self) -> &'static str;
+}
+
+/// Facts about how a sandbox ended, for the run's error text.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Ending {
+    /// Exit code, or 128+signal.
+    pub status: Option<i32>,
+    /// The memory limit was hit in this run.
+    pub memory_limit_hit: bool,
+    /// The start of what the sandbox wrote to stderr (launcher errors, Python's fatal errors).
+    pub stderr: String,
+}
+
+/// Backend-specific control of a running sandbox.
+pub trait SandboxControl: Send {
+    /// Kill every process of the sandbox now.
+    fn kill(&mut self) -> BoxFuture<'_, ()>;
+    /// Wait for the sandbox to exit and report how it ended.
+    fn wait(&mut self) -> BoxFuture<'_, Ending>;
+    /// Which resource limits hold in this sandbox (`cgroup v1: memory, pids, cpu`, `rlimits`).
+    fn limits(&self) -> String;
+}
+
+/// One running sandbox: the protocol pipes and its control.
+pub struct Sandbox {
+    /// Host → runner.
+    pub stdin: Box<dyn AsyncWrite + Send + Unpin>,
+    /// Runner → host.
+    pub stdout: Box<dyn AsyncRead + Send + Unpin>,
+    /// Kill, wait, limits.
+    pub control: Box<dyn SandboxControl>,
+}
+
+/// Take a child's stdio as a [`Sandbox`]'s pipes.
+///
+/// # Errors
+/// [`SandboxError::Spawn`] when a pipe is missing.
+pub fn take_pipes(
+    child: &mut Child,
+) -> Result<
+    (
+        Box<dyn AsyncWrite + Send + Unpin>,
+        Box<dyn AsyncRead + Send + Unpin>,
+    ),
+    SandboxError,
+> {
+    match (child.stdin.take(), child.stdout.take()) {
+        (Some(i), Some(o)) => Ok((Box::new(i), Box::new(o))),
+        _ => Err(SandboxError::Spawn("the sandbox has no stdio pipes".into())),
+    }
+}
+
+/// Drain a sandbox's stderr in the background, keeping the first [`STDERR_KEEP_BYTES`].
+pub fn drain_stderr(stderr: Option<ChildStderr>) -> Arc<Mutex<Vec<u8>>> {
+    let kept = Arc::new(Mutex::new(Vec::new()));
+    if let Some(mut stderr) = stderr {
+        let kept = kept.clone();
+        tokio::spawn(async move {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = stderr.read(&mut buf).await {
+                if n == 0 {
+                    break;
+                }
+                if let Ok(mut k) = kept.lock() {
+                    let room = STDERR_KEEP_BYTES.saturating_sub(k.len());
+                    k.extend_from_slice(&buf[..n.min(room)]);
+                }
+            }
+        });
+    }
+    kept
+}
+
+/// The kept stderr as text.
+pub fn stderr_text(kept: &Arc<Mutex<Vec<u8>>>) -> String {
+    kept.lock()
+        .map(|k| String::from_utf8_lossy(&k).trim().to_owned())
+        .unwrap_or_default()
+}
+
+/// Exit code of a finished child: the code, or 128+signal.
+pub fn exit_code(status: std::process::ExitStatus) -> Option<i32> {
+    use std::os::unix::process::ExitStatusExt;
+    status.code().or_else(|| status.signal().map(|s| 128 + s))
+}

@@ -1,0 +1,463 @@
+//! runner.py against a scripted host: the host's python3 runs `rootfs/runner.py` on pipes
+//! (no sandbox), and each test plays the host's side of the line protocol.
+
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{Receiver, channel};
+use std::time::Duration;
+
+const WAIT: Duration = Duration::from_secs(20);
+
+/// One runner process and the host's ends of its pipes.
+struct Runner {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Receiver<String>,
+}
+
+impl Runner {
+    /// Starts runner.py with the tools `add` and `echo` and the default limits.
+    fn start() -> Runner {
+        Runner::start_with(
+            json!({"stdout_keep": 8192, "stdout_stop": 1048576, "error_chars": 2000}),
+        )
+    }
+
+    fn start_with(limits: Value) -> Runner {
+        let mut runner = Runner::spawn();
+        runner.send(&json!({
+            "type": "start",
+            "tools": [
+                {"name": "add", "private": false,
+                 "stub": "async def add(params: dict) -> str:\n    \"\"\"\n    Add two integers.\n\n    params: a: int, b: int\n    \"\"\"",
+                 "summary": "add(a, b): Add two integers."},
+                {"name": "echo", "private": false,
+                 "stub": "async def echo(params: dict) -> str:\n    \"\"\"\n    Echo the text back; to add a note.\n\n    params: text: str\n    \"\"\"",
+                 "summary": "echo(text): Echo the text back; to add a note."},
+                {"name": "create_issue", "private": true,
+                 "stub": "async def create_issue(params: dict) -> str:\n    \"\"\"\n    File an issue.\n\n    params: title: str\n    \"\"\"",
+                 "summary": "create_issue(title) [private]: File an issue."}
+            ],
+            "limits": limits,
+        }));
+        runner
+    }
+
+    fn spawn() -> Runner {
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/rootfs/runner.py");
+        let mut child = Command::new(host_python())
+            .args(["-I", "-S", "-B", script])
+            .env_clear()
+            .current_dir(std::env::temp_dir())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("failed to spawn python3");
+        let stdout = child.stdout.take().expect("stdout is piped");
+        let (tx, lines) = channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let stdin = child.stdin.take();
+        Runner {
+            child,
+            stdin,
+            lines,
+        }
+    }
+
+    fn send(&mut self, message: &Value) {
+        self.send_raw(&format!("{message}\n"));
+    }
+
+    fn send_raw(&mut self, line: &str) {
+        let stdin = self.stdin.as_mut().expect("stdin still open");
+        stdin
+            .write_all(line.as_bytes())
+            .expect("write to the runner");
+        stdin.flush().expect("flush to the runner");
+    }
+
+    fn cell(&mut self, code: &str) {
+        self.send(&json!({"type": "cell", "code": code}));
+    }
+
+    /// The next line from the runner, parsed; panics after `WAIT`.
+    fn recv(&self) -> Value {
+        let line = self
+            .lines
+            .recv_timeout(WAIT)
+            .expect("a line from the runner in time");
+        serde_json::from_str(&line).expect("the runner writes JSON lines")
+    }
+
+    /// Runs a cell that makes no calls and returns its `done`.
+    fn run(&mut self, code: &str) -> Value {
+        self.cell(code);
+        let done = self.recv();
+        assert_eq!(done["type"], "done", "{done}");
+        done
+    }
+
+    fn answer(&mut self, id: &Value, value: &str) {
+        self.send(&json!({"type": "result", "id": id, "ok": true, "value": value}));
+    }
+
+    /// Closes the protocol and returns the exit status.
+    fn finish(mut self) -> i32 {
+        self.stdin.take();
+        wait_exit(&mut self.child)
+    }
+}
+
+impl Drop for Runner {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The host's python3, as an absolute path: the runner sees an empty environment, and a
+/// PATH shim (pyenv) would leave `sys.executable` empty.
+fn host_python() -> &'static str {
+    static PYTHON: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PYTHON.get_or_init(|| {
+        let out = Command::new("python3")
+            .args(["-c", "import sys; print(sys.executable)"])
+            .output()
+            .expect("failed to run python3 (needed on PATH for the runner tests)");
+        String::from_utf8(out.stdout)
+            .expect("a UTF-8 path")
+            .trim()
+            .to_string()
+    })
+}
+
+fn wait_exit(child: &mut Child) -> i32 {
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        if let Some(status) = child.try_wait().expect("wait for the runner") {
+            return status.code().unwrap_or(-1);
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the runner did not exit"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn ok_done(stdout: &str) -> Value {
+    json!({"type": "done", "stdout": stdout, "error": null, "truncated": false, "stopped": false})
+}
+
+#[test]
+fn gathered_calls_are_matched_by_id_when_answered_out_of_order() {
+    let mut runner = Runner::start();
+    runner.cell(
+        "import asyncio, json\n\
+         sums = await asyncio.gather(*(add({'a': n, 'b': 10}) for n in range(3)))\n\
+         print([json.loads(s)['sum'] for s in sums])",
+    );
+    let calls: Vec<Value> = (0..3).map(|_| runner.recv()).collect();
+    for (n, call) in calls.iter().enumerate() {
+        assert_eq!(call["type"], "call");
+        assert_eq!(call["tool"], "add");
+        assert_eq!(call["args"], json!({"a": n, "b": 10}));
+        assert!(call["id"].is_u64(), "{call}");
+    }
+    // An id nobody waits for is ignored.
+    runner.send(&json!({"type": "result", "id": 999, "ok": true, "value": "stray"}));
+    for call in calls.iter().rev() {
+        let sum = call["args"]["a"].as_i64().unwrap() + 10;
+        runner.answer(&call["id"], &format!("{{\"sum\": {sum}}}"));
+    }
+    assert_eq!(runner.recv(), ok_done("[10, 11, 12]\n"));
+    assert_eq!(runner.finish(), 0);
+}
+
+#[test]
+fn a_refused_call_raises_tool_error_with_the_hosts_message() {
+    let mut runner = Runner::start();
+    runner.cell(
+        "try:\n    await echo({'text': 'hi'})\nexcept ToolError as e:\n    print('refused:', e)",
+    );
+    let call = runner.recv();
+    runner.send(
+        &json!({"type": "result", "id": call["id"], "ok": false, "error": "not on the allowlist"}),
+    );
+    assert_eq!(runner.recv(), ok_done("refused: not on the allowlist\n"));
+}
+
+#[test]
+fn a_non_dict_argument_is_still_sent_for_the_host_to_refuse() {
+    let mut runner = Runner::start();
+    runner.cell("await add([1, 2])");
+    let call = runner.recv();
+    assert_eq!(call["args"], json!([1, 2]));
+    runner.send(&json!({"type": "result", "id": call["id"], "ok": false, "error": "arguments must be an object"}));
+    let done = runner.recv();
+    let error = done["error"].as_str().unwrap();
+    assert!(
+        error.ends_with("ToolError: arguments must be an object"),
+        "{error}"
+    );
+}
+
+#[test]
+fn arguments_json_cannot_hold_fail_in_the_code_not_on_the_wire() {
+    let mut runner = Runner::start();
+    let done = runner.run("await add({'a': float('nan')})");
+    let error = done["error"].as_str().unwrap();
+    assert!(
+        error.contains("ToolError: arguments are not JSON"),
+        "{error}"
+    );
+    // Nothing was sent: the next line is the next cell's done.
+    assert_eq!(runner.run("print(1)"), ok_done("1\n"));
+}
+
+#[test]
+fn tool_calls_work_from_asyncio_run_in_a_plain_cell() {
+    let mut runner = Runner::start();
+    runner.cell("import asyncio\nprint(asyncio.run(add({'a': 1, 'b': 2})))");
+    let call = runner.recv();
+    runner.answer(&call["id"], "3");
+    assert_eq!(runner.recv(), ok_done("3\n"));
+}
+
+#[test]
+fn variables_persist_across_cells() {
+    let mut runner = Runner::start();
+    assert_eq!(
+        runner.run("x = 41\ndef bump(v):\n    return v + 1"),
+        ok_done("")
+    );
+    assert_eq!(runner.run("print(bump(x))"), ok_done("42\n"));
+    assert_eq!(
+        runner.run("import asyncio\nawait asyncio.sleep(0)\ny = x"),
+        ok_done("")
+    );
+    assert_eq!(runner.run("print(y, __name__)"), ok_done("41 __main__\n"));
+}
+
+#[test]
+fn the_runner_names_and_stubs_are_in_the_globals() {
+    let mut runner = Runner::start();
+    let done = runner.run(
+        "print(sorted(TOOLS))\nprint(add.__name__, add.__doc__ == TOOLS['add'])\n\
+         print(issubclass(ToolError, Exception), len(dir(__builtins__)) > 100)",
+    );
+    assert_eq!(
+        done,
+        ok_done("['add', 'create_issue', 'echo']\nadd True\nTrue True\n")
+    );
+}
+
+#[test]
+fn search_tools_scores_names_over_stubs_and_keeps_catalog_order() {
+    let mut runner = Runner::start();
+    // "add": name of add (2), stub of echo (1). "issue": name of create_issue (2).
+    let done = runner.run(
+        "print(repr(search_tools('add')))\nprint(repr(search_tools('ISSUE add add')))\n\
+         print(repr(search_tools('nothing-here')))\nprint(repr(search_tools('params')))",
+    );
+    let expected = [
+        "'add(a, b): Add two integers.\\necho(text): Echo the text back; to add a note.'",
+        "'add(a, b): Add two integers.\\ncreate_issue(title) [private]: File an issue.\\necho(text): Echo the text back; to add a note.'",
+        "''",
+        "'add(a, b): Add two integers.\\necho(text): Echo the text back; to add a note.\\ncreate_issue(title) [private]: File an issue.'",
+    ];
+    assert_eq!(done["stdout"], format!("{}\n", expected.join("\n")));
+}
+
+#[test]
+fn output_past_eight_kib_is_truncated_on_a_character_boundary() {
+    let mut runner = Runner::start();
+    let done = runner.run("print('x' * 10000)");
+    assert_eq!(done["truncated"], true);
+    assert_eq!(done["stopped"], false);
+    assert_eq!(done["stdout"].as_str().unwrap().len(), 8192);
+    // 'a' then 3-byte characters: byte 8192 falls inside one, which is dropped.
+    let done = runner.run("print('a' + '\\u20ac' * 4000)");
+    let stdout = done["stdout"].as_str().unwrap();
+    assert_eq!(stdout.len(), 1 + 3 * 2730);
+    assert_eq!(done["truncated"], true);
+}
+
+#[test]
+fn stderr_and_threads_share_the_capture() {
+    let mut runner = Runner::start();
+    let done = runner.run(
+        "import sys, threading\nprint('out')\nprint('err', file=sys.stderr)\n\
+         t = threading.Thread(target=lambda: print('thread'))\nt.start(); t.join()\n\
+         sys.stdout.buffer.write(b'raw\\n')",
+    );
+    assert_eq!(done, ok_done("out\nerr\nthread\nraw\n"));
+}
+
+#[test]
+fn writing_a_mebibyte_stops_the_runner_at_once() {
+    let mut runner = Runner::start();
+    runner.cell("try:\n    while True:\n        print('y' * 1000)\nexcept BaseException:\n    print('caught')\n    while True: pass");
+    let done = runner.recv();
+    assert_eq!(done["stopped"], true);
+    assert_eq!(done["truncated"], true);
+    assert_eq!(done["error"], "output limit of 1 MiB exceeded");
+    assert_eq!(done["stdout"].as_str().unwrap().len(), 8192);
+    assert_eq!(wait_exit(&mut runner.child), 0);
+}
+
+#[test]
+fn the_stop_message_names_the_limit_it_was_given() {
+    let mut runner =
+        Runner::start_with(json!({"stdout_keep": 10, "stdout_stop": 100, "error_chars": 2000}));
+    let done = {
+        runner.cell("print('z' * 200)");
+        runner.recv()
+    };
+    assert_eq!(done["error"], "output limit of 100 bytes exceeded");
+    assert_eq!(done["stdout"], "zzzzzzzzzz");
+}
+
+#[test]
+fn an_error_is_the_traceback_tail_without_runner_frames() {
+    let mut runner = Runner::start();
+    let done = runner.run("def f():\n    raise ValueError('boom')\nprint('before')\nf()");
+    assert_eq!(done["stdout"], "before\n");
+    assert_eq!(done["stopped"], false);
+    let error = done["error"].as_str().unwrap();
+    assert!(
+        error.starts_with("Traceback (most recent call last):\n  File \"<code>\", line 4"),
+        "{error}"
+    );
+    assert!(error.ends_with("ValueError: boom"), "{error}");
+    assert!(
+        !error.contains("runner.py") && !error.contains("asyncio"),
+        "{error}"
+    );
+
+    // In an awaited cell, and when the ToolError is raised inside the runner's tool function.
+    runner.cell("await add({'a': 1})");
+    let call = runner.recv();
+    runner.send(&json!({"type": "result", "id": call["id"], "ok": false, "error": "missing b"}));
+    let error = runner.recv()["error"].as_str().unwrap().to_string();
+    assert_eq!(
+        error,
+        "Traceback (most recent call last):\n  File \"<code>\", line 1, in <module>\n    await add({'a': 1})\nToolError: missing b"
+    );
+}
+
+#[test]
+fn a_long_traceback_keeps_its_last_twenty_lines_and_its_end() {
+    let mut runner =
+        Runner::start_with(json!({"stdout_keep": 8192, "stdout_stop": 1048576, "error_chars": 60}));
+    let done = runner.run("def r(n):\n    return r(n - 1) if n else 1 / 0\nr(50)");
+    let error = done["error"].as_str().unwrap();
+    assert_eq!(error.chars().count(), 60);
+    assert!(
+        error.ends_with("ZeroDivisionError: division by zero"),
+        "{error}"
+    );
+
+    // Thirty distinct frames (a plain recursion would be folded by Python).
+    let mut code = String::from("def f0():\n    1 / 0\n");
+    for n in 1..30 {
+        code.push_str(&format!("def f{n}():\n    f{}()\n", n - 1));
+    }
+    code.push_str("f29()");
+    let mut runner = Runner::start();
+    let error = runner.run(&code)["error"].as_str().unwrap().to_string();
+    assert_eq!(error.lines().count(), 20, "{error}");
+    assert!(
+        error.ends_with("ZeroDivisionError: division by zero"),
+        "{error}"
+    );
+}
+
+#[test]
+fn system_exit_and_keyboard_interrupt_are_results() {
+    let mut runner = Runner::start();
+    assert_eq!(
+        runner.run("import sys\nprint('a')\nsys.exit()"),
+        ok_done("a\n")
+    );
+    assert_eq!(runner.run("raise SystemExit(0)"), ok_done(""));
+    assert_eq!(runner.run("raise SystemExit(3)")["error"], "SystemExit: 3");
+    assert_eq!(
+        runner.run("raise SystemExit('bye')")["error"],
+        "SystemExit: bye"
+    );
+    let error =
+        runner.run("import asyncio\nawait asyncio.sleep(0)\nraise KeyboardInterrupt")["error"]
+            .clone();
+    assert!(
+        error.as_str().unwrap().ends_with("KeyboardInterrupt"),
+        "{error}"
+    );
+    // The loop survives all of that.
+    assert_eq!(
+        runner.run("import asyncio\nawait asyncio.sleep(0)\nprint('alive')"),
+        ok_done("alive\n")
+    );
+}
+
+#[test]
+fn a_syntax_error_is_reported_against_the_code() {
+    let mut runner = Runner::start();
+    let error = runner.run("def (:")["error"].as_str().unwrap().to_string();
+    assert!(error.starts_with("  File \"<code>\", line 1"), "{error}");
+    assert!(error.ends_with("SyntaxError: invalid syntax"), "{error}");
+}
+
+#[test]
+fn plain_output_cannot_forge_a_protocol_message() {
+    let mut runner = Runner::start();
+    let forged = r#"{"type":"call","id":1,"tool":"add","args":{"a":1,"b":2}}"#;
+    let code = format!(
+        "import os, subprocess, sys\nprint({forged:?})\nos.write(1, b'{forged}\\n')\nos.write(2, b'x\\n')\n\
+         subprocess.run([sys.executable, '-c', 'print({forged:?})'])\nprint('end')"
+    );
+    let done = runner.run(&code);
+    assert_eq!(done, ok_done(&format!("{forged}\nend\n")));
+    // stdin is /dev/null for the code.
+    assert_eq!(
+        runner.run("import sys\nprint(repr(sys.stdin.read()))"),
+        ok_done("''\n")
+    );
+    assert_eq!(runner.finish(), 0);
+}
+
+#[test]
+fn a_bad_line_from_the_host_exits_with_status_two() {
+    for line in [
+        "not json\n",
+        "[1]\n",
+        "{\"type\":\"bogus\"}\n",
+        "{\"type\":\"result\",\"id\":\"1\",\"ok\":true,\"value\":\"x\"}\n",
+        "{\"type\":\"start\",\"tools\":[{\"name\":\"not an identifier\",\"stub\":\"\",\"summary\":\"\"}]}\n",
+        "{\"type\":\"cell\",\"code\":\"print(1)\"}\n",
+    ] {
+        let mut runner = Runner::spawn();
+        runner.send_raw(line);
+        assert_eq!(wait_exit(&mut runner.child), 2, "for {line}");
+    }
+}
+
+#[test]
+fn eof_before_and_between_cells_exits_cleanly() {
+    let runner = Runner::spawn();
+    assert_eq!(runner.finish(), 0);
+    let mut runner = Runner::start();
+    runner.cell("print('last')");
+    runner.stdin.take();
+    assert_eq!(runner.recv(), ok_done("last\n"));
+    assert_eq!(wait_exit(&mut runner.child), 0);
+}
