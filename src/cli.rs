@@ -89,6 +89,10 @@ struct RunArgs {
     /// Pass this variable from our environment to the wrapped server (repeatable).
     #[arg(long = "env", value_name = "NAME")]
     env: Vec<String>,
+    /// Several servers from an `mcpServers` config file (instead of --allow, --private,
+    /// --env and the command).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
     /// Wall-clock deadline of one run, in seconds.
     #[arg(long, value_name = "SECONDS", default_value_t = DEFAULT_DEADLINE_SECS, value_parser = clap::value_parser!(u64).range(1..=3600))]
     deadline: u64,
@@ -98,6 +102,9 @@ struct RunArgs {
     /// Cache directory for the rootfs (built there on first use).
     #[arg(long, value_name = "DIR", env = "MCP_CODE_MODE_ROOTFS")]
     rootfs: Option<PathBuf>,
+    /// Per-call timeout in seconds (tests only; the product's is 30 s).
+    #[arg(long, value_name = "SECONDS", hide = true, default_value_t = crate::limits::CALL_TIMEOUT.as_secs_f64())]
+    call_timeout: f64,
     /// The wrapped MCP server's command and arguments.
     #[arg(last = true, value_name = "COMMAND")]
     command: Vec<String>,
@@ -214,6 +221,12 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
 }
 
 fn entries(args: &RunArgs) -> anyhow::Result<Vec<ServerEntry>> {
+    if let Some(path) = &args.config {
+        if !args.allow.is_empty() || !args.private.is_empty() || !args.env.is_empty() || !args.command.is_empty() {
+            bail!("--config cannot be combined with --allow, --private, --env or a server command: put those in the config file");
+        }
+        return Ok(crate::config::load_config(path)?);
+    }
     let Some((command, rest)) = args.command.split_first() else {
         bail!("no server command: put the wrapped MCP server's command after `--`");
     };
@@ -265,6 +278,12 @@ async fn prepare(args: &RunArgs) -> anyhow::Result<(Arc<Bridge>, Arc<dyn Backend
             args.deadline + 5,
         )),
     };
-    let bridge = Arc::new(Bridge::open(entries, false).await?);
+    let call_timeout = Duration::try_from_secs_f64(args.call_timeout)
+        .context("--call-timeout must be a positive number of seconds")?;
+    let bridge = Arc::new(
+        Bridge::open(entries, args.config.is_some())
+            .await?
+            .with_call_timeout(call_timeout),
+    );
     Ok((bridge, backend, options))
 }

@@ -7,6 +7,7 @@
 
 pub mod bridge;
 pub mod cli;
+pub mod config;
 pub mod description;
 pub mod limits;
 pub mod protocol;

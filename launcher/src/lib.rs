@@ -137,8 +137,11 @@ fn inner(cfg: &Config, gate: Gate) -> Result<Infallible, LaunchError> {
     capabilities::drop_all()?;
     // 8. no_new_privs.
     privs::forbid_new_privileges()?;
-    // 9. Landlock: read+exec /, read+write /tmp, write /dev/null; no TCP; scoped IPC.
-    let plan = landlock_rules::plan(Path::new("/"), Path::new("/tmp"), Path::new("/dev/null"));
+    // 9. Landlock: read+exec under / but not /tmp, read+write /tmp and /dev/null; no TCP;
+    //    abstract unix sockets and signals scoped to the sandbox.
+    let (root, tmp) = (Path::new("/"), Path::new("/tmp"));
+    let entries = landlock_rules::root_entries(root, tmp)?;
+    let plan = landlock_rules::plan(root, &entries, tmp, Path::new("/dev/null"));
     let enforced = landlock_rules::install(&plan)?;
     if enforced.status != landlock::RulesetStatus::FullyEnforced {
         eprintln!(

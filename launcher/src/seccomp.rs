@@ -168,7 +168,6 @@ const ALLOW: &[&str] = &[
     "pkey_free",
     "pkey_mprotect",
     "map_shadow_stack",
-    "mseal",
     // files and descriptors
     "read",
     "write",

@@ -1,0 +1,195 @@
+//! A stdio "MCP server" that replays a scenario, for the misbehaving-server tests.
+//!
+//! It does not use rmcp on purpose: it writes whatever bytes the scenario says, so it can send
+//! junk, BOMs, CRLF, `NaN`, endless lines, server→client requests, or die mid-call.
+//!
+//! Usage: `scripted_server SCENARIO.json`. The scenario is an object:
+//! - `tools`: the array sent as `tools/list`'s `tools`, verbatim (default `[]`);
+//! - `log`: a file; every line received on stdin is appended to it as it arrives;
+//! - `eol`: the line ending of the replies this program builds (default `"\n"`);
+//! - `start`: steps run before stdin is read;
+//! - `on`: steps per request, keyed `"tools/call:NAME"`, then by method (`"initialize"`,
+//!   `"tools/list"`, `"tools/call"`); a request with no entry gets the default answer
+//!   (initialize echoes the client's version, tools/list sends `tools`, ping `{}`, anything
+//!   else "method not found"). Notifications are only logged.
+//!
+//! Each request is handled on its own thread, so calls overlap and stdin keeps being read
+//! (and logged) while a call hangs. Steps, in order:
+//! - `{"reply": RESULT}`: a response with this result; in its text `"$PID"` becomes this
+//!   process's id and `"$ANSWERS"` the array of answers received to this request's `ask`s;
+//! - `{"error": {"code": .., "message": ..}}`: an error response;
+//! - `{"raw": "TEXT"}`: TEXT as is (no newline added); `$ID` becomes the request's id;
+//! - `{"fill": N}`: N bytes of `x`, no newline, written in 1 MiB pieces;
+//! - `{"reply_text": N}`: a response whose one text block is N bytes of `x`;
+//! - `{"stderr": N}`: N bytes of stderr, as 100-byte lines;
+//! - `{"ask": {"method": .., "params": ..}}`: a request to the client; waits up to 5 s for
+//!   its answer and keeps it for `$ANSWERS`;
+//! - `{"sleep_ms": N}`, `{"hang": true}` (never answer), `{"exit": CODE}`.
+
+use std::collections::HashMap;
+use std::io::{BufRead, Write};
+use std::sync::mpsc::{Sender, channel};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+type Waiters = Arc<Mutex<HashMap<String, Sender<Value>>>>;
+
+struct Script {
+    scenario: Value,
+    out: Mutex<std::io::Stdout>,
+    waiters: Waiters,
+    eol: String,
+}
+
+impl Script {
+    fn write(&self, bytes: &[u8]) {
+        let mut out = self.out.lock().unwrap_or_else(|p| p.into_inner());
+        if out.write_all(bytes).and_then(|()| out.flush()).is_err() {
+            // The client stopped reading; a real server would die of SIGPIPE.
+            std::process::exit(141);
+        }
+    }
+
+    fn line(&self, value: &Value, answers: &[Value]) {
+        let text = value
+            .to_string()
+            .replace("\"$PID\"", &std::process::id().to_string())
+            .replace("\"$ANSWERS\"", &Value::from(answers.to_vec()).to_string());
+        self.write(format!("{text}{}", self.eol).as_bytes());
+    }
+
+    fn run(&self, steps: &[Value], id: &Value) {
+        let mut answers = Vec::new();
+        for (n, step) in steps.iter().enumerate() {
+            let Some((kind, arg)) = step.as_object().and_then(|o| o.iter().next()) else {
+                continue;
+            };
+            let count = arg.as_u64().unwrap_or(0) as usize;
+            match kind.as_str() {
+                "reply" => self.line(
+                    &json!({"jsonrpc": "2.0", "id": id, "result": arg}),
+                    &answers,
+                ),
+                "error" => self.line(&json!({"jsonrpc": "2.0", "id": id, "error": arg}), &[]),
+                "raw" => self.write(
+                    arg.as_str()
+                        .unwrap_or_default()
+                        .replace("$ID", &id.to_string())
+                        .as_bytes(),
+                ),
+                "fill" => {
+                    let chunk = vec![b'x'; 1 << 20];
+                    for start in (0..count).step_by(chunk.len()) {
+                        self.write(&chunk[..chunk.len().min(count - start)]);
+                    }
+                }
+                "reply_text" => self.line(
+                    &json!({"jsonrpc": "2.0", "id": id, "result": {"content": [{"type": "text", "text": "x".repeat(count)}]}}),
+                    &[],
+                ),
+                "stderr" => {
+                    let line = format!("{}\n", "e".repeat(99));
+                    let mut err = std::io::stderr().lock();
+                    for _ in 0..count / line.len() {
+                        let _ = err.write_all(line.as_bytes());
+                    }
+                }
+                "ask" => {
+                    let ask_id = format!("ask-{id}-{n}");
+                    let (tx, rx) = channel();
+                    self.waiters
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(ask_id.clone(), tx);
+                    let mut request = arg.clone();
+                    request["jsonrpc"] = json!("2.0");
+                    request["id"] = json!(ask_id);
+                    self.line(&request, &[]);
+                    let answer = rx.recv_timeout(Duration::from_secs(5));
+                    answers.push(answer.unwrap_or(json!("no answer within 5 s")));
+                }
+                "sleep_ms" => std::thread::sleep(Duration::from_millis(count as u64)),
+                "hang" => loop {
+                    std::thread::sleep(Duration::from_secs(3600));
+                },
+                "exit" => std::process::exit(arg.as_i64().unwrap_or(1) as i32),
+                other => eprintln!("scripted_server: unknown step {other:?}"),
+            }
+        }
+    }
+
+    fn default_answer(&self, method: &str, request: &Value) -> Vec<Value> {
+        let result = match method {
+            "initialize" => json!({
+                "protocolVersion": request["params"]["protocolVersion"],
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": "scripted", "version": "0"}
+            }),
+            "tools/list" => json!({"tools": self.scenario.get("tools").cloned().unwrap_or(json!([]))}),
+            "ping" => json!({}),
+            _ => return vec![json!({"error": {"code": -32601, "message": "method not found"}})],
+        };
+        vec![json!({ "reply": result })]
+    }
+
+    fn handle(&self, request: Value) {
+        let id = request["id"].clone();
+        let method = request["method"].as_str().unwrap_or_default().to_owned();
+        let on = &self.scenario["on"];
+        let steps = request["params"]["name"]
+            .as_str()
+            .and_then(|name| on.get(format!("{method}:{name}")))
+            .or_else(|| on.get(&method))
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_else(|| self.default_answer(&method, &request));
+        self.run(&steps, &id);
+    }
+}
+
+fn main() {
+    let path = std::env::args().nth(1).expect("usage: scripted_server SCENARIO.json");
+    let text = std::fs::read_to_string(&path).expect("read the scenario");
+    let scenario: Value = serde_json::from_str(&text).expect("parse the scenario");
+    let mut log = scenario["log"].as_str().map(|p| {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(p)
+            .expect("open the log")
+    });
+    let script = Arc::new(Script {
+        eol: scenario["eol"].as_str().unwrap_or("\n").to_owned(),
+        out: Mutex::new(std::io::stdout()),
+        waiters: Arc::default(),
+        scenario,
+    });
+    if let Some(start) = script.scenario["start"].as_array() {
+        script.run(start, &Value::Null);
+    }
+    for line in std::io::stdin().lock().lines() {
+        let Ok(line) = line else { break };
+        if let Some(log) = log.as_mut() {
+            let _ = writeln!(log, "{line}");
+        }
+        let Ok(message) = serde_json::from_str::<Value>(&line) else {
+            continue;
+        };
+        if message.get("method").is_none() {
+            let key = message["id"].as_str().unwrap_or_default().to_owned();
+            let waiter = script
+                .waiters
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&key);
+            if let Some(tx) = waiter {
+                let _ = tx.send(message);
+            }
+        } else if message.get("id").is_some() {
+            let script = script.clone();
+            std::thread::spawn(move || script.handle(message));
+        }
+    }
+}

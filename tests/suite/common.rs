@@ -1,0 +1,195 @@
+//! Helpers shared by the suite: paths to the binaries, running `exec`, loud skips.
+
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+
+use serde_json::Value;
+
+/// The `mcp-code-mode` binary under test.
+pub fn bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_mcp-code-mode"))
+}
+
+/// An example binary built by `cargo test` (e.g. `toy_server`).
+pub fn example(name: &str) -> PathBuf {
+    let deps = std::env::current_exe().expect("test binary path");
+    let profile = deps.parent().and_then(|d| d.parent()).expect("target profile dir");
+    let path = profile.join("examples").join(name);
+    assert!(path.exists(), "{} is missing: `cargo test` builds examples; run the suite with cargo test", path.display());
+    path
+}
+
+/// The toy server's command line.
+pub fn toy() -> Vec<String> {
+    vec![example("toy_server").display().to_string()]
+}
+
+/// Whether this run is CI, where a missing host feature is a failure, not a skip.
+pub fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
+}
+
+/// Skip loudly (print why) when `ok` is false; under CI fail instead. Returns `ok`.
+pub fn require(ok: bool, why: &str) -> bool {
+    if !ok {
+        assert!(!in_ci(), "required under CI: {why}");
+        eprintln!("SKIPPED: {why}");
+    }
+    ok
+}
+
+/// Whether the native sandbox can run here (user namespaces).
+pub fn native_available() -> bool {
+    static OK: OnceLock<bool> = OnceLock::new();
+    *OK.get_or_init(|| {
+        Command::new("unshare")
+            .args(["--user", "--map-root-user", "true"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    })
+}
+
+/// The result of one `exec`: exit code, the parsed result object (if any), stderr.
+#[derive(Debug)]
+pub struct Exec {
+    pub code: i32,
+    pub result: Option<Value>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Exec {
+    /// The result object, or a panic with stderr.
+    pub fn result(&self) -> &Value {
+        self.result.as_ref().unwrap_or_else(|| panic!("no result object; exit {}; stderr:\n{}", self.code, self.stderr))
+    }
+
+    /// What the code printed.
+    pub fn printed(&self) -> &str {
+        self.result()["stdout"].as_str().unwrap_or_default()
+    }
+
+    /// The error field, or "".
+    pub fn error(&self) -> &str {
+        self.result()["error"].as_str().unwrap_or_default()
+    }
+
+    /// The stopped flag.
+    pub fn stopped(&self) -> bool {
+        self.result()["stopped"].as_bool().unwrap_or(false)
+    }
+}
+
+/// Options for one `exec`.
+pub struct ExecOptions<'a> {
+    pub backend: &'a str,
+    pub args: Vec<String>,
+    pub server: Vec<String>,
+    pub env: Vec<(String, String)>,
+}
+
+impl Default for ExecOptions<'_> {
+    fn default() -> Self {
+        Self { backend: "native", args: Vec::new(), server: toy(), env: Vec::new() }
+    }
+}
+
+/// Run `mcp-code-mode exec --code CODE` with the toy server (or `opts.server`).
+pub fn exec_with(code: &str, opts: ExecOptions<'_>) -> Exec {
+    let mut cmd = Command::new(bin());
+    cmd.arg("exec").arg("--backend").arg(opts.backend).arg("--code").arg(code);
+    cmd.args(&opts.args).arg("--").args(&opts.server);
+    for (k, v) in &opts.env {
+        cmd.env(k, v);
+    }
+    let Output { status, stdout, stderr } = cmd.output().expect("run mcp-code-mode exec");
+    let stdout = String::from_utf8_lossy(&stdout).into_owned();
+    let result = stdout.lines().last().and_then(|l| serde_json::from_str(l).ok());
+    Exec {
+        code: status.code().unwrap_or(-1),
+        result,
+        stdout,
+        stderr: String::from_utf8_lossy(&stderr).into_owned(),
+    }
+}
+
+/// `exec` on the native backend with the toy server and extra CLI args.
+pub fn exec(code: &str, args: &[&str]) -> Exec {
+    exec_with(code, ExecOptions { args: args.iter().map(|s| s.to_string()).collect(), ..Default::default() })
+}
+
+/// The cargo target directory (`target/`).
+pub fn target_dir() -> PathBuf {
+    let deps = std::env::current_exe().expect("test binary path");
+    deps.ancestors().nth(3).expect("target dir").to_path_buf()
+}
+
+/// A Python with the MCP SDK 2.x and `mcp-server-time` installed, made on first use in
+/// `target/py-venv` (pip from PyPI); `None` when it cannot be made.
+pub fn venv_python() -> Option<PathBuf> {
+    static PY: OnceLock<Option<PathBuf>> = OnceLock::new();
+    PY.get_or_init(|| {
+        let venv = target_dir().join("py-venv");
+        let python = venv.join("bin").join("python");
+        let ready = |p: &PathBuf| {
+            Command::new(p)
+                .args(["-c", "import mcp, mcp_server_time; from mcp.client.stdio import stdio_client"])
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        };
+        if ready(&python) {
+            return Some(python);
+        }
+        let made = Command::new("python3").arg("-m").arg("venv").arg(&venv).status().is_ok_and(|s| s.success())
+            && Command::new(venv.join("bin").join("pip"))
+                .args(["install", "-q", "mcp>=2,<3", "mcp-server-time"])
+                .status()
+                .is_ok_and(|s| s.success());
+        (made && ready(&python)).then_some(python)
+    })
+    .clone()
+}
+
+/// Run the Python SDK client against `serve_command`, calling run_python with each code.
+pub fn python_client(codes: &[&str], serve_command: &[String]) -> Value {
+    let python = venv_python().expect("venv python");
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/clients/mcp_client.py");
+    let out = Command::new(python)
+        .arg(script)
+        .args(codes)
+        .arg("--")
+        .args(serve_command)
+        .output()
+        .expect("run the python client");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(stdout.lines().last().unwrap_or("")).unwrap_or_else(|e| {
+        panic!("client output is not JSON ({e}): {stdout}\nstderr: {}", String::from_utf8_lossy(&out.stderr))
+    })
+}
+
+/// Whether a Docker engine answers.
+pub fn docker_available() -> bool {
+    static OK: OnceLock<bool> = OnceLock::new();
+    *OK.get_or_init(|| {
+        Command::new("docker")
+            .arg("info")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    })
+}
+
+/// Whether the tests run as a user other than root (no writable cgroup: rlimit fallback).
+pub fn unprivileged() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("Uid:")).map(|l| l.split_whitespace().nth(2) != Some("0")))
+        .unwrap_or(false)
+}

@@ -1,0 +1,6 @@
+//! Test modules, one per subject.
+
+pub mod common;
+mod end_to_end;
+mod runner_protocol;
+mod threat_model;
