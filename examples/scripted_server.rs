@@ -15,13 +15,14 @@
 //!
 //! Each request is handled on its own thread, so calls overlap and stdin keeps being read
 //! (and logged) while a call hangs. Steps, in order:
-//! - `{"reply": RESULT}`: a response with this result; in its text `"$PID"` becomes this
-//!   process's id and `"$ANSWERS"` the array of answers received to this request's `ask`s;
+//! - `{"reply": RESULT}`: a response with this result; in it `"$PID"` and `"$PPID"` become
+//!   this process's and its parent's ids, `"$ENV"` its environment as an object, `"$x*N"`
+//!   N `x` characters, `"$deep*N"` a schema N objects deep, and `"$ANSWERS"` the answers received to this request's `ask`s;
 //! - `{"error": {"code": .., "message": ..}}`: an error response;
 //! - `{"raw": "TEXT"}`: TEXT as is (no newline added); `$ID` becomes the request's id;
 //! - `{"fill": N}`: N bytes of `x`, no newline, written in 1 MiB pieces;
 //! - `{"reply_text": N}`: a response whose one text block is N bytes of `x`;
-//! - `{"stderr": N}`: N bytes of stderr, as 100-byte lines;
+//! - `{"stderr": N}`: N bytes of stderr, as 100-byte lines; `{"stderr": "TEXT"}`: one line;
 //! - `{"ask": {"method": .., "params": ..}}`: a request to the client; waits up to 5 s for
 //!   its answer and keeps it for `$ANSWERS`;
 //! - `{"sleep_ms": N}`, `{"hang": true}` (never answer), `{"exit": CODE}`.
@@ -53,9 +54,13 @@ impl Script {
     }
 
     fn line(&self, value: &Value, answers: &[Value]) {
-        let text = value
+        let env: serde_json::Map<String, Value> =
+            std::env::vars().map(|(k, v)| (k, Value::from(v))).collect();
+        let text = expand(value.clone())
             .to_string()
             .replace("\"$PID\"", &std::process::id().to_string())
+            .replace("\"$PPID\"", &std::os::unix::process::parent_id().to_string())
+            .replace("\"$ENV\"", &Value::from(env).to_string())
             .replace("\"$ANSWERS\"", &Value::from(answers.to_vec()).to_string());
         self.write(format!("{text}{}", self.eol).as_bytes());
     }
@@ -89,6 +94,9 @@ impl Script {
                     &json!({"jsonrpc": "2.0", "id": id, "result": {"content": [{"type": "text", "text": "x".repeat(count)}]}}),
                     &[],
                 ),
+                "stderr" if arg.is_string() => {
+                    eprintln!("{}", arg.as_str().unwrap_or_default());
+                }
                 "stderr" => {
                     let line = format!("{}\n", "e".repeat(99));
                     let mut err = std::io::stderr().lock();
@@ -149,6 +157,27 @@ impl Script {
     }
 }
 
+/// Strings `"$x*N"` become N `x` characters and `"$deep*N"` a schema nested N objects deep
+/// (big payloads without big scenario files).
+fn expand(value: Value) -> Value {
+    match value {
+        Value::String(s) => {
+            if let Some(n) = s.strip_prefix("$x*").and_then(|n| n.parse().ok()) {
+                Value::String("x".repeat(n))
+            } else if let Some(n) = s.strip_prefix("$deep*").and_then(|n| n.parse().ok()) {
+                (0..n).fold(json!({"type": "string"}), |inner, _| {
+                    json!({"type": "object", "properties": {"x": inner}})
+                })
+            } else {
+                Value::String(s)
+            }
+        }
+        Value::Array(items) => items.into_iter().map(expand).collect(),
+        Value::Object(map) => map.into_iter().map(|(k, v)| (k, expand(v))).collect(),
+        other => other,
+    }
+}
+
 fn main() {
     let path = std::env::args().nth(1).expect("usage: scripted_server SCENARIO.json");
     let text = std::fs::read_to_string(&path).expect("read the scenario");
@@ -192,4 +221,6 @@ fn main() {
             std::thread::spawn(move || script.handle(message));
         }
     }
+    // The client closed our stdin: give answers being written a moment, then end.
+    std::thread::sleep(Duration::from_millis(100));
 }

@@ -97,61 +97,132 @@ pub async fn run_code(
     options: &RunOptions,
 ) -> Result<RunReport, SandboxError> {
     let deadline = Instant::now() + options.deadline;
-    let sandbox = backend.spawn().await?;
-    let limits = sandbox.control.limits();
-    let budget = Arc::new(CallBudget::new(options.max_calls));
-    let outcome = drive(bridge, sandbox, code, deadline, options, budget.clone()).await;
-    let result = outcome?;
-    Ok(RunReport {
-        result,
-        limits,
-        calls: budget.used(),
-    })
+    let mut held = HeldSandbox::start(bridge.clone(), backend).await?;
+    let report = held.cell_until(code, options.max_calls, deadline, options.deadline).await;
+    held.close().await;
+    report
 }
 
-async fn drive(
-    bridge: &Arc<Bridge>,
-    mut sandbox: Sandbox,
-    code: &str,
-    deadline: Instant,
-    options: &RunOptions,
-    budget: Arc<CallBudget>,
-) -> Result<RunResult, SandboxError> {
-    let (to_runner, writer_rx) = mpsc::channel::<Vec<u8>>(MAX_CALLS_IN_FLIGHT * 2);
-    let writer = tokio::spawn(write_loop(sandbox.stdin, writer_rx));
-    let start = HostMessage::Start {
-        tools: bridge.catalog().entries(),
-        limits: RunnerLimits::default(),
-    };
-    let _ = to_runner.send(start.to_line()).await;
-    let _ = to_runner
-        .send(
-            HostMessage::Cell {
-                code: code.to_owned(),
-            }
-            .to_line(),
-        )
-        .await;
+/// One sandbox held across several cells, with the code's variables kept between them: the
+/// Rust form of the seed's `Sandbox`, for a caller's own agent loop. Each cell has its own
+/// call budget and deadline. After a cell is stopped (deadline, protocol violation, crash)
+/// the sandbox is gone, and later cells are stopped at once.
+pub struct HeldSandbox {
+    bridge: Arc<Bridge>,
+    to_runner: Option<mpsc::Sender<Vec<u8>>>,
+    writer: tokio::task::JoinHandle<()>,
+    reader: BufReader<Box<dyn AsyncRead + Send + Unpin>>,
+    control: Box<dyn crate::sandbox::SandboxControl>,
+    limits: String,
+    dead: Option<String>,
+}
 
-    let mut reader = BufReader::with_capacity(64 * 1024, sandbox.stdout);
+impl HeldSandbox {
+    /// Start a sandbox from `backend` and send it the bridge's catalog.
+    ///
+    /// # Errors
+    /// [`SandboxError`] when the backend cannot start one.
+    pub async fn start(bridge: Arc<Bridge>, backend: &dyn Backend) -> Result<Self, SandboxError> {
+        let Sandbox { stdin, stdout, control } = backend.spawn().await?;
+        let (to_runner, writer_rx) = mpsc::channel::<Vec<u8>>(MAX_CALLS_IN_FLIGHT * 2);
+        let writer = tokio::spawn(write_loop(stdin, writer_rx));
+        let start = HostMessage::Start {
+            tools: bridge.catalog().entries(),
+            limits: RunnerLimits::default(),
+        };
+        let _ = to_runner.send(start.to_line()).await;
+        Ok(Self {
+            bridge,
+            to_runner: Some(to_runner),
+            writer,
+            reader: BufReader::with_capacity(64 * 1024, stdout),
+            limits: control.limits(),
+            control,
+            dead: None,
+        })
+    }
+
+    /// Run one cell with a budget of `max_calls` and a deadline of `deadline` from now.
+    ///
+    /// # Errors
+    /// [`SandboxError`] when the sandbox failed to start (the launcher's own error).
+    pub async fn cell(&mut self, code: &str, max_calls: u32, deadline: Duration) -> Result<RunReport, SandboxError> {
+        self.cell_until(code, max_calls, Instant::now() + deadline, deadline).await
+    }
+
+    async fn cell_until(
+        &mut self,
+        code: &str,
+        max_calls: u32,
+        deadline: Instant,
+        length: Duration,
+    ) -> Result<RunReport, SandboxError> {
+        let budget = Arc::new(CallBudget::new(max_calls));
+        let result = match (&self.dead, &self.to_runner) {
+            (Some(_), _) | (None, None) => {
+                RunResult::stopped(String::new(), format!("the sandbox is gone: {}", self.dead.as_deref().unwrap_or("closed")))
+            }
+            (None, Some(to_runner)) => {
+                let to_runner = to_runner.clone();
+                let _ = to_runner.send(HostMessage::Cell { code: code.to_owned() }.to_line()).await;
+                match serve_cell(&self.bridge, &mut self.reader, &to_runner, deadline, length, budget.clone()).await {
+                    Ok(result) => result,
+                    Err(reason) => {
+                        self.control.kill().await;
+                        let ending = self.control.wait().await;
+                        self.dead = Some(if reason.is_empty() { "it ended".into() } else { reason.clone() });
+                        if reason.is_empty() {
+                            ended_early(ending)?
+                        } else {
+                            RunResult::stopped(String::new(), reason)
+                        }
+                    }
+                }
+            }
+        };
+        if result.stopped && self.dead.is_none() {
+            // The runner exits after a stop of its own (output flood).
+            self.dead = Some("the previous cell was stopped".into());
+        }
+        Ok(RunReport {
+            result,
+            limits: self.limits.clone(),
+            calls: budget.used(),
+        })
+    }
+
+    /// End the sandbox: close its input, give it a moment to exit, then kill what is left.
+    pub async fn close(mut self) {
+        self.to_runner = None;
+        if tokio::time::timeout(EXIT_GRACE, self.control.wait()).await.is_err() {
+            self.control.kill().await;
+        }
+        self.writer.abort();
+        self.control.kill().await;
+    }
+}
+
+/// Serve one cell's calls until `done`; `Err(reason)` when the sandbox must be killed
+/// (an empty reason: it closed its pipe).
+async fn serve_cell(
+    bridge: &Arc<Bridge>,
+    reader: &mut BufReader<Box<dyn AsyncRead + Send + Unpin>>,
+    to_runner: &mpsc::Sender<Vec<u8>>,
+    deadline: Instant,
+    length: Duration,
+    budget: Arc<CallBudget>,
+) -> Result<RunResult, String> {
     let slots = Arc::new(Semaphore::new(MAX_CALLS_IN_FLIGHT));
     let mut calls = JoinSet::new();
     let mut line = Vec::new();
-    let outcome: Result<RunResult, String> = loop {
+    let late = || format!("deadline of {} s exceeded; the sandbox was killed", length.as_secs_f64());
+    let outcome = loop {
         line.clear();
-        let read = tokio::time::timeout_at(deadline, read_line(&mut reader, &mut line)).await;
-        let message = match read {
-            Err(_) => {
-                break Err(format!(
-                    "deadline of {} s exceeded; the sandbox was killed",
-                    options.deadline.as_secs_f64()
-                ));
-            }
+        let message = match tokio::time::timeout_at(deadline, read_line(reader, &mut line)).await {
+            Err(_) => break Err(late()),
             Ok(Err(LineError::Eof)) => break Err(String::new()),
             Ok(Err(LineError::TooLong)) => {
-                break Err(format!(
-                    "protocol violation: a line of more than {MAX_PROTOCOL_LINE_BYTES} bytes"
-                ));
+                break Err(format!("protocol violation: a line of more than {MAX_PROTOCOL_LINE_BYTES} bytes"));
             }
             Ok(Ok(())) => parse_runner_line(&line),
         };
@@ -166,33 +237,16 @@ async fn drive(
                 });
             }
             Ok(RunnerMessage::Call { id, tool, args }) => {
-                let permit =
-                    match tokio::time::timeout_at(deadline, slots.clone().acquire_owned()).await {
-                        Ok(Ok(permit)) => permit,
-                        _ => {
-                            break Err(format!(
-                                "deadline of {} s exceeded; the sandbox was killed",
-                                options.deadline.as_secs_f64()
-                            ));
-                        }
-                    };
+                let Ok(Ok(permit)) = tokio::time::timeout_at(deadline, slots.clone().acquire_owned()).await else {
+                    break Err(late());
+                };
                 let bridge = bridge.clone();
                 let budget = budget.clone();
                 let to_runner = to_runner.clone();
                 calls.spawn(async move {
                     let reply = match bridge.call(&budget, &tool, &args).await {
-                        Ok(value) => HostMessage::Result {
-                            id,
-                            ok: true,
-                            value: Some(value),
-                            error: None,
-                        },
-                        Err(e) => HostMessage::Result {
-                            id,
-                            ok: false,
-                            value: None,
-                            error: Some(e.message()),
-                        },
+                        Ok(value) => HostMessage::Result { id, ok: true, value: Some(value), error: None },
+                        Err(e) => HostMessage::Result { id, ok: false, value: None, error: Some(e.message()) },
                     };
                     let _ = to_runner.send(reply.to_line()).await;
                     drop(permit);
@@ -201,31 +255,7 @@ async fn drive(
         }
     };
     calls.abort_all();
-    drop(to_runner);
-    let result = match outcome {
-        Ok(result) => {
-            // The runner exits on EOF; give it a moment, then make sure.
-            writer.abort();
-            if tokio::time::timeout(EXIT_GRACE, sandbox.control.wait())
-                .await
-                .is_err()
-            {
-                sandbox.control.kill().await;
-            }
-            result
-        }
-        Err(reason) => {
-            writer.abort();
-            sandbox.control.kill().await;
-            let ending = sandbox.control.wait().await;
-            if reason.is_empty() {
-                return ended_early(ending);
-            }
-            RunResult::stopped(String::new(), reason)
-        }
-    };
-    sandbox.control.kill().await;
-    Ok(result)
+    outcome
 }
 
 /// The sandbox closed its pipe without `done`.

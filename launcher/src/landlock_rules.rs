@@ -66,17 +66,35 @@ pub enum LandlockError {
 ///
 /// Landlock rights only add up, so `/tmp` must not lie beneath a rule that grants execute:
 /// that is why the root is covered entry by entry instead of with one rule on `/`.
-pub fn plan(root: &Path, root_entries: &[(PathBuf, bool)], tmp: &Path, dev_null: &Path) -> LandlockPlan {
+pub fn plan(
+    root: &Path,
+    root_entries: &[(PathBuf, bool)],
+    tmp: &Path,
+    dev_null: &Path,
+) -> LandlockPlan {
     let all = AccessFs::from_all(TARGET_ABI);
     let read = AccessFs::from_read(TARGET_ABI);
     let tmp_access = all & !make_bitflags!(AccessFs::{Execute | MakeChar | MakeBlock | IoctlDev});
-    let mut paths = vec![PathRule { path: root.to_owned(), access: make_bitflags!(AccessFs::{ReadDir}) }];
+    let mut paths = vec![PathRule {
+        path: root.to_owned(),
+        access: make_bitflags!(AccessFs::{ReadDir}),
+    }];
     paths.extend(root_entries.iter().map(|(path, is_dir)| PathRule {
         path: path.clone(),
-        access: if *is_dir { read } else { read & AccessFs::from_file(TARGET_ABI) },
+        access: if *is_dir {
+            read
+        } else {
+            read & AccessFs::from_file(TARGET_ABI)
+        },
     }));
-    paths.push(PathRule { path: tmp.to_owned(), access: tmp_access });
-    paths.push(PathRule { path: dev_null.to_owned(), access: make_bitflags!(AccessFs::{ReadFile | WriteFile}) });
+    paths.push(PathRule {
+        path: tmp.to_owned(),
+        access: tmp_access,
+    });
+    paths.push(PathRule {
+        path: dev_null.to_owned(),
+        access: make_bitflags!(AccessFs::{ReadFile | WriteFile}),
+    });
     LandlockPlan {
         handled_fs: all,
         handled_net: AccessNet::from_all(TARGET_ABI),
@@ -88,7 +106,10 @@ pub fn plan(root: &Path, root_entries: &[(PathBuf, bool)], tmp: &Path, dev_null:
 /// The entries of `root` except `tmp`, each with whether it is a directory (symlinks
 /// followed, as Landlock's O_PATH open follows them).
 pub fn root_entries(root: &Path, tmp: &Path) -> Result<Vec<(PathBuf, bool)>, LandlockError> {
-    let list_err = |e: std::io::Error| LandlockError::Path { path: root.to_owned(), why: e.to_string() };
+    let list_err = |e: std::io::Error| LandlockError::Path {
+        path: root.to_owned(),
+        why: e.to_string(),
+    };
     let mut entries = Vec::new();
     for entry in std::fs::read_dir(root).map_err(list_err)? {
         let path = entry.map_err(list_err)?.path();
@@ -137,11 +158,23 @@ mod tests {
     #[test]
     fn tmp_may_be_written_but_never_executed_and_the_root_never_written() {
         let entries = [(PathBuf::from("/usr"), true), (PathBuf::from("/f"), false)];
-        let p = plan(Path::new("/"), &entries, Path::new("/tmp"), Path::new("/dev/null"));
-        assert_eq!(p.paths[0].access, make_bitflags!(AccessFs::{ReadDir}), "/ itself: list only");
+        let p = plan(
+            Path::new("/"),
+            &entries,
+            Path::new("/tmp"),
+            Path::new("/dev/null"),
+        );
+        assert_eq!(
+            p.paths[0].access,
+            make_bitflags!(AccessFs::{ReadDir}),
+            "/ itself: list only"
+        );
         let usr = &p.paths[1].access;
         assert!(usr.contains(AccessFs::Execute) && !usr.contains(AccessFs::WriteFile));
-        assert!(!p.paths[2].access.contains(AccessFs::ReadDir), "a file gets file rights only");
+        assert!(
+            !p.paths[2].access.contains(AccessFs::ReadDir),
+            "a file gets file rights only"
+        );
         let tmp = &p.paths[3].access;
         assert_eq!(p.paths[3].path, Path::new("/tmp"));
         assert!(tmp.contains(AccessFs::WriteFile) && !tmp.contains(AccessFs::Execute));
@@ -172,7 +205,8 @@ mod tests {
             // our temp dir (not its sibling) writable.
             let root = Path::new("/");
             let entries = root_entries(root, Path::new("/tmp")).unwrap();
-            let enforced = install(&plan(root, &entries, &tmp_path, Path::new("/dev/null"))).unwrap();
+            let enforced =
+                install(&plan(root, &entries, &tmp_path, Path::new("/dev/null"))).unwrap();
             assert_eq!(enforced.status, RulesetStatus::FullyEnforced);
             let errno = |r: std::io::Result<()>| r.err().and_then(|e| e.raw_os_error());
             // Positive controls: write in tmp, exec from /, write /dev/null.

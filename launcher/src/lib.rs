@@ -158,6 +158,12 @@ fn inner(cfg: &Config, gate: Gate) -> Result<Infallible, LaunchError> {
     Err(exec::exec_program(&cfg.program).into())
 }
 
+/// SIGKILL one process by pid (for the host's cgroup cleanup, which has no `unsafe` of its
+/// own). `pid` must be > 0, else EINVAL; ESRCH when it already exited. Source: kill(2).
+pub fn kill_process(pid: i32) -> std::io::Result<()> {
+    sys::kill_pid(pid)
+}
+
 fn sys_pid() -> i32 {
     sys::own_pid()
 }

@@ -389,3 +389,13 @@ pub fn hostname(buf: &mut [u8]) -> String {
     let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
     String::from_utf8_lossy(&buf[..end]).into_owned()
 }
+
+/// kill(2) with SIGKILL for one process. `pid` must be > 0 (0 and negative values would
+/// signal whole process groups, so they are refused with EINVAL).
+pub fn kill_pid(pid: libc::pid_t) -> io::Result<()> {
+    if pid <= 0 {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    // SAFETY: plain integer arguments; pid > 0 names exactly one process.
+    check(unsafe { libc::kill(pid, libc::SIGKILL) }).map(drop)
+}

@@ -34,21 +34,39 @@ fn build_rootfs() -> Result<PathBuf, String> {
         return Err(format!("{PYTHON} is not installed"));
     }
     // Under /tmp with o+rx all the way down: a root caller's sandbox runs as host uid 65534.
-    let root = std::env::temp_dir().join(format!("launcher-test-rootfs-{}", std::process::id()));
+    // Built once per user and reused (built under a private name, then renamed into place).
+    use std::os::unix::fs::MetadataExt;
+    let uid = std::fs::metadata("/proc/self").map_err(|e| e.to_string())?.uid();
+    let done = std::env::temp_dir().join(format!("launcher-test-rootfs-v1-{uid}"));
+    if done.join("etc/marker").exists() {
+        return Ok(done);
+    }
+    let root = std::env::temp_dir().join(format!("launcher-test-rootfs-v1-{uid}.{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
     for dir in ["tmp", "dev", "proc", "etc", "usr/bin", "usr/lib"] {
         std::fs::create_dir_all(root.join(dir)).map_err(|e| e.to_string())?;
     }
     place(Path::new(PYTHON), &root.join("usr/bin/python3.11"))?;
-    std::os::unix::fs::symlink("python3.11", root.join("usr/bin/python3")).map_err(|e| e.to_string())?;
-    let ldd = Command::new("ldd").arg(PYTHON).output().map_err(|e| format!("ldd: {e}"))?;
-    for lib in String::from_utf8_lossy(&ldd.stdout).split_whitespace().filter(|w| w.starts_with('/')) {
+    std::os::unix::fs::symlink("python3.11", root.join("usr/bin/python3"))
+        .map_err(|e| e.to_string())?;
+    let ldd = Command::new("ldd")
+        .arg(PYTHON)
+        .output()
+        .map_err(|e| format!("ldd: {e}"))?;
+    for lib in String::from_utf8_lossy(&ldd.stdout)
+        .split_whitespace()
+        .filter(|w| w.starts_with('/'))
+    {
         place(Path::new(lib), &root.join(lib.trim_start_matches('/')))?;
     }
     copy_tree(Path::new(STDLIB), &root.join("usr/lib/python3.11"))?;
     set_mode(&root, 0o755);
     std::fs::write(root.join("etc/marker"), "rootfs\n").map_err(|e| e.to_string())?;
-    Ok(root)
+    if std::fs::rename(&root, &done).is_err() {
+        // Another test process won the race; use its copy.
+        let _ = std::fs::remove_dir_all(&root);
+    }
+    Ok(done)
 }
 
 fn set_mode(path: &Path, mode: u32) {
@@ -70,9 +88,17 @@ fn copy_tree(src: &Path, dst: &Path) -> Result<(), String> {
     for entry in std::fs::read_dir(src).map_err(|e| e.to_string())? {
         let entry = entry.map_err(|e| e.to_string())?;
         let name = entry.file_name();
-        if ["test", "site-packages", "dist-packages", "idlelib", "tkinter", "ensurepip", "lib2to3"]
-            .iter()
-            .any(|skip| name == *skip)
+        if [
+            "test",
+            "site-packages",
+            "dist-packages",
+            "idlelib",
+            "tkinter",
+            "ensurepip",
+            "lib2to3",
+        ]
+        .iter()
+        .any(|skip| name == *skip)
         {
             continue;
         }
@@ -89,8 +115,17 @@ fn copy_tree(src: &Path, dst: &Path) -> Result<(), String> {
 /// Runs `python -I -S -c code` through the launcher with `extra` options.
 fn python(root: &Path, extra: &[&str], code: &str) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_launcher"));
-    cmd.arg("--rootfs").arg(root).args(extra).args(["--", "/usr/bin/python3", "-I", "-S", "-c", code]);
-    cmd.env("SECRET_FROM_THE_HOST", "x").output().expect("spawn launcher")
+    cmd.arg("--rootfs").arg(root).args(extra).args([
+        "--",
+        "/usr/bin/python3",
+        "-I",
+        "-S",
+        "-c",
+        code,
+    ]);
+    cmd.env("SECRET_FROM_THE_HOST", "x")
+        .output()
+        .expect("spawn launcher")
 }
 
 fn stdout(out: &Output) -> String {
@@ -215,7 +250,12 @@ fn only_descriptors_0_1_and_2_reach_the_program_and_stdin_and_stdout_are_the_cal
         return;
     }
     // 3 is the descriptor listdir itself opens.
-    assert_eq!(stdout(&out), "ping ['0', '1', '2', '3']\n", "stderr: {}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        stdout(&out),
+        "ping ['0', '1', '2', '3']\n",
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]
@@ -230,15 +270,27 @@ fn the_programs_exit_status_and_death_by_signal_are_the_launchers() {
     let mut child = Command::new(env!("CARGO_BIN_EXE_launcher"))
         .arg("--rootfs")
         .arg(&root)
-        .args(["--", "/usr/bin/python3", "-I", "-S", "-c", "print('ready', flush=True); import time; time.sleep(60)"])
+        .args([
+            "--",
+            "/usr/bin/python3",
+            "-I",
+            "-S",
+            "-c",
+            "print('ready', flush=True); import time; time.sleep(60)",
+        ])
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
     let mut line = String::new();
     use std::io::BufRead;
-    std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
     let pid1 = descendants(child.id())[0];
-    Command::new("kill").args(["-KILL", &pid1.to_string()]).status().unwrap();
+    Command::new("kill")
+        .args(["-KILL", &pid1.to_string()])
+        .status()
+        .unwrap();
     assert_eq!(child.wait().unwrap().code(), Some(128 + 9));
 }
 
@@ -263,7 +315,12 @@ except OSError as e:
     if !require_userns(&out) {
         return;
     }
-    assert_eq!(stdout(&out), "stopped True 11\n", "stderr: {}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        stdout(&out),
+        "stopped True 11\n",
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]
@@ -286,7 +343,9 @@ fn killing_the_launcher_kills_every_process_of_the_sandbox() {
     let launcher = child.id();
     let mut line = String::new();
     use std::io::BufRead;
-    std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
     if line != "ready\n" {
         let out = child.wait_with_output().unwrap();
         if !require_userns(&out) {
@@ -300,7 +359,10 @@ fn killing_the_launcher_kills_every_process_of_the_sandbox() {
     child.wait().unwrap();
     let deadline = Instant::now() + Duration::from_secs(5);
     while sandbox.iter().any(|pid| alive(*pid)) {
-        assert!(Instant::now() < deadline, "sandbox processes survived: {sandbox:?}");
+        assert!(
+            Instant::now() < deadline,
+            "sandbox processes survived: {sandbox:?}"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -327,8 +389,12 @@ fn descendants(pid: u32) -> Vec<u32> {
     loop {
         let before = found.len();
         for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-            let Ok(p) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
-            let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else { continue };
+            let Ok(p) = entry.file_name().to_string_lossy().parse::<u32>() else {
+                continue;
+            };
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else {
+                continue;
+            };
             let after = &stat[stat.rfind(')').unwrap() + 2..];
             let ppid: u32 = after.split_whitespace().nth(1).unwrap().parse().unwrap();
             if found.contains(&ppid) && !found.contains(&p) {

@@ -1,7 +1,7 @@
 //! A tool's result as the string the code receives (SEED-SPEC §2.4).
 //!
-//! `structuredContent` when present, as Python's `json.dumps` writes it; otherwise the
-//! content blocks: text as is, joined by `\n`, and every other block as a short bracketed
+//! `structuredContent` when present, as Python's `json.dumps` writes it (integers exact up
+//! to 64 bits); otherwise the content blocks: text as is, joined by `\n`, and every other block as a short bracketed
 //! line that says what it was (`[image: image/png, 1234 bytes of base64]`), so nothing is
 //! dropped silently and nothing unbounded is copied.
 
@@ -21,8 +21,14 @@ pub fn result_text(result: &CallToolResult) -> String {
     content_text(result)
 }
 
-/// The content blocks as text (also used for `isError` messages).
+/// The content blocks as text (also used for `isError` messages); when there are none, the
+/// `structuredContent` as JSON, so an error that carries only that is not silent.
 pub fn content_text(result: &CallToolResult) -> String {
+    if result.content.is_empty()
+        && let Some(structured) = &result.structured_content
+    {
+        return pyjson::to_string(structured);
+    }
     result
         .content
         .iter()
@@ -100,6 +106,12 @@ mod tests {
         ] {
             assert!(t.contains(part), "{part} in {t}");
         }
+    }
+
+    #[test]
+    fn an_error_with_only_structured_content_says_it() {
+        let r = parse(json!({"isError": true, "structuredContent": {"why": "quota"}}));
+        assert_eq!(content_text(&r), r#"{"why": "quota"}"#);
     }
 
     #[test]

@@ -8,6 +8,10 @@
 //!   (junk printed by the server before or after the handshake), logging a bounded sample;
 //! - when a line that is not valid JSON (NaN, a lone surrogate) still names a request id we
 //!   are waiting on, answers that request with an error at once instead of letting it hang;
+//!   a `tools/list` answer nested deeper than serde_json reads is read with its deep values
+//!   cut to `null` (their tools are then too deep to check and left out, not the list);
+//! - answers a request of the server's that rmcp cannot read with an error, so the server
+//!   never waits on us;
 //! - repairs the shapes rmcp's typed model would reject as a whole: tools in `tools/list`
 //!   with no `inputSchema` get `{"type": "object"}`, tools that are not objects with a string
 //!   name are dropped with a warning; content blocks of unknown type in a `tools/call` result
@@ -38,54 +42,172 @@ enum Pending {
 
 type PendingMap = Arc<Mutex<HashMap<String, Pending>>>;
 
-/// Why the connection to a wrapped server ended, readable by the bridge.
+/// Why the connection to a wrapped server ended, readable by the bridge, and a signal for
+/// whoever waits on it (a call in flight races its answer against this).
 #[derive(Clone, Default)]
-pub struct CloseReason(Arc<Mutex<Option<String>>>);
+pub struct CloseReason(Arc<CloseState>);
+
+#[derive(Default)]
+struct CloseState {
+    /// What the transport saw: end of stdout, a line too long, a read error.
+    reason: Mutex<Option<String>>,
+    /// How the process ended, once it has.
+    exit: Mutex<Option<String>>,
+    /// Whether the reason is the plain end of stdout (an exit status then says more).
+    eof: std::sync::atomic::AtomicBool,
+    notify: tokio::sync::Notify,
+}
 
 impl CloseReason {
     fn set(&self, reason: String) {
-        if let Ok(mut slot) = self.0.lock() {
+        if let Ok(mut slot) = self.0.reason.lock() {
             slot.get_or_insert(reason);
+        }
+        self.0.notify.notify_waiters();
+    }
+
+    fn set_eof(&self, reason: String) {
+        let first = self.0.reason.lock().is_ok_and(|slot| slot.is_none());
+        if first {
+            self.0.eof.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+        self.set(reason);
+    }
+
+    /// Record how the server process ended (`exited (exit status: 1)`, `was killed by
+    /// signal 9`); this also ends the connection.
+    pub fn set_exit(&self, how: String) {
+        if let Ok(mut slot) = self.0.exit.lock() {
+            slot.get_or_insert(how);
+        }
+        self.0.notify.notify_waiters();
+    }
+
+    /// The reason, once the connection has ended: what the transport saw, unless that was
+    /// only the end of stdout and the exit status is known.
+    pub fn get(&self) -> Option<String> {
+        let reason = self.0.reason.lock().ok().and_then(|slot| slot.clone());
+        let exit = self.0.exit.lock().ok().and_then(|slot| slot.clone());
+        match (reason, exit) {
+            (Some(_), Some(exit)) if self.0.eof.load(std::sync::atomic::Ordering::SeqCst) => {
+                Some(exit)
+            }
+            (Some(reason), _) => Some(reason),
+            (None, exit) => exit,
         }
     }
 
-    /// The reason, once the connection has ended.
-    pub fn get(&self) -> Option<String> {
-        self.0.lock().ok().and_then(|slot| slot.clone())
+    /// The reason, once the connection has ended; when only the end of stdout is known so
+    /// far, waits up to `grace` for the exit status, which says more.
+    pub async fn explain(&self, grace: std::time::Duration) -> Option<String> {
+        let waited = tokio::time::timeout(grace, async {
+            loop {
+                let notified = self.0.notify.notified();
+                tokio::pin!(notified);
+                notified.as_mut().enable();
+                let exit_known = self.0.exit.lock().is_ok_and(|slot| slot.is_some());
+                let eof_only = self.0.eof.load(std::sync::atomic::Ordering::SeqCst);
+                if exit_known || !eof_only {
+                    return;
+                }
+                notified.await;
+            }
+        });
+        let _ = waited.await;
+        self.get()
+    }
+
+    /// Wait until the connection has ended (at once if it has).
+    pub async fn closed(&self) {
+        loop {
+            let notified = self.0.notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.get().is_some() {
+                return;
+            }
+            notified.await;
+        }
     }
 }
 
 /// An rmcp client transport over a child's stdin/stdout.
 pub struct LineTransport<W> {
-    writer: Arc<tokio::sync::Mutex<W>>,
+    writer: SharedWriter<W>,
     incoming: mpsc::Receiver<ServerJsonRpcMessage>,
     pending: PendingMap,
 }
 
+type SharedWriter<W> = Arc<tokio::sync::Mutex<W>>;
+
+/// Messages decoded ahead of rmcp; with lines up to [`MAX_SERVER_LINE_BYTES`], this bounds
+/// what waits in memory.
+const INCOMING_QUEUE: usize = 16;
+
+/// The reader task of a transport; dropping this ends it (a server whose stdout stays open,
+/// held by a child of its own, must not leave a reader behind).
+pub struct ReaderTask(tokio::task::JoinHandle<()>);
+
+impl Drop for ReaderTask {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// Build the transport, spawning the reader task on the current runtime.
-pub fn line_transport<R, W>(server: &str, reader: R, writer: W) -> (LineTransport<W>, CloseReason)
+pub fn line_transport<R, W>(
+    server: &str,
+    reader: R,
+    writer: W,
+) -> (LineTransport<W>, CloseReason, ReaderTask)
 where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    let (tx, rx) = mpsc::channel(64);
+    let (tx, rx) = mpsc::channel(INCOMING_QUEUE);
     let pending: PendingMap = Arc::default();
     let reason = CloseReason::default();
-    tokio::spawn(read_loop(
+    let writer = Arc::new(tokio::sync::Mutex::new(writer));
+    let task = tokio::spawn(read_loop(
         server.to_owned(),
         reader,
         tx,
+        Replier(writer.clone()),
         pending.clone(),
         reason.clone(),
     ));
     (
         LineTransport {
-            writer: Arc::new(tokio::sync::Mutex::new(writer)),
+            writer,
             incoming: rx,
             pending,
         },
         reason,
+        ReaderTask(task),
     )
+}
+
+/// Answers, from the reader, a request of the server's that rmcp could not read, so the
+/// server is never left waiting (JSON-RPC: every request gets a response).
+struct Replier<W>(SharedWriter<W>);
+
+impl<W: AsyncWrite + Unpin + Send + 'static> Replier<W> {
+    fn refuse(&self, id: Value, message: &str) {
+        let line = json!({
+            "jsonrpc": "2.0",
+            "id": id,
+            "error": {"code": -32602, "message": message}
+        });
+        let writer = self.0.clone();
+        // Spawned: a server that does not read its stdin must not stall our reader.
+        tokio::spawn(async move {
+            let mut bytes = line.to_string().into_bytes();
+            bytes.push(b'\n');
+            let mut w = writer.lock().await;
+            let _ = w.write_all(&bytes).await;
+            let _ = w.flush().await;
+        });
+    }
 }
 
 fn id_key(id: &Value) -> Option<String> {
@@ -96,22 +218,26 @@ fn id_key(id: &Value) -> Option<String> {
     }
 }
 
-async fn read_loop<R: AsyncRead + Unpin>(
+async fn read_loop<R: AsyncRead + Unpin, W: AsyncWrite + Unpin + Send + 'static>(
     server: String,
     reader: R,
     tx: mpsc::Sender<ServerJsonRpcMessage>,
+    replier: Replier<W>,
     pending: PendingMap,
     reason: CloseReason,
 ) {
     let mut reader = BufReader::with_capacity(64 * 1024, reader);
     let mut line = Vec::new();
-    let mut first = true;
     let mut junk = 0usize;
     loop {
         line.clear();
+        if line.capacity() > 1 << 20 {
+            // One big line must not pin its buffer for the life of the connection.
+            line.shrink_to(64 * 1024);
+        }
         match read_bounded_line(&mut reader, &mut line).await {
             Ok(LineRead::Eof) => {
-                reason.set(format!("the server {server:?} closed its stdout"));
+                reason.set_eof(format!("the server {server:?} closed its stdout"));
                 break;
             }
             Ok(LineRead::TooLong) => {
@@ -127,39 +253,52 @@ async fn read_loop<R: AsyncRead + Unpin>(
                 break;
             }
         }
-        let mut bytes = &line[..];
-        if first {
-            bytes = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(bytes);
-            first = false;
-        }
-        while let Some(rest) = bytes
-            .strip_suffix(b"\n")
-            .or_else(|| bytes.strip_suffix(b"\r"))
-        {
-            bytes = rest;
-        }
+        // A BOM may open any write of a server (some runtimes add one per stream or write).
+        let bytes = line.strip_prefix(b"\xef\xbb\xbf").unwrap_or(&line);
         let bytes = bytes.trim_ascii();
         if bytes.is_empty() {
             continue;
         }
-        let message = match serde_json::from_slice::<Value>(bytes) {
+        let decoded = match serde_json::from_slice::<Value>(bytes) {
             Ok(value) => decode(value, &pending),
-            Err(_) => invalid_json_reply(bytes, &pending),
+            Err(e) => unparsable_line(bytes, &e, &pending),
         };
-        match message {
-            Some(message) => {
-                if tx.send(message).await.is_err() {
+        match decoded {
+            Decoded::Message(message) => {
+                if tx.send(*message).await.is_err() {
                     break;
                 }
             }
-            None => {
+            Decoded::Refuse(id, why) => {
+                tracing::warn!(server = %server, "refused a request of the server: {why}");
+                replier.refuse(id, &why);
+            }
+            Decoded::Junk => {
                 junk += 1;
                 if junk <= MAX_JUNK_LOGGED {
                     let sample = String::from_utf8_lossy(&bytes[..bytes.len().min(120)]);
                     tracing::warn!(server = %server, "skipped a line that is not JSON-RPC: {sample:?}");
+                } else if junk.is_power_of_two() {
+                    tracing::warn!(server = %server, "skipped {junk} lines that are not JSON-RPC so far");
                 }
             }
         }
+    }
+}
+
+/// What one line from the server comes to.
+enum Decoded {
+    /// A message for rmcp.
+    Message(Box<ServerJsonRpcMessage>),
+    /// A request rmcp cannot read: answer it with this error.
+    Refuse(Value, String),
+    /// Not JSON-RPC: skipped.
+    Junk,
+}
+
+impl From<Option<ServerJsonRpcMessage>> for Decoded {
+    fn from(message: Option<ServerJsonRpcMessage>) -> Self {
+        message.map_or(Self::Junk, |m| Self::Message(Box::new(m)))
     }
 }
 
@@ -198,13 +337,17 @@ async fn read_bounded_line<R: AsyncRead + Unpin>(
 }
 
 /// Turn one JSON value into a message rmcp accepts, repairing known bad shapes.
-fn decode(mut value: Value, pending: &PendingMap) -> Option<ServerJsonRpcMessage> {
-    let obj = value.as_object()?;
+fn decode(mut value: Value, pending: &PendingMap) -> Decoded {
+    let Some(obj) = value.as_object() else {
+        return Decoded::Junk;
+    };
     if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
-        return None;
+        return Decoded::Junk;
     }
     let is_response = obj.contains_key("result") || obj.contains_key("error");
-    let key = obj.get("id").and_then(id_key);
+    let is_request = !is_response && obj.contains_key("method");
+    let id = obj.get("id").cloned();
+    let key = id.as_ref().and_then(id_key);
     let kind = if is_response {
         key.as_ref()
             .and_then(|k| pending.lock().ok().and_then(|mut p| p.remove(k)))
@@ -214,18 +357,20 @@ fn decode(mut value: Value, pending: &PendingMap) -> Option<ServerJsonRpcMessage
     if let (Some(kind), Some(result)) = (kind, value.get_mut("result")) {
         repair_result(kind, result);
     }
-    match serde_json::from_value::<ServerJsonRpcMessage>(value.clone()) {
-        Ok(message) => Some(message),
-        Err(e) => {
-            let id = value.get("id")?.clone();
-            if !is_response {
-                return None;
-            }
-            error_reply(
+    match serde_json::from_value::<ServerJsonRpcMessage>(value) {
+        Ok(message) => Decoded::Message(Box::new(message)),
+        Err(e) => match id {
+            Some(id) if is_response => error_reply(
                 id,
                 &format!("the server sent a response of unknown shape: {e}"),
             )
-        }
+            .into(),
+            Some(id) if is_request && key.is_some() => Decoded::Refuse(
+                id,
+                super::refusal::cap(&format!("invalid request: {e}"), 300),
+            ),
+            _ => Decoded::Junk,
+        },
     }
 }
 
@@ -239,21 +384,128 @@ fn error_reply(id: Value, message: &str) -> Option<ServerJsonRpcMessage> {
     .ok()
 }
 
-/// A line that is not valid JSON but answers a request we wait on: fail that request now.
-fn invalid_json_reply(bytes: &[u8], pending: &PendingMap) -> Option<ServerJsonRpcMessage> {
-    let text = String::from_utf8_lossy(&bytes[..bytes.len().min(4096)]);
-    let at = text.find("\"id\"")?;
-    let rest = text[at + 4..].trim_start().strip_prefix(':')?.trim_start();
-    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
-    if digits.is_empty() {
-        return None;
+/// Nesting kept when a `tools/list` answer is deeper than serde_json reads (128): deeper
+/// values become `null`, so only the tools that hold them are left out (as too deep to
+/// check, schema.rs), not the whole list.
+const MAX_LIST_DEPTH: usize = 100;
+
+/// A line that does not parse as JSON. When it answers a request we wait on, that request
+/// fails at once (or, for a `tools/list` too deep to read, is read with its deep parts cut).
+fn unparsable_line(bytes: &[u8], error: &serde_json::Error, pending: &PendingMap) -> Decoded {
+    let Some(id) = top_level_id(bytes) else {
+        return Decoded::Junk;
+    };
+    let Some(key) = id_key(&id) else {
+        return Decoded::Junk;
+    };
+    let too_deep = error.to_string().starts_with("recursion limit exceeded");
+    let kind = pending.lock().ok().and_then(|p| p.get(&key).copied());
+    match kind {
+        Some(Pending::ListTools) if too_deep => {
+            match serde_json::from_slice::<Value>(&cap_depth(bytes, MAX_LIST_DEPTH)) {
+                Ok(value) => decode(value, pending),
+                Err(_) => Decoded::Junk,
+            }
+        }
+        Some(_) => {
+            if let Ok(mut p) = pending.lock() {
+                p.remove(&key);
+            }
+            let why = if too_deep {
+                "nested more than 128 levels deep".to_owned()
+            } else {
+                format!("not valid JSON ({error}; NaN, Infinity or a lone surrogate?)")
+            };
+            error_reply(id, &format!("the server sent a response that is {why}")).into()
+        }
+        None => Decoded::Junk,
     }
-    pending.lock().ok()?.remove(&digits)?;
-    let id: u64 = digits.parse().ok()?;
-    error_reply(
-        json!(id),
-        "the server sent a response that is not valid JSON (NaN, Infinity or a lone surrogate?)",
-    )
+}
+
+/// The value of the top-level `"id"` member of a JSON object's text, read without parsing
+/// the rest (which may be invalid or too deep).
+fn top_level_id(bytes: &[u8]) -> Option<Value> {
+    let mut depth = 0usize;
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'{' | b'[' => depth += 1,
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            b'"' => {
+                let end = string_end(bytes, i)?;
+                if depth == 1 && &bytes[i..=end] == b"\"id\"" {
+                    let rest = bytes[end + 1..].trim_ascii_start();
+                    let rest = rest.strip_prefix(b":")?.trim_ascii_start();
+                    let len = if rest.first() == Some(&b'"') {
+                        string_end(rest, 0)? + 1
+                    } else {
+                        rest.iter()
+                            .position(|b| b",}] \t\r\n".contains(b))
+                            .unwrap_or(rest.len())
+                    };
+                    return serde_json::from_slice(&rest[..len]).ok();
+                }
+                i = end;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    None
+}
+
+/// Index of the quote that closes the string opening at `start`.
+fn string_end(bytes: &[u8], start: usize) -> Option<usize> {
+    let mut i = start + 1;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'\\' => i += 2,
+            b'"' => return Some(i),
+            _ => i += 1,
+        }
+    }
+    None
+}
+
+/// `bytes` with every array or object nested deeper than `max` replaced by `null`.
+fn cap_depth(bytes: &[u8], max: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut depth = 0usize;
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'{' | b'[' if depth == max => {
+                // Skip the whole deep value.
+                let mut inner = 0usize;
+                while i < bytes.len() {
+                    match bytes[i] {
+                        b'{' | b'[' => inner += 1,
+                        b'}' | b']' => inner -= 1,
+                        b'"' => i = string_end(bytes, i).unwrap_or(bytes.len()),
+                        _ => {}
+                    }
+                    i += 1;
+                    if inner == 0 {
+                        break;
+                    }
+                }
+                out.extend_from_slice(b"null");
+                continue;
+            }
+            b'{' | b'[' => depth += 1,
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            b'"' => {
+                let end = string_end(bytes, i).unwrap_or(bytes.len() - 1);
+                out.extend_from_slice(&bytes[i..=end]);
+                i = end + 1;
+                continue;
+            }
+            _ => {}
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    out
 }
 
 fn repair_result(kind: Pending, result: &mut Value) {
@@ -337,6 +589,13 @@ where
         let pending = self.pending.clone();
         async move {
             let value = serde_json::to_value(&item).map_err(std::io::Error::other)?;
+            if value.get("method").and_then(Value::as_str) == Some("notifications/cancelled")
+                && let Some(key) = value.pointer("/params/requestId").and_then(id_key)
+                && let Ok(mut p) = pending.lock()
+            {
+                // No answer is awaited any more; a late one passes unrepaired.
+                p.remove(&key);
+            }
             if let (Some(method), Some(key)) = (
                 value.get("method").and_then(Value::as_str),
                 value.get("id").and_then(id_key),
@@ -373,6 +632,13 @@ where
 mod tests {
     use super::*;
 
+    fn message(decoded: Decoded) -> Option<ServerJsonRpcMessage> {
+        match decoded {
+            Decoded::Message(m) => Some(*m),
+            _ => None,
+        }
+    }
+
     fn pending_with(id: &str, kind: Pending) -> PendingMap {
         let p: PendingMap = Arc::default();
         p.lock().unwrap().insert(id.into(), kind);
@@ -382,18 +648,18 @@ mod tests {
     #[test]
     fn junk_is_not_a_message() {
         let p: PendingMap = Arc::default();
-        assert!(decode(json!({"hello": 1}), &p).is_none());
-        assert!(decode(json!([1, 2]), &p).is_none());
-        assert!(decode(json!({"jsonrpc": "1.0", "id": 1, "result": {}}), &p).is_none());
+        assert!(message(decode(json!({"hello": 1}), &p)).is_none());
+        assert!(message(decode(json!([1, 2]), &p)).is_none());
+        assert!(message(decode(json!({"jsonrpc": "1.0", "id": 1, "result": {}}), &p)).is_none());
     }
 
     #[test]
     fn a_tool_without_an_input_schema_is_repaired() {
         let p = pending_with("1", Pending::ListTools);
-        let m = decode(
+        let m = message(decode(
             json!({"jsonrpc": "2.0", "id": 1, "result": {"tools": [{"name": "a"}, {"noname": 1}, {"name": "b", "inputSchema": {"type": "object"}}]}}),
             &p,
-        );
+        ));
         let text = serde_json::to_string(&m.unwrap()).unwrap();
         assert!(text.contains("\"a\""), "{text}");
         assert!(text.contains("\"b\""), "{text}");
@@ -403,10 +669,10 @@ mod tests {
     #[test]
     fn unknown_content_blocks_become_text_that_names_them() {
         let p = pending_with("2", Pending::CallTool);
-        let m = decode(
+        let m = message(decode(
             json!({"jsonrpc": "2.0", "id": 2, "result": {"content": [{"type": "hologram", "data": 1}, {"type": "text", "text": "hi"}]}}),
             &p,
-        );
+        ));
         let text = serde_json::to_string(&m.unwrap()).unwrap();
         assert!(text.contains("hologram"), "{text}");
         assert!(text.contains("\"hi\""), "{text}");
@@ -415,27 +681,67 @@ mod tests {
     #[test]
     fn an_empty_result_object_is_an_empty_result() {
         let p = pending_with("3", Pending::CallTool);
-        let m = decode(json!({"jsonrpc": "2.0", "id": 3, "result": {}}), &p);
+        let m = message(decode(json!({"jsonrpc": "2.0", "id": 3, "result": {}}), &p));
         assert!(
             matches!(m, Some(ServerJsonRpcMessage::Response(_))),
             "{m:?}"
         );
     }
 
+    fn unparsable(bytes: &[u8], p: &PendingMap) -> Decoded {
+        let e = serde_json::from_slice::<Value>(bytes).unwrap_err();
+        unparsable_line(bytes, &e, p)
+    }
+
     #[test]
     fn an_invalid_json_answer_fails_its_request_at_once() {
         let p = pending_with("7", Pending::CallTool);
-        let m = invalid_json_reply(br#"{"jsonrpc":"2.0","id":7,"result":{"x":NaN}}"#, &p);
-        assert!(matches!(m, Some(ServerJsonRpcMessage::Error(_))));
+        let line = br#"{"jsonrpc":"2.0","result":{"content":[{"id":5}],"x":NaN},"id":7}"#;
+        let m = message(unparsable(line, &p));
+        assert!(matches!(m, Some(ServerJsonRpcMessage::Error(_))), "{m:?}");
+        assert!(p.lock().unwrap().is_empty());
         let p: PendingMap = Arc::default();
-        assert!(invalid_json_reply(br#"{"id":7,"x":NaN}"#, &p).is_none());
+        assert!(message(unparsable(br#"{"id":7,"x":NaN}"#, &p)).is_none());
+    }
+
+    #[test]
+    fn the_top_level_id_is_found_wherever_it_is() {
+        assert_eq!(top_level_id(br#"{"a":{"id":1},"id":"x\"y"}"#), Some(json!("x\"y")));
+        assert_eq!(top_level_id(br#"{"id" : 12 ,"b":NaN}"#), Some(json!(12)));
+        assert_eq!(top_level_id(br#"{"b":[{"id":1}]}"#), None);
+    }
+
+    #[test]
+    fn a_tool_list_too_deep_to_parse_is_read_with_its_deep_parts_cut() {
+        let mut deep = "1".to_owned();
+        for _ in 0..200 {
+            deep = format!(r#"{{"x":{deep},"s":"[{{"}}"#);
+        }
+        let line = format!(
+            r#"{{"jsonrpc":"2.0","id":4,"result":{{"tools":[{{"name":"deep","inputSchema":{deep}}},{{"name":"ok"}}]}}}}"#
+        );
+        let p = pending_with("4", Pending::ListTools);
+        let m = message(unparsable(line.as_bytes(), &p)).expect("a message");
+        let text = serde_json::to_string(&m).unwrap();
+        assert!(text.contains("\"ok\""), "{}", &text[..200]);
+        assert!(cap_depth(b"[[[1]],[2]]", 2) == b"[[null],[2]]");
+    }
+
+    #[test]
+    fn a_server_request_rmcp_cannot_read_is_refused_not_skipped() {
+        let p: PendingMap = Arc::default();
+        let d = decode(
+            json!({"jsonrpc": "2.0", "id": "s1", "method": "sampling/createMessage"}),
+            &p,
+        );
+        assert!(matches!(d, Decoded::Refuse(Value::String(ref id), _) if id == "s1"));
     }
 
     #[tokio::test]
     async fn an_endless_line_ends_the_connection_with_bounded_memory() {
         let (mut w, r) = tokio::io::duplex(1 << 16);
         let (_sink, _) = tokio::io::duplex(16);
-        let (mut t, reason) = line_transport("flood", r, _sink);
+        let (mut t, reason, _task) = line_transport("flood", r, _sink);
         tokio::spawn(async move {
             let chunk = vec![b'x'; 1 << 20];
             for _ in 0..40 {

@@ -26,7 +26,7 @@ use rmcp::{ClientHandler, ServiceExt};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 use tokio::process::{Child, Command};
 
-use super::transport::{CloseReason, line_transport};
+use super::transport::{CloseReason, ReaderTask, line_transport};
 
 /// Time allowed for a server to start and answer `initialize` and `tools/list`.
 pub const STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
@@ -38,6 +38,9 @@ pub const MAX_TOOL_PAGES: usize = 1000;
 const STDERR_TAIL_LINES: usize = 20;
 /// Longest stderr line logged, in characters.
 const MAX_STDERR_LINE_CHARS: usize = 500;
+/// Time a call still waits for its answer after the connection ended: a server that
+/// writes its answer and exits at once is answered, not failed.
+const CLOSE_GRACE: Duration = Duration::from_millis(200);
 
 /// MCP's default environment variables, inherited when set (POSIX).
 pub const DEFAULT_ENV: &[&str] = &["HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER"];
@@ -149,7 +152,63 @@ impl ClientHandler for BridgeClient {
 struct Live {
     session: RunningService<RoleClient, BridgeClient>,
     reason: CloseReason,
-    _child: Child,
+    process: Process,
+    _reader: ReaderTask,
+}
+
+/// The server process, watched by a task that records how it ended; dropping this kills it.
+struct Process {
+    kill: Option<tokio::sync::oneshot::Sender<()>>,
+    watcher: tokio::task::JoinHandle<()>,
+}
+
+impl Process {
+    /// Watch `child`: when it exits, `reason` learns how (so a call in flight fails at once,
+    /// even when a child of the server still holds its stdout open).
+    fn watch(mut child: Child, server: String, reason: CloseReason) -> Self {
+        let (kill, killed) = tokio::sync::oneshot::channel::<()>();
+        let watcher = tokio::spawn(async move {
+            let status = tokio::select! {
+                status = child.wait() => status,
+                _ = killed => {
+                    let _ = child.start_kill();
+                    child.wait().await
+                }
+            };
+            reason.set_exit(describe_exit(&server, status));
+        });
+        Self {
+            kill: Some(kill),
+            watcher,
+        }
+    }
+
+    /// Kill the process and wait (bounded) until it is reaped.
+    async fn kill(mut self) {
+        if let Some(kill) = self.kill.take() {
+            let _ = kill.send(());
+        }
+        let _ = tokio::time::timeout(Duration::from_secs(2), &mut self.watcher).await;
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        // Dropping the sender wakes the watcher, which kills the process.
+        self.kill.take();
+    }
+}
+
+fn describe_exit(server: &str, status: std::io::Result<std::process::ExitStatus>) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match status {
+        Ok(s) => match (s.code(), s.signal()) {
+            (Some(code), _) => format!("the server {server:?} exited with status {code}"),
+            (None, Some(sig)) => format!("the server {server:?} was killed by signal {sig}"),
+            _ => format!("the server {server:?} exited"),
+        },
+        Err(e) => format!("the server {server:?} ended (failed to wait for it: {e})"),
+    }
 }
 
 /// One wrapped server and its (re)startable session.
@@ -182,39 +241,55 @@ impl Upstream {
         &self.spec.name
     }
 
-    /// Call `tool` with `args`, waiting at most `timeout`.
+    /// Call `tool` with `args`, waiting at most `timeout` in all (a restart included).
+    ///
+    /// The call races its answer against the end of the connection: when the server exits,
+    /// closes its stdout or breaks the transport, the call fails within [`CLOSE_GRACE`].
+    /// When the timeout passes, the request is dropped, and rmcp sends
+    /// `notifications/cancelled` for it.
     pub async fn call(
         &self,
         tool: &str,
         args: serde_json::Map<String, serde_json::Value>,
         timeout: Duration,
     ) -> CallOutcome {
-        let peer = match self.peer().await {
-            Ok(peer) => peer,
-            Err(why) => return CallOutcome::Broken(why),
+        let deadline = tokio::time::Instant::now() + timeout;
+        let (peer, reason) = match tokio::time::timeout_at(deadline, self.peer()).await {
+            Ok(Ok(live)) => live,
+            Ok(Err(why)) => return CallOutcome::Broken(why),
+            Err(_) => return CallOutcome::TimedOut,
         };
         let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(args);
-        match tokio::time::timeout(timeout, peer.call_tool(params)).await {
-            Err(_) => CallOutcome::TimedOut,
-            Ok(Ok(result)) => CallOutcome::Result(result),
-            Ok(Err(rmcp::ServiceError::McpError(e))) => {
-                CallOutcome::Rejected(e.message.to_string())
-            }
-            Ok(Err(_)) => {
-                let reason = self.close_reason().await;
-                CallOutcome::Broken(reason.unwrap_or_else(|| {
+        let answer = tokio::time::timeout_at(deadline, peer.call_tool(params));
+        let closed = async {
+            reason.closed().await;
+            tokio::time::sleep(CLOSE_GRACE).await;
+        };
+        let outcome = tokio::select! {
+            biased;
+            outcome = answer => match outcome {
+                Err(_) => CallOutcome::TimedOut,
+                Ok(Ok(result)) => CallOutcome::Result(result),
+                Ok(Err(rmcp::ServiceError::McpError(e))) => {
+                    CallOutcome::Rejected(e.message.to_string())
+                }
+                Ok(Err(_)) => CallOutcome::Broken(String::new()),
+            },
+            () = closed => CallOutcome::Broken(String::new()),
+        };
+        match outcome {
+            CallOutcome::Broken(_) => {
+                let why = reason.explain(CLOSE_GRACE).await.unwrap_or_else(|| {
                     format!("the connection to the server {:?} failed", self.spec.name)
-                }))
+                });
+                CallOutcome::Broken(format!("{why} during the call; a later call restarts it"))
             }
+            other => other,
         }
     }
 
-    async fn close_reason(&self) -> Option<String> {
-        let live = self.live.lock().await;
-        live.as_ref().and_then(|l| l.reason.get())
-    }
-
-    async fn peer(&self) -> Result<rmcp::Peer<RoleClient>, String> {
+    /// The live session's peer and close signal, restarting a dead server first.
+    async fn peer(&self) -> Result<(rmcp::Peer<RoleClient>, CloseReason), String> {
         let mut live = self.live.lock().await;
         let dead = live
             .as_ref()
@@ -227,19 +302,30 @@ impl Upstream {
             {
                 let mut last = self.last_start.lock().map_err(|_| why.clone())?;
                 if last.elapsed() < RESTART_COOLDOWN {
-                    return Err(format!("{why}; it will be restarted on a later call"));
+                    return Err(format!(
+                        "{why}; it is restarted by a call made {} s or more after its last start",
+                        RESTART_COOLDOWN.as_secs()
+                    ));
                 }
                 *last = Instant::now();
             }
             tracing::warn!(server = %self.spec.name, "{why}; restarting it");
-            *live = None;
+            if let Some(old) = live.take() {
+                old.process.kill().await;
+            }
             match connect(&self.spec).await {
                 Ok(l) => *live = Some(l),
-                Err(e) => return Err(super::refusal::cap(&e.to_string(), 300)),
+                Err(e) => {
+                    tracing::warn!(server = %self.spec.name, "{e}");
+                    return Err(format!(
+                        "{why}, and restarting it failed: {}",
+                        super::refusal::cap(&restart_failure(&e), 200)
+                    ));
+                }
             }
         }
         live.as_ref()
-            .map(|l| l.session.peer().clone())
+            .map(|l| (l.session.peer().clone(), l.reason.clone()))
             .ok_or_else(|| "the server is not running".to_owned())
     }
 
@@ -247,14 +333,20 @@ impl Upstream {
     pub async fn close(&self) {
         if let Some(live) = self.live.lock().await.take() {
             let Live {
-                session,
-                mut _child,
-                ..
+                session, process, ..
             } = live;
             let _ = tokio::time::timeout(Duration::from_secs(2), session.cancel()).await;
-            let _ = _child.start_kill();
-            let _ = tokio::time::timeout(Duration::from_secs(2), _child.wait()).await;
+            process.kill().await;
         }
+    }
+}
+
+/// A failed restart as the code may see it: the step and reason, never the stderr tail
+/// (it goes to our log).
+fn restart_failure(e: &UpstreamError) -> String {
+    match e {
+        UpstreamError::Spawn { why, .. } => format!("failed to start it: {why}"),
+        UpstreamError::Session { step, why, .. } => format!("failed to {step} it: {why}"),
     }
 }
 
@@ -289,7 +381,7 @@ async fn connect(spec: &ServerSpec) -> Result<Live, UpstreamError> {
         command: spec.command.clone(),
         why: match e.kind() {
             std::io::ErrorKind::NotFound => format!(
-                "{:?} was not found (not on PATH, or the path is wrong; relative paths are taken from the current directory)",
+                "{:?} was not found (not on PATH, or the path is wrong; a relative path is taken from the server's working directory, by default ours)",
                 spec.command
             ),
             _ => e.to_string(),
@@ -323,32 +415,40 @@ async fn connect(spec: &ServerSpec) -> Result<Live, UpstreamError> {
     let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
         return Err(session_error(spec, "start", "no stdio pipes".into(), &tail));
     };
-    let (transport, reason) = line_transport(&spec.name, stdout, stdin);
+    let (transport, reason, reader) = line_transport(&spec.name, stdout, stdin);
+    let process = Process::watch(child, spec.name.clone(), reason.clone());
     let client = BridgeClient {
         server: spec.name.clone(),
     };
-    let session = match tokio::time::timeout(STARTUP_TIMEOUT, client.serve(transport)).await {
-        Ok(Ok(session)) => session,
-        Ok(Err(e)) => {
-            let why = reason.get().unwrap_or_else(|| e.to_string());
-            let _ = child.start_kill();
+    // The handshake also fails soon after the server dies, whatever holds its stdout.
+    let died = async {
+        reason.closed().await;
+        tokio::time::sleep(CLOSE_GRACE).await;
+    };
+    let handshake = tokio::time::timeout(STARTUP_TIMEOUT, client.serve(transport));
+    let outcome = tokio::select! {
+        biased;
+        outcome = handshake => match outcome {
+            Ok(Ok(session)) => Ok(session),
+            Ok(Err(e)) => Err(reason.get().unwrap_or_else(|| e.to_string())),
+            Err(_) => Err(format!("no answer within {} s", STARTUP_TIMEOUT.as_secs())),
+        },
+        () = died => Err(reason.get().unwrap_or_else(|| "the connection ended".to_owned())),
+    };
+    let session = match outcome {
+        Ok(session) => session,
+        Err(why) => {
+            process.kill().await;
+            // Let the stderr drain catch the last lines the server wrote.
             tokio::time::sleep(Duration::from_millis(50)).await;
             return Err(session_error(spec, "initialize", why, &tail));
-        }
-        Err(_) => {
-            let _ = child.start_kill();
-            return Err(session_error(
-                spec,
-                "initialize",
-                format!("no answer within {} s", STARTUP_TIMEOUT.as_secs()),
-                &tail,
-            ));
         }
     };
     Ok(Live {
         session,
         reason,
-        _child: child,
+        process,
+        _reader: reader,
     })
 }
 

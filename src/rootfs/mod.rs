@@ -194,7 +194,11 @@ pub(crate) fn io_err(
 }
 
 /// The cache root: `explicit` (`--rootfs DIR`) if given, else `$MCP_CODE_MODE_ROOTFS`, else
-/// `$XDG_CACHE_HOME/mcp-code-mode`, else `$HOME/.cache/mcp-code-mode`.
+/// [`ROOT_CACHE`] when running as root, else `$XDG_CACHE_HOME/mcp-code-mode`, else
+/// `$HOME/.cache/mcp-code-mode`.
+///
+/// Root gets a system directory because the sandbox of a root caller runs as host uid
+/// 65534, which must be able to search every directory above the rootfs (`/root` is 0700).
 ///
 /// Errors: [`RootfsError::NoCacheDir`] when none of them is an absolute path.
 pub fn cache_root(explicit: Option<&Path>) -> Result<PathBuf, RootfsError> {
@@ -209,6 +213,9 @@ pub fn cache_root(explicit: Option<&Path>) -> Result<PathBuf, RootfsError> {
     if let Some(dir) = var(ROOTFS_ENV) {
         return Ok(dir);
     }
+    if running_as_root() {
+        return Ok(PathBuf::from(ROOT_CACHE));
+    }
     if let Some(dir) = var("XDG_CACHE_HOME") {
         return Ok(dir.join("mcp-code-mode"));
     }
@@ -216,6 +223,14 @@ pub fn cache_root(explicit: Option<&Path>) -> Result<PathBuf, RootfsError> {
         return Ok(home.join(".cache").join("mcp-code-mode"));
     }
     Err(RootfsError::NoCacheDir)
+}
+
+/// The cache root of a process running as root.
+pub const ROOT_CACHE: &str = "/var/cache/mcp-code-mode";
+
+fn running_as_root() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
 }
 
 /// The key of a rootfs built by `source` with this binary: the first 16 hex characters of

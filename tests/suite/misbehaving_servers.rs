@@ -1,0 +1,674 @@
+//! Wrapped servers that misbehave (issue 5): nothing a server sends may crash the bridge,
+//! hang a call past its timeout, grow memory without bound, or mix up calls.
+//!
+//! Each test starts `scripted_server` (examples/scripted_server.rs) on a scenario from
+//! `tests/scenarios/` and drives the bridge directly (`Bridge::open`, `Bridge::call`), so
+//! transport, upstream and result handling are exercised without a sandbox; a few tests go
+//! through `exec` end to end when the native sandbox can run. Memory in the flood cases is
+//! measured in a child process running only that test (`VmHWM` from /proc/self/status).
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use mcp_code_mode::bridge::catalog::Selection;
+use mcp_code_mode::bridge::refusal::CallError;
+use mcp_code_mode::bridge::upstream::{DEFAULT_ENV, RESTART_COOLDOWN, ServerSpec};
+use mcp_code_mode::bridge::{Bridge, BridgeError, CallBudget, ServerEntry};
+use serde_json::{Value, json};
+
+use super::common::{ExecOptions, example, exec_with, native_available, require};
+
+/// A scenario file, with its `log` pointed into a fresh temp dir.
+struct Scenario {
+    path: PathBuf,
+    log: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Scenario {
+    fn load(name: &str) -> Self {
+        let source = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/scenarios")
+            .join(format!("{name}.json"));
+        let text = std::fs::read_to_string(&source).expect("read the scenario");
+        let mut scenario: Value = serde_json::from_str(&text).expect("parse the scenario");
+        let dir = tempfile::tempdir().expect("temp dir");
+        let log = dir.path().join("received.log");
+        scenario["log"] = json!(log);
+        let path = dir.path().join(format!("{name}.json"));
+        std::fs::write(&path, scenario.to_string()).expect("write the scenario");
+        Self {
+            path,
+            log,
+            _dir: dir,
+        }
+    }
+
+    /// What the server received so far, one message per line.
+    fn received(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn spec(&self) -> ServerSpec {
+        ServerSpec {
+            name: "scripted".into(),
+            command: example("scripted_server").display().to_string(),
+            args: vec![self.path.display().to_string()],
+            env: Vec::new(),
+            cwd: None,
+        }
+    }
+}
+
+fn entry(spec: ServerSpec) -> ServerEntry {
+    ServerEntry {
+        spec,
+        selection: Selection::default(),
+    }
+}
+
+async fn open(scenario: &Scenario) -> Bridge {
+    open_spec(scenario.spec()).await
+}
+
+async fn open_spec(spec: ServerSpec) -> Bridge {
+    Bridge::open(vec![entry(spec)], false)
+        .await
+        .unwrap_or_else(|e| panic!("the bridge did not open: {e}"))
+        .with_call_timeout(Duration::from_secs(20))
+}
+
+async fn call(bridge: &Bridge, tool: &str) -> Result<String, CallError> {
+    bridge.call(&CallBudget::new(200), tool, &json!({})).await
+}
+
+/// Call and also return how long it took.
+async fn timed(bridge: &Bridge, tool: &str) -> (Result<String, CallError>, Duration) {
+    let started = Instant::now();
+    let outcome = call(bridge, tool).await;
+    (outcome, started.elapsed())
+}
+
+fn refusal(outcome: Result<String, CallError>) -> String {
+    match outcome {
+        Err(CallError::Refused(text)) => text,
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+fn kb_field(status: &str, field: &str) -> u64 {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// This process's peak resident memory, in KiB.
+fn peak_rss_kib() -> u64 {
+    kb_field(
+        &std::fs::read_to_string("/proc/self/status").unwrap_or_default(),
+        "VmHWM:",
+    )
+}
+
+/// Run one `#[ignore]`d probe of this file alone in a fresh test process, so its peak memory
+/// is its own; returns its output (the probe prints `peak-growth-kib N`).
+fn in_own_process(probe: &str) -> (String, u64) {
+    let output = std::process::Command::new(std::env::current_exe().expect("test binary"))
+        .args([
+            &format!("suite::misbehaving_servers::{probe}"),
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .output()
+        .expect("run the probe");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(output.status.success(), "the probe failed:\n{text}");
+    assert!(text.contains("1 passed"), "the probe did not run:\n{text}");
+    let growth = text
+        .lines()
+        .find_map(|l| l.strip_prefix("peak-growth-kib "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no measurement in:\n{text}"));
+    (text, growth)
+}
+
+/// Peak memory growth allowed in a flood case: well under what the server sends.
+const FLOOD_GROWTH_LIMIT_KIB: u64 = 96 * 1024;
+
+// ---------------------------------------------------------------------------------------
+// 1. Schemas
+
+#[tokio::test]
+async fn every_schema_shape_a_server_can_send_leaves_a_working_catalog() {
+    let scenario = Scenario::load("schemas");
+    let bridge = open(&scenario).await;
+    let kept: Vec<&str> = bridge
+        .catalog()
+        .tools()
+        .iter()
+        .map(|t| t.mcp_name.as_str())
+        .collect();
+    // Remote, file and too-deep schemas are left out (nothing is fetched); so is a schema
+    // the validator refuses. Everything else is kept.
+    for left_out in [
+        "http_ref",
+        "file_ref",
+        "relative_id_ref",
+        "too_deep",
+        "deep_but_parsable",
+        "bad_keyword",
+    ] {
+        assert!(!kept.contains(&left_out), "{left_out} kept: {kept:?}");
+    }
+    for name in [
+        "refs",
+        "root_ref",
+        "definitions_draft7",
+        "unknown_meta",
+        "no_schema",
+        "odd_names",
+        "echo",
+    ] {
+        assert!(kept.contains(&name), "{name} left out: {kept:?}");
+    }
+    let budget = CallBudget::new(200);
+    let ok = |args: Value, tool: &'static str| {
+        let bridge = &bridge;
+        let budget = &budget;
+        async move { bridge.call(budget, tool, &args).await }
+    };
+    // `$ref` beside other keywords: both apply.
+    assert!(ok(json!({"a": 1}), "refs").await.is_ok());
+    assert!(ok(json!({}), "refs").await.is_err(), "required beside $ref");
+    assert!(
+        ok(json!({"a": 1, "head": {"v": 1, "next": {"v": "x"}}}), "refs")
+            .await
+            .is_err(),
+        "recursive $defs ref"
+    );
+    // Root-relative recursion.
+    assert!(
+        ok(json!({"child": {"child": {"n": 2}}}), "root_ref")
+            .await
+            .is_ok()
+    );
+    assert!(
+        ok(json!({"child": {"child": {"n": "x"}}}), "root_ref")
+            .await
+            .is_err()
+    );
+    // https-form draft-07 and an unknown meta-schema both validate.
+    assert!(ok(json!({"n": "x"}), "definitions_draft7").await.is_err());
+    assert!(ok(json!({"n": 3}), "unknown_meta").await.is_ok());
+    assert!(ok(json!({"n": "x"}), "unknown_meta").await.is_err());
+    // A missing inputSchema means "an object".
+    assert!(ok(json!({}), "no_schema").await.is_ok());
+    // Property names that are not identifiers pass through.
+    assert_eq!(
+        ok(json!({"from": "a", "cik-A": 1, "1st": true}), "odd_names")
+            .await
+            .unwrap(),
+        "ok"
+    );
+    assert!(ok(json!({"from": "a"}), "odd_names").await.is_err());
+    // Shapes that loop or backtrack in validators: whatever the verdict, it comes back.
+    for (tool, args) in [
+        ("ref_loop", json!({"x": 1})),
+        ("self_all_of", json!({"n": 1})),
+        ("evil_pattern", json!({"s": format!("{}!", "a".repeat(64))})),
+    ] {
+        if kept.contains(&tool) {
+            let started = Instant::now();
+            let _ = ok(args, tool).await;
+            assert!(started.elapsed() < Duration::from_secs(5), "{tool} is slow");
+        }
+    }
+    bridge.close().await;
+}
+
+// ---------------------------------------------------------------------------------------
+// 2. Results
+
+#[tokio::test]
+async fn every_result_shape_reaches_the_code_as_clear_bounded_text() {
+    let scenario = Scenario::load("results");
+    let bridge = open(&scenario).await;
+    assert_eq!(
+        call(&bridge, "structured_only").await.unwrap(),
+        r#"{"n": 1, "s": "\u00e9"}"#
+    );
+    assert_eq!(call(&bridge, "empty_content").await.unwrap(), "");
+    assert_eq!(call(&bridge, "empty_object").await.unwrap(), "");
+    assert_eq!(
+        call(&bridge, "error_text").await,
+        Err(CallError::ToolFailed("quota exceeded".into()))
+    );
+    assert_eq!(
+        call(&bridge, "error_structured").await,
+        Err(CallError::ToolFailed(r#"{"why": "quota"}"#.into()))
+    );
+    assert!(
+        matches!(call(&bridge, "error_bare").await, Err(CallError::ToolFailed(t)) if t.contains("no message"))
+    );
+
+    let text = call(&bridge, "blocks").await.unwrap();
+    for part in [
+        "first",
+        "[image: image/png, 4000 bytes of base64]",
+        "[audio: audio/wav, 4 bytes of base64]",
+        "embedded text",
+        "[resource file:///blob.bin: 4 bytes of base64]",
+        "[resource link: https://example.com/doc (doc)]",
+        "\"hologram\"",
+        "\"image\"",
+    ] {
+        assert!(text.contains(part), "{part:?} missing from {text:?}");
+    }
+    assert_eq!(text.lines().count(), 9, "one line per block: {text:?}");
+    assert!(text.len() < 2000, "bounded: {} bytes", text.len());
+
+    let text = call(&bridge, "huge_blob").await.unwrap();
+    assert!(text.len() < 500, "a 2 MB image is a short line: {text:?}");
+    assert!(text.contains("2000000 bytes of base64"), "{text}");
+
+    assert_eq!(
+        call(&bridge, "big_ints").await.unwrap(),
+        r#"{"above_2_53": 9007199254740993, "u64_max": 18446744073709551615, "i64_min": -9223372036854775808}"#
+    );
+
+    for tool in ["nan", "infinity", "lone_surrogate"] {
+        let (outcome, took) = timed(&bridge, tool).await;
+        let why = match outcome {
+            Err(CallError::ToolFailed(t) | CallError::Refused(t)) => t,
+            other => panic!("{tool}: expected a failure, got {other:?}"),
+        };
+        assert!(why.contains("not valid JSON"), "{tool}: {why}");
+        assert!(took < Duration::from_secs(2), "{tool} took {took:?}");
+    }
+    // The bad lines did not break the connection.
+    assert_eq!(call(&bridge, "empty_content").await.unwrap(), "");
+    bridge.close().await;
+}
+
+// ---------------------------------------------------------------------------------------
+// 3. Transport
+
+#[tokio::test]
+async fn junk_lines_crlf_and_byte_order_marks_are_skipped_around_real_messages() {
+    let scenario = Scenario::load("transport");
+    let bridge = open(&scenario).await;
+    for _ in 0..3 {
+        assert_eq!(call(&bridge, "echo").await.unwrap(), "echoed");
+    }
+    bridge.close().await;
+}
+
+#[tokio::test]
+async fn a_line_of_hundreds_of_megabytes_fails_the_call_with_bounded_memory() {
+    let (output, growth) = in_own_process("probe_endless_line");
+    eprintln!("{}", output.lines().filter(|l| l.starts_with("probe:")).collect::<Vec<_>>().join("\n"));
+    eprintln!("endless line (400 MB sent): peak memory grew {growth} KiB");
+    assert!(growth < FLOOD_GROWTH_LIMIT_KIB, "grew {growth} KiB");
+}
+
+#[tokio::test]
+#[ignore = "a probe: run alone in its own process by a_line_of_hundreds_of_megabytes_fails_the_call_with_bounded_memory"]
+async fn probe_endless_line() {
+    let scenario = Scenario::load("floods");
+    let bridge = open(&scenario).await;
+    let before = peak_rss_kib();
+    let (outcome, took) = timed(&bridge, "endless_line").await;
+    let why = refusal(outcome);
+    assert!(why.contains("over 16 MiB"), "{why}");
+    assert!(took < Duration::from_secs(10), "took {took:?}");
+    println!("probe: the call failed after {took:?}: {why}");
+    println!("peak-growth-kib {}", peak_rss_kib().saturating_sub(before));
+    bridge.close().await;
+}
+
+#[tokio::test]
+async fn heavy_stderr_is_drained_without_blocking_the_server_or_growing_memory() {
+    let (output, growth) = in_own_process("probe_heavy_stderr");
+    eprintln!("{}", output.lines().filter(|l| l.starts_with("probe:")).collect::<Vec<_>>().join("\n"));
+    eprintln!("heavy stderr (100 MB): peak memory grew {growth} KiB");
+    assert!(growth < FLOOD_GROWTH_LIMIT_KIB, "grew {growth} KiB");
+}
+
+#[tokio::test]
+#[ignore = "a probe: run alone in its own process by heavy_stderr_is_drained_without_blocking_the_server_or_growing_memory"]
+async fn probe_heavy_stderr() {
+    let scenario = Scenario::load("floods");
+    let bridge = open(&scenario).await;
+    let before = peak_rss_kib();
+    let (outcome, took) = timed(&bridge, "noisy").await;
+    assert_eq!(outcome.unwrap(), "still here");
+    println!("probe: 100 MB of stderr, answered after {took:?}");
+    println!("peak-growth-kib {}", peak_rss_kib().saturating_sub(before));
+    bridge.close().await;
+}
+
+#[tokio::test]
+async fn many_concurrent_large_responses_are_each_refused_with_bounded_memory() {
+    let (output, growth) = in_own_process("probe_concurrent_large_responses");
+    eprintln!("{}", output.lines().filter(|l| l.starts_with("probe:")).collect::<Vec<_>>().join("\n"));
+    eprintln!("16 concurrent 4 MB responses: peak memory grew {growth} KiB");
+    assert!(growth < 2 * FLOOD_GROWTH_LIMIT_KIB, "grew {growth} KiB");
+}
+
+#[tokio::test]
+#[ignore = "a probe: run alone in its own process by many_concurrent_large_responses_are_each_refused_with_bounded_memory"]
+async fn probe_concurrent_large_responses() {
+    let scenario = Scenario::load("floods");
+    let bridge = open(&scenario).await;
+    let before = peak_rss_kib();
+    let budget = CallBudget::new(200);
+    let started = Instant::now();
+    let args = json!({});
+    for _ in 0..3 {
+        let calls = (0..16).map(|_| bridge.call(&budget, "big", &args));
+        for outcome in futures::future::join_all(calls).await {
+            let why = refusal(outcome);
+            assert!(why.contains("refused, not cut"), "{why}");
+        }
+    }
+    assert_eq!(call(&bridge, "after").await.unwrap(), "after");
+    println!(
+        "probe: 48 responses of 4 MB, 16 at a time, refused in {:?}",
+        started.elapsed()
+    );
+    println!("peak-growth-kib {}", peak_rss_kib().saturating_sub(before));
+    bridge.close().await;
+}
+
+// ---------------------------------------------------------------------------------------
+// 4. Process
+
+fn pid_of(text: &str, field: &str) -> u32 {
+    let v: Value = serde_json::from_str(text).expect("pid result");
+    v[field].as_u64().expect("a pid") as u32
+}
+
+fn kill9(pid: u32) {
+    let status = std::process::Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status()
+        .expect("run kill");
+    assert!(status.success());
+}
+
+#[tokio::test]
+async fn a_server_that_dies_mid_call_fails_the_call_within_a_second_and_restarts_later() {
+    let scenario = Scenario::load("process");
+    let bridge = open(&scenario).await;
+    let first = pid_of(&call(&bridge, "pid").await.unwrap(), "pid");
+    let (outcome, took) = timed(&bridge, "die").await;
+    let why = refusal(outcome);
+    assert!(why.contains("exited with status 9"), "{why}");
+    assert!(took < Duration::from_millis(1100), "took {took:?}");
+    // Within the cooldown: a clear error, at once.
+    let (outcome, took) = timed(&bridge, "pid").await;
+    let why = refusal(outcome);
+    assert!(why.contains("restarted by a call"), "{why}");
+    assert!(took < Duration::from_millis(200), "took {took:?}");
+    // After it: a fresh server answers.
+    tokio::time::sleep(RESTART_COOLDOWN).await;
+    let second = pid_of(&call(&bridge, "pid").await.unwrap(), "pid");
+    assert_ne!(first, second, "the server was restarted");
+    bridge.close().await;
+}
+
+#[tokio::test]
+async fn a_server_killed_mid_call_fails_the_call_within_a_second() {
+    let scenario = Scenario::load("process");
+    let bridge = open(&scenario).await;
+    let pid = pid_of(&call(&bridge, "pid").await.unwrap(), "pid");
+    let killer = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        kill9(pid);
+        Instant::now()
+    });
+    let why = refusal(call(&bridge, "hang").await);
+    let late = killer.await.unwrap().elapsed();
+    assert!(why.contains("killed by signal 9"), "{why}");
+    assert!(late < Duration::from_secs(1), "failed {late:?} after the kill");
+    bridge.close().await;
+}
+
+#[tokio::test]
+async fn a_server_whose_child_keeps_its_stdout_open_still_fails_the_call_when_it_dies() {
+    // `sh` is the server we started; the scripted server, its child, inherits the pipes and
+    // lives on after sh is killed, so stdout never reaches end of file.
+    let scenario = Scenario::load("process");
+    let mut spec = scenario.spec();
+    spec.args = vec![
+        "-c".into(),
+        // A background job's stdin is /dev/null; fd 3 carries the real one across.
+        "exec 3<&0; \"$0\" \"$1\" <&3 3<&- & wait".into(),
+        spec.command.clone(),
+        scenario.path.display().to_string(),
+    ];
+    spec.command = "sh".into();
+    let bridge = open_spec(spec).await;
+    let reply = call(&bridge, "pid").await.unwrap();
+    let (server, shell) = (pid_of(&reply, "pid"), pid_of(&reply, "ppid"));
+    let killer = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        kill9(shell);
+        Instant::now()
+    });
+    let why = refusal(call(&bridge, "hang").await);
+    let late = killer.await.unwrap().elapsed();
+    assert!(why.contains("killed by signal 9"), "{why}");
+    assert!(late < Duration::from_secs(1), "failed {late:?} after the kill");
+    bridge.close().await;
+    kill9(server);
+}
+
+#[tokio::test]
+async fn a_server_that_dies_during_initialize_is_a_clear_startup_error() {
+    let scenario = Scenario::load("dies_during_initialize");
+    let started = Instant::now();
+    let Err(e) = Bridge::open(vec![entry(scenario.spec())], false).await else {
+        panic!("the bridge opened");
+    };
+    let text = e.to_string();
+    assert!(matches!(e, BridgeError::Upstream(_)), "{text}");
+    assert!(text.contains("failed to initialize the server \"scripted\""), "{text}");
+    assert!(text.contains("fatal: missing API_KEY"), "stderr tail in {text}");
+    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+}
+
+#[tokio::test]
+async fn a_hanging_call_times_out_and_the_server_is_sent_notifications_cancelled() {
+    let scenario = Scenario::load("process");
+    let bridge = open(&scenario)
+        .await
+        .with_call_timeout(Duration::from_millis(500));
+    let (outcome, took) = timed(&bridge, "hang").await;
+    let why = refusal(outcome);
+    assert!(why.contains("did not answer within 0.5 s"), "{why}");
+    assert!(took < Duration::from_secs(2), "took {took:?}");
+    let mut received = String::new();
+    for _ in 0..50 {
+        received = scenario.received();
+        if received.contains("notifications/cancelled") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let call_id = received
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|m| m["method"] == "tools/call")
+        .map(|m| m["id"].clone())
+        .expect("the call was received");
+    let cancelled = received
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|m| m["method"] == "notifications/cancelled")
+        .unwrap_or_else(|| panic!("no notifications/cancelled in:\n{received}"));
+    assert_eq!(cancelled["params"]["requestId"], call_id, "{cancelled}");
+    // The server is still usable.
+    assert!(call(&bridge, "pid").await.is_ok());
+    bridge.close().await;
+}
+
+#[tokio::test]
+async fn notifications_and_server_requests_during_a_call_are_answered_never_hung() {
+    let scenario = Scenario::load("process");
+    let bridge = open(&scenario).await;
+    let (outcome, took) = timed(&bridge, "chatty").await;
+    let text = outcome.unwrap();
+    assert!(took < Duration::from_secs(3), "took {took:?}: {text}");
+    let answers: Value = serde_json::from_str(&text).unwrap();
+    let answers = answers["answers"].as_array().expect("answers").clone();
+    assert_eq!(answers.len(), 6, "{answers:?}");
+    let ok = |i: usize| answers[i].get("result").cloned();
+    let refused = |i: usize| answers[i].get("error").is_some();
+    assert_eq!(ok(0), Some(json!({})), "ping: {}", answers[0]);
+    assert_eq!(ok(1), Some(json!({"roots": []})), "roots/list: {}", answers[1]);
+    assert!(refused(2), "sampling is refused: {}", answers[2]);
+    assert!(
+        refused(3) || ok(3).is_some_and(|r| r["action"] == "decline"),
+        "elicitation is refused or declined: {}",
+        answers[3]
+    );
+    assert!(refused(4), "an unknown method is refused: {}", answers[4]);
+    assert!(refused(5), "a malformed request is refused: {}", answers[5]);
+    bridge.close().await;
+}
+
+#[tokio::test]
+async fn an_older_protocol_version_is_spoken_and_an_unknown_one_is_a_clear_outcome() {
+    let old = Scenario::load("old_protocol");
+    let bridge = open(&old).await;
+    assert_eq!(call(&bridge, "echo").await.unwrap(), "old ok");
+    bridge.close().await;
+
+    let odd = Scenario::load("unknown_protocol");
+    let started = Instant::now();
+    match Bridge::open(vec![entry(odd.spec())], false).await {
+        Ok(bridge) => {
+            assert_eq!(call(&bridge, "echo").await.unwrap(), "odd ok");
+            bridge.close().await;
+        }
+        Err(e) => assert!(e.to_string().contains("1999-01-01"), "{e}"),
+    }
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+// ---------------------------------------------------------------------------------------
+// 5. Spawning
+
+#[tokio::test]
+async fn a_command_not_on_path_is_a_clear_error_naming_it() {
+    let mut spec = Scenario::load("env").spec();
+    spec.command = "no-such-mcp-server-x7".into();
+    let Err(e) = Bridge::open(vec![entry(spec)], false).await else {
+        panic!("opened");
+    };
+    let text = e.to_string();
+    assert!(text.contains("\"no-such-mcp-server-x7\" was not found"), "{text}");
+    assert!(text.contains("PATH"), "{text}");
+}
+
+#[tokio::test]
+async fn a_relative_command_path_is_taken_from_the_working_directory() {
+    let scenario = Scenario::load("env");
+    let mut spec = scenario.spec();
+    let binary = PathBuf::from(&spec.command);
+    let dir = binary.parent().unwrap().to_path_buf();
+    spec.command = format!("./{}", binary.file_name().unwrap().to_string_lossy());
+    spec.cwd = Some(dir);
+    let bridge = open_spec(spec.clone()).await;
+    assert!(call(&bridge, "env").await.is_ok());
+    bridge.close().await;
+    spec.cwd = None;
+    let Err(e) = Bridge::open(vec![entry(spec)], false).await else {
+        panic!("opened from the wrong directory");
+    };
+    assert!(e.to_string().contains("./scripted_server\" was not found"), "{e}");
+}
+
+#[tokio::test]
+async fn the_server_gets_mcps_default_environment_plus_the_variables_passed() {
+    let scenario = Scenario::load("env");
+    let mut spec = scenario.spec();
+    spec.env = vec![
+        ("API_TOKEN".into(), "t0k3n".into()),
+        ("HOME".into(), "/srv/elsewhere".into()),
+    ];
+    let bridge = open_spec(spec).await;
+    let env: Value = serde_json::from_str(&call(&bridge, "env").await.unwrap()).unwrap();
+    let env = env.as_object().expect("an object");
+    assert_eq!(env["API_TOKEN"], "t0k3n");
+    assert_eq!(env["HOME"], "/srv/elsewhere", "passed values win");
+    assert!(env.contains_key("PATH"));
+    for key in env.keys() {
+        assert!(
+            DEFAULT_ENV.contains(&key.as_str()) || key == "API_TOKEN",
+            "{key} leaked into the server's environment"
+        );
+    }
+    assert!(
+        std::env::var("CARGO_MANIFEST_DIR").is_ok() && !env.contains_key("CARGO_MANIFEST_DIR")
+    );
+    bridge.close().await;
+}
+
+// ---------------------------------------------------------------------------------------
+// End to end, through `exec` and the sandbox.
+
+fn exec_scenario(code: &str, scenario: &Scenario) -> super::common::Exec {
+    exec_with(
+        code,
+        ExecOptions {
+            server: vec![
+                example("scripted_server").display().to_string(),
+                scenario.path.display().to_string(),
+            ],
+            ..Default::default()
+        },
+    )
+}
+
+#[test]
+fn exec_reads_a_crlf_server_with_junk_and_boms() {
+    if !require(native_available(), "user namespaces are not available") {
+        return;
+    }
+    let scenario = Scenario::load("transport");
+    let run = exec_scenario("print(await echo({}))", &scenario);
+    assert_eq!(run.printed(), "echoed\n", "{run:?}");
+}
+
+#[test]
+fn exec_turns_a_dying_server_into_a_tool_error_the_code_can_catch() {
+    if !require(native_available(), "user namespaces are not available") {
+        return;
+    }
+    let scenario = Scenario::load("process");
+    let code = "try:\n    await die({})\nexcept ToolError as e:\n    print('caught', e)\n";
+    let run = exec_scenario(code, &scenario);
+    assert!(run.printed().starts_with("caught "), "{run:?}");
+    assert!(run.printed().contains("exited with status 9"), "{run:?}");
+}
+
+#[test]
+fn exec_survives_an_endless_line_with_bounded_memory() {
+    if !require(native_available(), "user namespaces are not available") {
+        return;
+    }
+    let scenario = Scenario::load("floods");
+    let code = "try:\n    await endless_line({})\nexcept ToolError as e:\n    print('caught', e)\n";
+    let run = exec_scenario(code, &scenario);
+    assert!(run.printed().contains("over 16 MiB"), "{run:?}");
+}
