@@ -731,7 +731,7 @@ mod tests {
     fn a_server_request_rmcp_cannot_read_is_refused_not_skipped() {
         let p: PendingMap = Arc::default();
         let d = decode(
-            json!({"jsonrpc": "2.0", "id": "s1", "method": "sampling/createMessage"}),
+            json!({"jsonrpc": "2.0", "id": "s1", "method": "sampling/createMessage", "params": "not an object"}),
             &p,
         );
         assert!(matches!(d, Decoded::Refuse(Value::String(ref id), _) if id == "s1"));

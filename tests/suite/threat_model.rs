@@ -75,13 +75,13 @@ needle = {SECRET:?}.encode()
 if any(needle in v.encode() for v in os.environ.values()):
     found.append("environ")
 for root, dirs, files in os.walk("/"):
-    if root.startswith(("/proc", "/sys")):
+    if root.startswith(("/proc", "/sys", "/dev")):
         dirs[:] = []
         continue
     for f in files:
         p = os.path.join(root, f)
         try:
-            if os.path.getsize(p) < 4_000_000 and needle in open(p, "rb").read():
+            if os.path.isfile(p) and not os.path.islink(p) and os.path.getsize(p) < 4_000_000 and needle in open(p, "rb").read():
                 found.append(p)
         except OSError:
             pass
