@@ -59,7 +59,10 @@ impl Script {
         let text = expand(value.clone())
             .to_string()
             .replace("\"$PID\"", &std::process::id().to_string())
-            .replace("\"$PPID\"", &std::os::unix::process::parent_id().to_string())
+            .replace(
+                "\"$PPID\"",
+                &std::os::unix::process::parent_id().to_string(),
+            )
             .replace("\"$ENV\"", &Value::from(env).to_string())
             .replace("\"$ANSWERS\"", &Value::from(answers.to_vec()).to_string());
         self.write(format!("{text}{}", self.eol).as_bytes());
@@ -135,7 +138,9 @@ impl Script {
                 "capabilities": {"tools": {}},
                 "serverInfo": {"name": "scripted", "version": "0"}
             }),
-            "tools/list" => json!({"tools": self.scenario.get("tools").cloned().unwrap_or(json!([]))}),
+            "tools/list" => {
+                json!({"tools": self.scenario.get("tools").cloned().unwrap_or(json!([]))})
+            }
             "ping" => json!({}),
             _ => return vec![json!({"error": {"code": -32601, "message": "method not found"}})],
         };
@@ -165,9 +170,10 @@ fn expand(value: Value) -> Value {
             if let Some(n) = s.strip_prefix("$x*").and_then(|n| n.parse().ok()) {
                 Value::String("x".repeat(n))
             } else if let Some(n) = s.strip_prefix("$deep*").and_then(|n| n.parse().ok()) {
-                (0..n).fold(json!({"type": "string"}), |inner, _| {
-                    json!({"type": "object", "properties": {"x": inner}})
-                })
+                (0..n).fold(
+                    json!({"type": "string"}),
+                    |inner, _| json!({"type": "object", "properties": {"x": inner}}),
+                )
             } else {
                 Value::String(s)
             }
@@ -179,7 +185,9 @@ fn expand(value: Value) -> Value {
 }
 
 fn main() {
-    let path = std::env::args().nth(1).expect("usage: scripted_server SCENARIO.json");
+    let path = std::env::args()
+        .nth(1)
+        .expect("usage: scripted_server SCENARIO.json");
     let text = std::fs::read_to_string(&path).expect("read the scenario");
     let scenario: Value = serde_json::from_str(&text).expect("parse the scenario");
     let mut log = scenario["log"].as_str().map(|p| {

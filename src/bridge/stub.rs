@@ -51,11 +51,16 @@ pub fn cut_bytes(text: &str, max: usize) -> &str {
     &text[..end]
 }
 
-/// The description as kept: cut at [`MAX_DESCRIPTION_BYTES`], surrounding blank space trimmed.
+/// The description as kept: cut at [`MAX_DESCRIPTION_BYTES`] (then ending in ` …`),
+/// surrounding blank space trimmed.
 pub fn kept_description(description: Option<&str>) -> String {
-    cut_bytes(description.unwrap_or(""), MAX_DESCRIPTION_BYTES)
-        .trim()
-        .to_owned()
+    let full = description.unwrap_or("");
+    let kept = cut_bytes(full, MAX_DESCRIPTION_BYTES).trim();
+    if kept.len() < full.trim().len() {
+        format!("{kept} …")
+    } else {
+        kept.to_owned()
+    }
 }
 
 /// A parameter name as written in stubs and summaries: bare, or quoted after cutting.

@@ -706,7 +706,10 @@ mod tests {
 
     #[test]
     fn the_top_level_id_is_found_wherever_it_is() {
-        assert_eq!(top_level_id(br#"{"a":{"id":1},"id":"x\"y"}"#), Some(json!("x\"y")));
+        assert_eq!(
+            top_level_id(br#"{"a":{"id":1},"id":"x\"y"}"#),
+            Some(json!("x\"y"))
+        );
         assert_eq!(top_level_id(br#"{"id" : 12 ,"b":NaN}"#), Some(json!(12)));
         assert_eq!(top_level_id(br#"{"b":[{"id":1}]}"#), None);
     }

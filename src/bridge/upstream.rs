@@ -7,9 +7,24 @@
 //! `env`, as written). Its stderr is always drained: lines go to our log (cut at 500
 //! characters), and the last few are kept to explain a failed start.
 //!
-//! If the server exits, the call in flight fails at once with a clear message, and the next
-//! call starts it again (once per [`RESTART_COOLDOWN`]); the private-data taint lives in the
-//! bridge, so a restart never resets it.
+//! When the server dies (it exits, is killed, closes its stdout, or sends a line the
+//! transport refuses), the call in flight fails within [`CLOSE_GRACE`] with a message that
+//! says how (`exited with status 9`, `was killed by signal 9`, `sent a line over 16 MiB`):
+//! the call races its answer against the transport's close signal and a task that waits on
+//! the process, so a server whose own child keeps its stdout open cannot hang the call.
+//!
+//! What the next call (in this run or the next) gets: the server is restarted by that call,
+//! at most once per [`RESTART_COOLDOWN`] after its last start, and the restart counts
+//! against that call's timeout; a call inside the cooldown fails at once with a clear
+//! message ("… it is restarted by a call made 2 s or more after its last start"). The
+//! catalog is not read again: tools stay as listed at startup. The private-data taint lives
+//! in the bridge, so a restart never resets it.
+//!
+//! A call that times out is dropped, and rmcp then sends `notifications/cancelled` for it
+//! (tested). Requests the server makes are answered: ping, `roots/list` (no roots),
+//! sampling refused, elicitation declined, anything else "method not found"; one rmcp
+//! cannot read is refused by the transport. An `initialize` answer with an older or an
+//! unknown protocol version is accepted.
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
@@ -475,8 +490,17 @@ async fn list_all(spec: &ServerSpec, live: &Live) -> Result<Vec<Tool>, UpstreamE
         let params = cursor
             .clone()
             .map(|c| rmcp::model::PaginatedRequestParams::default().with_cursor(Some(c)));
-        let page = tokio::time::timeout(STARTUP_TIMEOUT, peer.list_tools(params))
-            .await
+        let listed = tokio::time::timeout(STARTUP_TIMEOUT, peer.list_tools(params));
+        let died = async {
+            live.reason.closed().await;
+            tokio::time::sleep(CLOSE_GRACE).await;
+        };
+        let page = tokio::select! {
+            biased;
+            page = listed => page,
+            () = died => Ok(Err(rmcp::ServiceError::TransportClosed)),
+        };
+        let page = page
             .map_err(|_| UpstreamError::Session {
                 name: spec.name.clone(),
                 step: "list the tools of",

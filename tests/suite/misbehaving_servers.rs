@@ -140,6 +140,16 @@ fn in_own_process(probe: &str) -> (String, u64) {
     (text, growth)
 }
 
+/// Print the probe's own report lines.
+fn report(output: &str) {
+    for line in output
+        .lines()
+        .filter_map(|l| l.find("probe:").map(|at| &l[at..]))
+    {
+        eprintln!("{line}");
+    }
+}
+
 /// Peak memory growth allowed in a flood case: well under what the server sends.
 const FLOOD_GROWTH_LIMIT_KIB: u64 = 96 * 1024;
 
@@ -189,9 +199,12 @@ async fn every_schema_shape_a_server_can_send_leaves_a_working_catalog() {
     assert!(ok(json!({"a": 1}), "refs").await.is_ok());
     assert!(ok(json!({}), "refs").await.is_err(), "required beside $ref");
     assert!(
-        ok(json!({"a": 1, "head": {"v": 1, "next": {"v": "x"}}}), "refs")
-            .await
-            .is_err(),
+        ok(
+            json!({"a": 1, "head": {"v": 1, "next": {"v": "x"}}}),
+            "refs"
+        )
+        .await
+        .is_err(),
         "recursive $defs ref"
     );
     // Root-relative recursion.
@@ -314,7 +327,7 @@ async fn junk_lines_crlf_and_byte_order_marks_are_skipped_around_real_messages()
 #[tokio::test]
 async fn a_line_of_hundreds_of_megabytes_fails_the_call_with_bounded_memory() {
     let (output, growth) = in_own_process("probe_endless_line");
-    eprintln!("{}", output.lines().filter(|l| l.starts_with("probe:")).collect::<Vec<_>>().join("\n"));
+    report(&output);
     eprintln!("endless line (400 MB sent): peak memory grew {growth} KiB");
     assert!(growth < FLOOD_GROWTH_LIMIT_KIB, "grew {growth} KiB");
 }
@@ -337,7 +350,7 @@ async fn probe_endless_line() {
 #[tokio::test]
 async fn heavy_stderr_is_drained_without_blocking_the_server_or_growing_memory() {
     let (output, growth) = in_own_process("probe_heavy_stderr");
-    eprintln!("{}", output.lines().filter(|l| l.starts_with("probe:")).collect::<Vec<_>>().join("\n"));
+    report(&output);
     eprintln!("heavy stderr (100 MB): peak memory grew {growth} KiB");
     assert!(growth < FLOOD_GROWTH_LIMIT_KIB, "grew {growth} KiB");
 }
@@ -358,7 +371,7 @@ async fn probe_heavy_stderr() {
 #[tokio::test]
 async fn many_concurrent_large_responses_are_each_refused_with_bounded_memory() {
     let (output, growth) = in_own_process("probe_concurrent_large_responses");
-    eprintln!("{}", output.lines().filter(|l| l.starts_with("probe:")).collect::<Vec<_>>().join("\n"));
+    report(&output);
     eprintln!("16 concurrent 4 MB responses: peak memory grew {growth} KiB");
     assert!(growth < 2 * FLOOD_GROWTH_LIMIT_KIB, "grew {growth} KiB");
 }
@@ -438,7 +451,10 @@ async fn a_server_killed_mid_call_fails_the_call_within_a_second() {
     let why = refusal(call(&bridge, "hang").await);
     let late = killer.await.unwrap().elapsed();
     assert!(why.contains("killed by signal 9"), "{why}");
-    assert!(late < Duration::from_secs(1), "failed {late:?} after the kill");
+    assert!(
+        late < Duration::from_secs(1),
+        "failed {late:?} after the kill"
+    );
     bridge.close().await;
 }
 
@@ -467,7 +483,10 @@ async fn a_server_whose_child_keeps_its_stdout_open_still_fails_the_call_when_it
     let why = refusal(call(&bridge, "hang").await);
     let late = killer.await.unwrap().elapsed();
     assert!(why.contains("killed by signal 9"), "{why}");
-    assert!(late < Duration::from_secs(1), "failed {late:?} after the kill");
+    assert!(
+        late < Duration::from_secs(1),
+        "failed {late:?} after the kill"
+    );
     bridge.close().await;
     kill9(server);
 }
@@ -481,9 +500,19 @@ async fn a_server_that_dies_during_initialize_is_a_clear_startup_error() {
     };
     let text = e.to_string();
     assert!(matches!(e, BridgeError::Upstream(_)), "{text}");
-    assert!(text.contains("failed to initialize the server \"scripted\""), "{text}");
-    assert!(text.contains("fatal: missing API_KEY"), "stderr tail in {text}");
-    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+    assert!(
+        text.contains("failed to initialize the server \"scripted\""),
+        "{text}"
+    );
+    assert!(
+        text.contains("fatal: missing API_KEY"),
+        "stderr tail in {text}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
 }
 
 #[tokio::test]
@@ -534,7 +563,12 @@ async fn notifications_and_server_requests_during_a_call_are_answered_never_hung
     let ok = |i: usize| answers[i].get("result").cloned();
     let refused = |i: usize| answers[i].get("error").is_some();
     assert_eq!(ok(0), Some(json!({})), "ping: {}", answers[0]);
-    assert_eq!(ok(1), Some(json!({"roots": []})), "roots/list: {}", answers[1]);
+    assert_eq!(
+        ok(1),
+        Some(json!({"roots": []})),
+        "roots/list: {}",
+        answers[1]
+    );
     assert!(refused(2), "sampling is refused: {}", answers[2]);
     assert!(
         refused(3) || ok(3).is_some_and(|r| r["action"] == "decline"),
@@ -547,22 +581,18 @@ async fn notifications_and_server_requests_during_a_call_are_answered_never_hung
 }
 
 #[tokio::test]
-async fn an_older_protocol_version_is_spoken_and_an_unknown_one_is_a_clear_outcome() {
+async fn a_server_answering_an_older_or_unknown_protocol_version_still_works() {
     let old = Scenario::load("old_protocol");
     let bridge = open(&old).await;
     assert_eq!(call(&bridge, "echo").await.unwrap(), "old ok");
     bridge.close().await;
 
+    // Decided: an unknown version is accepted (rmcp keeps speaking its own); the spec's
+    // SHOULD-disconnect would turn a cosmetic mismatch into a dead server.
     let odd = Scenario::load("unknown_protocol");
-    let started = Instant::now();
-    match Bridge::open(vec![entry(odd.spec())], false).await {
-        Ok(bridge) => {
-            assert_eq!(call(&bridge, "echo").await.unwrap(), "odd ok");
-            bridge.close().await;
-        }
-        Err(e) => assert!(e.to_string().contains("1999-01-01"), "{e}"),
-    }
-    assert!(started.elapsed() < Duration::from_secs(5));
+    let bridge = open(&odd).await;
+    assert_eq!(call(&bridge, "echo").await.unwrap(), "odd ok");
+    bridge.close().await;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -576,7 +606,10 @@ async fn a_command_not_on_path_is_a_clear_error_naming_it() {
         panic!("opened");
     };
     let text = e.to_string();
-    assert!(text.contains("\"no-such-mcp-server-x7\" was not found"), "{text}");
+    assert!(
+        text.contains("\"no-such-mcp-server-x7\" was not found"),
+        "{text}"
+    );
     assert!(text.contains("PATH"), "{text}");
 }
 
@@ -595,7 +628,10 @@ async fn a_relative_command_path_is_taken_from_the_working_directory() {
     let Err(e) = Bridge::open(vec![entry(spec)], false).await else {
         panic!("opened from the wrong directory");
     };
-    assert!(e.to_string().contains("./scripted_server\" was not found"), "{e}");
+    assert!(
+        e.to_string().contains("./scripted_server\" was not found"),
+        "{e}"
+    );
 }
 
 #[tokio::test]
@@ -618,9 +654,7 @@ async fn the_server_gets_mcps_default_environment_plus_the_variables_passed() {
             "{key} leaked into the server's environment"
         );
     }
-    assert!(
-        std::env::var("CARGO_MANIFEST_DIR").is_ok() && !env.contains_key("CARGO_MANIFEST_DIR")
-    );
+    assert!(std::env::var("CARGO_MANIFEST_DIR").is_ok() && !env.contains_key("CARGO_MANIFEST_DIR"));
     bridge.close().await;
 }
 

@@ -65,7 +65,7 @@ on_both_backends!(
 const SECRET: &str = "mcp-code-mode-test-secret-5f1c9a";
 
 fn no_secret_from_the_host_is_inside(backend: &str) {
-    let host_file = std::env::temp_dir().join("mcp-code-mode-host-secret.txt");
+    let host_file = std::env::temp_dir().join(format!("mcp-code-mode-host-secret-{}.txt", std::process::id()));
     std::fs::write(&host_file, SECRET).unwrap();
     let code = format!(
         r#"
@@ -104,6 +104,7 @@ print(found, os.path.exists({host:?}))
             ..Default::default()
         },
     );
+    let _ = std::fs::remove_file(&host_file);
     assert_eq!(r.printed(), "[] False\n", "{r:?}");
 }
 

@@ -1,0 +1,674 @@
+//! The Docker backend: the same rootfs as an image, one container per run.
+//!
+//! Per backend: the rootfs directory is imported as a local image tagged by its content digest
+//! (no registry; [`build_image`]), containers left by an earlier process that died are
+//! removed, and the launcher's seccomp policy is written as Docker's profile JSON to a private
+//! temp file ([`super::seccomp_json`]). Per run: `docker run -i` (the container's
+//! stdin/stdout are the protocol) with no network, a read-only root, a small /tmp, uid 65534,
+//! no capabilities, no_new_privs, the exported seccomp profile, and the limits of
+//! [`crate::limits`]. The docker client gets only `PATH`, `HOME`, `DOCKER_HOST` and
+//! `DOCKER_CONTEXT` from our environment. No `--rm`: after the client exits, `wait` reads
+//! `OOMKilled` and removes the container; whatever path a run ends by, dropping its
+//! [`SandboxControl`] removes the container (synchronously, bounded).
+//!
+//! What the code inside sees of its environment: `PATH` (Docker's default, added by Docker
+//! when the image sets none), `HOSTNAME=sandbox` (set by Docker), `HOME=/nonexistent` (from
+//! the rootfs's /etc/passwd); nothing of the host's. Docker also bind-mounts generated
+//! /etc/hosts, /etc/hostname and /etc/resolv.conf (with `nameserver 0.0.0.0`, not the host's
+//! resolver); /sys and /dev/pts are covered by empty read-only tmpfs mounts. /dev holds
+//! Docker's default nodes (null, zero, full, random, urandom, tty) and the fd links.
+
+use std::io::{Read, Write};
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::process::{Child, Command};
+
+use super::native::MAX_FILE_BYTES;
+use super::{
+    Backend, BoxFuture, Ending, Sandbox, SandboxControl, SandboxError, drain_stderr, exit_code,
+    seccomp_json, spawner, stderr_text, take_pipes,
+};
+use crate::limits::{CPUS, MAX_OPEN_FILES, MAX_PIDS, MEMORY_BYTES, TMP_BYTES};
+use crate::rootfs::Rootfs;
+
+/// Repository of the images built from rootfs directories; the tag is the first 16 hex
+/// characters of the rootfs digest.
+pub const IMAGE_REPOSITORY: &str = "mcp-code-mode-rootfs";
+/// Image label holding the full rootfs digest.
+pub const DIGEST_LABEL: &str = "mcp-code-mode.rootfs-digest";
+/// Container label naming the process that started the container:
+/// `<boot id>/<pid namespace>/<pid>/<start time>` (see [`owner_id`]).
+pub const OWNER_LABEL: &str = "mcp-code-mode.owner";
+/// Prefix of container names: `mcp-code-mode-<pid>-<seq>`.
+pub const CONTAINER_PREFIX: &str = "mcp-code-mode-";
+/// The only variables of our environment the docker client receives.
+pub const CLIENT_ENV: [&str; 4] = ["PATH", "HOME", "DOCKER_HOST", "DOCKER_CONTEXT"];
+/// uid and gid of the code inside (the rootfs's /etc/passwd entry `nobody`).
+pub const SANDBOX_ID: u32 = launcher::idmap::SANDBOX_ID;
+/// Longest time one docker command (inspect, kill, rm, import) may take.
+pub const DOCKER_COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
+
+const HINT: &str = "is the Docker engine running? see scripts/start-docker";
+
+/// What can go wrong with Docker.
+#[derive(Debug, thiserror::Error)]
+pub enum DockerError {
+    /// A docker (or tar) command could not be started, timed out, or failed.
+    #[error("failed to {what}: {why} ({HINT})")]
+    Command {
+        /// What we tried to do, e.g. `import the rootfs as image mcp-code-mode-rootfs:…`.
+        what: String,
+        /// The error, or the command's stderr.
+        why: String,
+    },
+    /// The seccomp profile could not be exported or written.
+    #[error("failed to write the seccomp profile for docker: {0}")]
+    Seccomp(String),
+}
+
+fn command_error(what: impl Into<String>, why: impl Into<String>) -> DockerError {
+    DockerError::Command {
+        what: what.into(),
+        why: why.into(),
+    }
+}
+
+/// The image tag for `rootfs`: `mcp-code-mode-rootfs:<first 16 hex of its digest>`.
+pub fn image_tag(rootfs: &Rootfs) -> String {
+    let short: String = rootfs.digest.chars().take(16).collect();
+    format!("{IMAGE_REPOSITORY}:{short}")
+}
+
+/// The variables the docker client gets out of `env`: only those named in [`CLIENT_ENV`].
+pub fn client_env(env: impl IntoIterator<Item = (String, String)>) -> Vec<(String, String)> {
+    env.into_iter()
+        .filter(|(k, _)| CLIENT_ENV.contains(&k.as_str()))
+        .collect()
+}
+
+/// A `docker` command with an empty environment but [`client_env`] of ours.
+fn docker_std() -> std::process::Command {
+    let mut command = std::process::Command::new("docker");
+    command
+        .env_clear()
+        .envs(client_env(std::env::vars()))
+        .stdin(Stdio::null());
+    command
+}
+
+/// Runs a short docker command to its end, bounded by [`DOCKER_COMMAND_TIMEOUT`]; its
+/// stdout on success.
+fn run_bounded(mut command: std::process::Command, what: &str) -> Result<String, DockerError> {
+    command.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = command
+        .spawn()
+        .map_err(|e| command_error(what, format!("cannot run docker: {e}")))?;
+    let status =
+        wait_bounded(&mut child, DOCKER_COMMAND_TIMEOUT).map_err(|why| command_error(what, why))?;
+    let mut out = String::new();
+    let mut err = String::new();
+    if let Some(mut o) = child.stdout.take() {
+        let _ = o.read_to_string(&mut out);
+    }
+    if let Some(mut e) = child.stderr.take() {
+        let _ = e.read_to_string(&mut err);
+    }
+    if status.success() {
+        Ok(out)
+    } else {
+        Err(command_error(what, format!("{status}: {}", err.trim())))
+    }
+}
+
+/// Waits for `child` at most `limit`, killing it when the time is up.
+fn wait_bounded(
+    child: &mut std::process::Child,
+    limit: Duration,
+) -> Result<std::process::ExitStatus, String> {
+    let start = Instant::now();
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return Ok(status),
+            Ok(None) if start.elapsed() >= limit => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!("timed out after {} s", limit.as_secs()));
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(10)),
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+}
+
+/// Imports `rootfs.dir` as the image [`image_tag`] (`tar -c | docker import -`, no registry),
+/// labelled with [`DIGEST_LABEL`]; does nothing when the tag exists. Prints a progress line
+/// on stderr when it imports. Files are owned by root in the image, whoever built the rootfs.
+/// Returns the tag.
+///
+/// # Errors
+/// [`DockerError::Command`] when docker or tar cannot run or fails.
+pub fn build_image(rootfs: &Rootfs) -> Result<String, DockerError> {
+    let tag = image_tag(rootfs);
+    if image_exists(&tag)? {
+        return Ok(tag);
+    }
+    let what = format!("import the rootfs {} as image {tag}", rootfs.dir.display());
+    eprintln!(
+        "docker: importing the rootfs {} as image {tag}",
+        rootfs.dir.display()
+    );
+    let mut tar = std::process::Command::new("tar")
+        .args(["--owner=0", "--group=0", "--numeric-owner", "-C"])
+        .arg(&rootfs.dir)
+        .args(["-c", "."])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| command_error(&what, format!("cannot run tar: {e}")))?;
+    let Some(tar_out) = tar.stdout.take() else {
+        return Err(command_error(&what, "tar has no stdout"));
+    };
+    let mut import = docker_std();
+    import
+        .arg("import")
+        .arg("--change")
+        .arg(format!(
+            "LABEL {DIGEST_LABEL}={} mcp-code-mode.python={}",
+            rootfs.digest, rootfs.python_version
+        ))
+        .arg("--message")
+        .arg(format!("mcp-code-mode rootfs {}", rootfs.key))
+        .arg("-")
+        .arg(&tag)
+        .stdin(Stdio::from(tar_out));
+    let imported = run_bounded(import, &what);
+    let tar_status = wait_bounded(&mut tar, DOCKER_COMMAND_TIMEOUT);
+    imported?;
+    match tar_status {
+        Ok(status) if status.success() => Ok(tag),
+        Ok(status) => {
+            let mut err = String::new();
+            if let Some(mut e) = tar.stderr.take() {
+                let _ = e.read_to_string(&mut err);
+            }
+            Err(command_error(what, format!("tar {status}: {}", err.trim())))
+        }
+        Err(why) => Err(command_error(what, format!("tar {why}"))),
+    }
+}
+
+fn image_exists(tag: &str) -> Result<bool, DockerError> {
+    let mut command = docker_std();
+    command
+        .args(["image", "ls", "--quiet", "--filter"])
+        .arg(format!("reference={tag}"));
+    Ok(!run_bounded(command, &format!("look for image {tag}"))?
+        .trim()
+        .is_empty())
+}
+
+/// Who we are, for [`OWNER_LABEL`]: `<boot id>/<pid namespace>/<pid>/<start time>`, so a
+/// later process can tell whether we still live (the pid alone can be reused).
+pub fn owner_id() -> String {
+    owner_of(std::process::id())
+}
+
+fn owner_of(pid: u32) -> String {
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .map(|s| s.trim().to_owned())
+        .unwrap_or_else(|_| "unknown".into());
+    let pidns = std::fs::read_link("/proc/self/ns/pid")
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|_| "unknown".into());
+    let start = start_time(pid).unwrap_or_else(|| "gone".into());
+    format!("{boot}/{pidns}/{pid}/{start}")
+}
+
+/// Field 22 of /proc/<pid>/stat (start time in clock ticks since boot), or `None` when
+/// the process does not exist.
+fn start_time(pid: u32) -> Option<String> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces and parentheses: fields resume after the
+    // last ')'. Field 3 is the first after it, so field 22 is the 20th.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(19).map(str::to_owned)
+}
+
+/// Whether the owner named by an [`OWNER_LABEL`] value is certainly dead: another boot, or
+/// our boot and pid namespace but no such process (or another process under that pid).
+/// Owners in another pid namespace are never judged dead (we cannot see them).
+pub fn owner_is_dead(label: &str) -> bool {
+    let ours = owner_id();
+    let ours: Vec<&str> = ours.split('/').collect();
+    let theirs: Vec<&str> = label.split('/').collect();
+    let (&[boot, pidns, pid, start], &[our_boot, our_pidns, ..]) = (&theirs[..], &ours[..]) else {
+        return false;
+    };
+    if boot != our_boot {
+        return our_boot != "unknown";
+    }
+    if pidns != our_pidns {
+        return false;
+    }
+    match pid.parse::<u32>() {
+        Ok(pid) => start_time(pid).is_none_or(|now| now != start),
+        Err(_) => false,
+    }
+}
+
+/// Removes the containers whose [`OWNER_LABEL`] names a dead process (a serve or exec that
+/// was killed before it could clean up). Returns how many were removed.
+///
+/// # Errors
+/// [`DockerError::Command`] when docker cannot list or remove them.
+pub fn remove_strays() -> Result<usize, DockerError> {
+    let mut list = docker_std();
+    list.args(["ps", "--all", "--no-trunc", "--filter"])
+        .arg(format!("label={OWNER_LABEL}"))
+        .arg("--format")
+        .arg(format!("{{{{.Names}}}}\t{{{{.Label \"{OWNER_LABEL}\"}}}}"));
+    let listed = run_bounded(list, "list the sandbox containers")?;
+    let strays: Vec<&str> = listed
+        .lines()
+        .filter_map(|line| line.split_once('\t'))
+        .filter(|(_, owner)| owner_is_dead(owner))
+        .map(|(name, _)| name)
+        .collect();
+    if strays.is_empty() {
+        return Ok(0);
+    }
+    tracing::warn!(
+        "removing {} container(s) left by a process that died: {}",
+        strays.len(),
+        strays.join(", ")
+    );
+    let mut rm = docker_std();
+    rm.args(["rm", "--force"]).args(&strays);
+    run_bounded(rm, "remove containers left by a process that died")?;
+    Ok(strays.len())
+}
+
+/// Starts sandboxes as Docker containers of the rootfs image.
+pub struct DockerBackend {
+    image: String,
+    argv: Vec<String>,
+    seccomp: tempfile::NamedTempFile,
+    owner: String,
+    cpu_seconds: u64,
+}
+
+impl DockerBackend {
+    /// A backend for `rootfs`, with RLIMIT_CPU of `cpu_seconds` in each container. Blocking:
+    /// builds the image when it is missing ([`build_image`]), removes containers of dead
+    /// owners ([`remove_strays`]) and writes the seccomp profile to a private (0600) temp
+    /// file, deleted with the backend.
+    ///
+    /// # Errors
+    /// [`DockerError::Command`] when the engine does not answer or the import fails;
+    /// [`DockerError::Seccomp`] when the profile cannot be written.
+    pub fn new(rootfs: &Rootfs, cpu_seconds: u64) -> Result<Self, DockerError> {
+        let image = build_image(rootfs)?;
+        if let Err(e) = remove_strays() {
+            tracing::warn!("{e}");
+        }
+        let text = seccomp_json::export_text(&launcher::seccomp::policy())
+            .map_err(|e| DockerError::Seccomp(e.to_string()))?;
+        // tempfile creates the file with mode 0600.
+        let mut seccomp = tempfile::Builder::new()
+            .prefix("mcp-code-mode-seccomp-")
+            .suffix(".json")
+            .tempfile()
+            .map_err(|e| DockerError::Seccomp(e.to_string()))?;
+        seccomp
+            .write_all(text.as_bytes())
+            .and_then(|()| seccomp.flush())
+            .map_err(|e| DockerError::Seccomp(format!("{}: {e}", seccomp.path().display())))?;
+        Ok(Self {
+            image,
+            argv: rootfs.argv(),
+            seccomp,
+            owner: owner_id(),
+            cpu_seconds,
+        })
+    }
+
+    /// The image the containers run.
+    pub fn image(&self) -> &str {
+        &self.image
+    }
+
+    /// The `docker run` arguments for the container `name` (everything after `docker`).
+    pub fn run_args(&self, name: &str) -> Vec<String> {
+        run_args(
+            name,
+            &self.owner,
+            self.seccomp.path(),
+            self.cpu_seconds,
+            &self.image,
+            &self.argv,
+        )
+    }
+}
+
+/// The `docker run` arguments (after `docker`) for one sandbox; every limit from
+/// [`crate::limits`].
+pub fn run_args(
+    name: &str,
+    owner: &str,
+    seccomp: &Path,
+    cpu_seconds: u64,
+    image: &str,
+    argv: &[String],
+) -> Vec<String> {
+    let id = SANDBOX_ID;
+    let mut args: Vec<String> = vec![
+        "run".into(),
+        "--interactive".into(),
+        "--pull=never".into(),
+        format!("--name={name}"),
+        format!("--label={OWNER_LABEL}={owner}"),
+        "--log-driver=none".into(),
+        // isolation
+        "--network=none".into(),
+        // Docker writes the host's resolver into /etc/resolv.conf even without a network.
+        "--dns=0.0.0.0".into(),
+        "--ipc=none".into(),
+        "--cgroupns=private".into(),
+        "--hostname=sandbox".into(),
+        "--read-only".into(),
+        // The mode of /tmp is copied from the image (0755, root), so it is given to the user.
+        format!("--tmpfs=/tmp:rw,noexec,nosuid,nodev,size={TMP_BYTES},uid={id},gid={id}"),
+        // Like the native sandbox, no /sys.
+        "--tmpfs=/sys:ro,noexec,nosuid,nodev,size=4096".into(),
+        // No pseudo-terminals: an empty /dev/pts leaves /dev/ptmx (a link into it) dangling.
+        // Reading a pty master blocks forever, and the native sandbox has none either.
+        "--tmpfs=/dev/pts:ro,noexec,nosuid,nodev,size=4096".into(),
+        "--workdir=/tmp".into(),
+        format!("--user={id}:{id}"),
+        "--cap-drop=ALL".into(),
+        "--security-opt=no-new-privileges".into(),
+        format!("--security-opt=seccomp={}", seccomp.display()),
+        // limits
+        format!("--memory={MEMORY_BYTES}"),
+        format!("--memory-swap={MEMORY_BYTES}"),
+        format!("--pids-limit={MAX_PIDS}"),
+        format!("--cpus={CPUS}"),
+        format!("--ulimit=nofile={MAX_OPEN_FILES}:{MAX_OPEN_FILES}"),
+        format!("--ulimit=fsize={MAX_FILE_BYTES}:{MAX_FILE_BYTES}"),
+        format!("--ulimit=cpu={cpu_seconds}:{cpu_seconds}"),
+        // No --ulimit nproc: RLIMIT_NPROC counts every process of uid 65534 in the host's
+        // user namespace, so concurrent sandboxes would share one budget; --pids-limit holds.
+        image.into(),
+    ];
+    args.extend(argv.iter().cloned());
+    args
+}
+
+fn next_container_name() -> String {
+    static SEQ: AtomicU64 = AtomicU64::new(0);
+    format!(
+        "{CONTAINER_PREFIX}{}-{}",
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::SeqCst)
+    )
+}
+
+impl Backend for DockerBackend {
+    fn spawn(&self) -> BoxFuture<'_, Result<Sandbox, SandboxError>> {
+        Box::pin(async move {
+            let name = next_container_name();
+            let mut command = Command::new("docker");
+            command
+                .args(self.run_args(&name))
+                .env_clear()
+                .envs(client_env(std::env::vars()))
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .kill_on_drop(true);
+            let child = spawner::spawn(command)
+                .await
+                .map_err(|e| SandboxError::Spawn(format!("docker run: {e} ({HINT})")))?;
+            // From here on, dropping the control removes the container.
+            let mut control = DockerControl {
+                child,
+                name,
+                stderr: Arc::new(Mutex::new(Vec::new())),
+                removed: false,
+                oom: false,
+            };
+            let (stdin, stdout) = take_pipes(&mut control.child)?;
+            control.stderr = drain_stderr(control.child.stderr.take());
+            Ok(Sandbox {
+                stdin,
+                stdout,
+                control: Box::new(control),
+            })
+        })
+    }
+
+    fn name(&self) -> &'static str {
+        "docker"
+    }
+}
+
+struct DockerControl {
+    /// The `docker run` client.
+    child: Child,
+    /// The container's name.
+    name: String,
+    stderr: Arc<Mutex<Vec<u8>>>,
+    /// The container is gone (removed by us).
+    removed: bool,
+    /// `docker inspect` said OOMKilled.
+    oom: bool,
+}
+
+/// A docker command for the async paths, bounded by [`DOCKER_COMMAND_TIMEOUT`]; its stdout
+/// when it succeeded.
+async fn docker_async(args: &[&str]) -> Option<String> {
+    let mut command = Command::new("docker");
+    command
+        .args(args)
+        .env_clear()
+        .envs(client_env(std::env::vars()))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true);
+    let output = tokio::time::timeout(DOCKER_COMMAND_TIMEOUT, command.output())
+        .await
+        .ok()?
+        .ok()?;
+    output
+        .status
+        .success()
+        .then(|| String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+impl SandboxControl for DockerControl {
+    fn kill(&mut self) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            if self.removed {
+                return;
+            }
+            // The container first: killing only the client would leave it running.
+            let _ = docker_async(&["kill", &self.name]).await;
+            let _ = self.child.start_kill();
+        })
+    }
+
+    fn wait(&mut self) -> BoxFuture<'_, Ending> {
+        Box::pin(async move {
+            // `docker run` exits with the container's status (128+signal when killed), or
+            // 125-127 when docker itself failed.
+            let status = self.child.wait().await.ok().and_then(exit_code);
+            if !self.removed {
+                if let Some(out) =
+                    docker_async(&["inspect", "--format", "{{.State.OOMKilled}}", &self.name]).await
+                {
+                    self.oom = out.trim() == "true";
+                }
+                if docker_async(&["rm", "--force", &self.name]).await.is_some() {
+                    self.removed = true;
+                }
+            }
+            Ending {
+                status,
+                memory_limit_hit: self.oom,
+                stderr: stderr_text(&self.stderr),
+            }
+        })
+    }
+
+    fn limits(&self) -> String {
+        format!(
+            "docker: memory {} MiB, no swap, {MAX_PIDS} pids, {CPUS} CPU, nofile {MAX_OPEN_FILES}",
+            MEMORY_BYTES >> 20
+        )
+    }
+}
+
+impl Drop for DockerControl {
+    fn drop(&mut self) {
+        let _ = self.child.start_kill();
+        if self.removed {
+            return;
+        }
+        let mut rm = docker_std();
+        rm.args(["rm", "--force", &self.name]);
+        if let Err(e) = run_bounded(rm, &format!("remove container {}", self.name)) {
+            // "No such container" when docker run failed before creating it.
+            if !e.to_string().contains("No such container") {
+                tracing::warn!("{e}");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pair(k: &str, v: &str) -> (String, String) {
+        (k.into(), v.into())
+    }
+
+    #[test]
+    fn the_docker_client_gets_only_the_four_variables() {
+        let env = vec![
+            pair("PATH", "/usr/bin"),
+            pair("HOME", "/root"),
+            pair("DOCKER_HOST", "unix:///run/docker.sock"),
+            pair("DOCKER_CONTEXT", "default"),
+            pair("SECRET_TOKEN", "hunter2"),
+            pair("DOCKER_API_VERSION", "0.1"),
+            pair("DOCKER_CONFIG", "/tmp/evil"),
+            pair("LD_PRELOAD", "/tmp/evil.so"),
+        ];
+        let kept: Vec<String> = client_env(env).into_iter().map(|(k, _)| k).collect();
+        assert_eq!(kept, ["PATH", "HOME", "DOCKER_HOST", "DOCKER_CONTEXT"]);
+    }
+
+    #[test]
+    fn the_run_arguments_carry_every_limit_and_lock() {
+        let argv: Vec<String> = ["/usr/bin/python3", "-I", "-S", "-B", "/runner.py"]
+            .map(String::from)
+            .to_vec();
+        let args = run_args(
+            "mcp-code-mode-1-0",
+            "boot/pid:[1]/1/2",
+            Path::new("/tmp/p.json"),
+            95,
+            "mcp-code-mode-rootfs:0123456789abcdef",
+            &argv,
+        );
+        for want in [
+            "--network=none",
+            "--read-only",
+            "--user=65534:65534",
+            "--cap-drop=ALL",
+            "--security-opt=no-new-privileges",
+            "--security-opt=seccomp=/tmp/p.json",
+            "--memory=268435456",
+            "--memory-swap=268435456",
+            "--pids-limit=64",
+            "--cpus=1",
+            "--ulimit=nofile=64:64",
+            "--ulimit=fsize=16777216:16777216",
+            "--ulimit=cpu=95:95",
+            "--tmpfs=/tmp:rw,noexec,nosuid,nodev,size=16777216,uid=65534,gid=65534",
+            "--label=mcp-code-mode.owner=boot/pid:[1]/1/2",
+            "--name=mcp-code-mode-1-0",
+            "--pull=never",
+            "--tmpfs=/dev/pts:ro,noexec,nosuid,nodev,size=4096",
+        ] {
+            assert!(args.iter().any(|a| a == want), "missing {want} in {args:?}");
+        }
+        assert!(
+            !args.iter().any(|a| a.starts_with("--env") || a == "-e"),
+            "no variables"
+        );
+        assert!(
+            !args.iter().any(|a| a == "--rm"),
+            "wait reads OOMKilled before removal"
+        );
+        assert!(
+            !args.iter().any(|a| a.contains("nproc")),
+            "RLIMIT_NPROC is host-wide"
+        );
+        let image = args
+            .iter()
+            .position(|a| a.starts_with(IMAGE_REPOSITORY))
+            .unwrap();
+        assert_eq!(
+            &args[image + 1..],
+            &argv[..],
+            "the command follows the image"
+        );
+    }
+
+    #[test]
+    fn we_are_alive_and_an_owner_without_a_process_is_dead() {
+        assert!(!owner_is_dead(&owner_id()));
+        let ours = owner_id();
+        let parts: Vec<&str> = ours.split('/').collect();
+        // Our pid with another start time: the pid was reused, the owner is dead.
+        let reused = format!("{}/{}/{}/1", parts[0], parts[1], parts[2]);
+        assert!(owner_is_dead(&reused));
+        // A pid above pid_max never exists.
+        let gone = format!("{}/{}/4294967295/1", parts[0], parts[1]);
+        assert!(owner_is_dead(&gone));
+        // Another boot: dead. Another pid namespace: we cannot tell, so alive.
+        assert!(owner_is_dead(&format!("other-boot/{}/1/1", parts[1])));
+        assert!(!owner_is_dead(&format!(
+            "{}/pid:[1]/4294967295/1",
+            parts[0]
+        )));
+        assert!(!owner_is_dead("garbage"));
+    }
+
+    #[test]
+    fn the_start_time_is_read_after_the_command_name() {
+        let ours = start_time(std::process::id()).expect("our own stat");
+        assert!(ours.parse::<u64>().is_ok(), "{ours}");
+        assert_eq!(start_time(u32::MAX), None);
+    }
+
+    #[test]
+    fn the_image_is_tagged_by_the_first_16_hex_of_the_rootfs_digest() {
+        let rootfs = Rootfs {
+            dir: "/r".into(),
+            key: "k".into(),
+            digest: "aab142763a960a4f133008a72f7e69bc376502d7b5ea4417153050b50db8d7cc".into(),
+            python_version: "3.11.7".into(),
+            source: "host".into(),
+        };
+        assert_eq!(image_tag(&rootfs), "mcp-code-mode-rootfs:aab142763a960a4f");
+    }
+}

@@ -1,0 +1,216 @@
+//! The Docker backend, end to end: `exec --backend docker` against a real engine.
+//!
+//! Every test needs a Docker engine (`scripts/start-docker`); without one it is skipped
+//! loudly, and fails under `CI=true`.
+
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::common::{ExecOptions, bin, docker_available, exec_with, require, toy};
+
+const QUICK_START: &str = "import asyncio, json\n\nsums = await asyncio.gather(*(add({\"a\": n, \"b\": 10}) for n in range(3)))\nprint([json.loads(s)[\"sum\"] for s in sums])\n";
+
+fn docker_ready() -> bool {
+    require(
+        docker_available(),
+        "no Docker engine answers `docker info` (run scripts/start-docker)",
+    )
+}
+
+fn docker_exec(code: &str, args: &[&str], env: &[(&str, &str)]) -> super::common::Exec {
+    exec_with(
+        code,
+        ExecOptions {
+            backend: "docker",
+            args: args.iter().map(|s| s.to_string()).collect(),
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            ..Default::default()
+        },
+    )
+}
+
+/// Names of the containers, running or not, started by the process `pid`.
+fn containers_of(pid: u32) -> Vec<String> {
+    let out = Command::new("docker")
+        .args(["ps", "--all", "--format", "{{.Names}}", "--filter"])
+        .arg(format!("name=mcp-code-mode-{pid}-"))
+        .output()
+        .expect("run docker ps");
+    assert!(out.status.success(), "docker ps: {out:?}");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        // The name filter matches substrings: keep exact prefixes only.
+        .filter(|n| n.starts_with(&format!("mcp-code-mode-{pid}-")))
+        .map(str::to_owned)
+        .collect()
+}
+
+fn spawn_exec(code: &str, args: &[&str]) -> std::process::Child {
+    Command::new(bin())
+        .args(["exec", "--backend", "docker", "--code", code])
+        .args(args)
+        .arg("--")
+        .args(toy())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn mcp-code-mode exec")
+}
+
+#[test]
+fn the_quick_start_through_docker_prints_exactly_the_seeds_result() {
+    if !docker_ready() {
+        return;
+    }
+    let run = docker_exec(QUICK_START, &["--allow", "add"], &[]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(
+        run.stdout.trim_end(),
+        r#"{"stdout": "[10, 11, 12]\n", "error": null, "truncated": false, "stopped": false}"#
+    );
+}
+
+#[test]
+fn a_run_killed_at_the_deadline_leaves_no_container() {
+    if !docker_ready() {
+        return;
+    }
+    let child = spawn_exec("while True: pass", &["--deadline", "2"]);
+    let pid = child.id();
+    let Output { stdout, .. } = child.wait_with_output().expect("wait for exec");
+    let stdout = String::from_utf8_lossy(&stdout);
+    assert!(stdout.contains("deadline of 2 s exceeded"), "{stdout}");
+    assert_eq!(containers_of(pid), Vec::<String>::new());
+}
+
+#[test]
+fn a_container_left_by_a_killed_exec_is_removed_by_the_next_start() {
+    if !docker_ready() {
+        return;
+    }
+    let mut child = spawn_exec("import time\ntime.sleep(600)", &[]);
+    let pid = child.id();
+    let start = Instant::now();
+    while containers_of(pid).is_empty() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "no container appeared for exec {pid}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // SIGKILL: no destructor runs, the container outlives its owner.
+    child.kill().expect("kill exec");
+    child.wait().expect("reap exec");
+    assert!(
+        !containers_of(pid).is_empty(),
+        "the container should outlive a SIGKILL"
+    );
+    let next = docker_exec("print('next')", &[], &[]);
+    assert_eq!(next.printed(), "next\n", "{next:?}");
+    assert_eq!(containers_of(pid), Vec::<String>::new());
+}
+
+#[test]
+fn the_sandbox_sees_nothing_of_the_host_environment() {
+    if !docker_ready() {
+        return;
+    }
+    // DOCKER_API_VERSION would break the docker client if it reached it: it must not.
+    let run = docker_exec(
+        "import os, json, socket\nprint(json.dumps({'env': dict(os.environ), 'host': socket.gethostname(), 'cwd': os.getcwd(), 'uid': os.getuid(), 'resolv': open('/etc/resolv.conf').read(), 'sys': os.listdir('/sys')}))",
+        &[],
+        &[("SECRET_TOKEN", "hunter2"), ("DOCKER_API_VERSION", "0.1")],
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    let seen: Value = serde_json::from_str(run.printed().trim()).expect("one JSON line");
+    let mut names: Vec<&str> = seen["env"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    names.sort_unstable();
+    assert_eq!(names, ["HOME", "HOSTNAME", "PATH"], "{seen}");
+    assert_eq!(seen["env"]["HOSTNAME"], "sandbox");
+    assert_eq!(seen["env"]["HOME"], "/nonexistent");
+    assert_eq!(seen["host"], "sandbox");
+    assert_eq!(seen["cwd"], "/tmp");
+    assert_eq!(seen["uid"], 65534);
+    assert_eq!(seen["resolv"], "nameserver 0.0.0.0\n");
+    assert_eq!(seen["sys"], serde_json::json!([]));
+    assert!(!run.stdout.contains("hunter2"));
+}
+
+const POSITIVE_AND_NEGATIVE: &str = r#"
+import asyncio, ctypes, json, os, socket, subprocess, threading
+out = {}
+status = open('/proc/self/status').read()
+out['seccomp'] = 'Seccomp:\t2' in status
+out['no_new_privs'] = 'NoNewPrivs:\t1' in status
+out['cap_eff'] = [l.split()[1] for l in status.splitlines() if l.startswith('CapEff')][0]
+t = threading.Thread(target=lambda: out.__setitem__('thread', True)); t.start(); t.join()
+async def main():
+    loop = asyncio.get_running_loop()
+    r = await loop.run_in_executor(None, lambda: 42)
+    f = loop.create_future()
+    threading.Thread(target=lambda: loop.call_soon_threadsafe(f.set_result, 'ts')).start()
+    return [r, await f]
+out['asyncio'] = asyncio.run(main())
+out['subprocess'] = subprocess.run(['/usr/bin/python3', '-I', '-c', 'print(7)'], capture_output=True, text=True).stdout
+out['urandom'] = len(os.urandom(16))
+a, b = socket.socketpair(); a.send(b'x'); out['socketpair'] = b.recv(1).decode()
+with open('/tmp/f', 'w') as f: out['tmp'] = f.write('hi')
+def errno_of(fam, kind=socket.SOCK_STREAM):
+    try: socket.socket(fam, kind)
+    except OSError as e: return e.errno
+    return 0
+out['inet'] = errno_of(socket.AF_INET)
+out['inet6'] = errno_of(socket.AF_INET6)
+out['vsock'] = errno_of(40)
+out['netlink'] = errno_of(16, socket.SOCK_RAW)
+libc = ctypes.CDLL(None, use_errno=True)
+def sc(*a):
+    r = libc.syscall(*[ctypes.c_long(x) for x in a]); return 0 if r >= 0 else ctypes.get_errno()
+out['clone3'] = sc(435, 0, 0)
+out['inet_high_bits'] = sc(41, 2 | (1 << 32), 1, 0)
+out['unshare'] = sc(272, 0x10000000)
+out['io_uring_setup'] = sc(425, 1, 0)
+try: open('/etc/x', 'w'); out['write_root'] = 0
+except OSError as e: out['write_root'] = e.errno
+print(json.dumps(out))
+"#;
+
+#[test]
+fn python_works_under_the_exported_seccomp_profile_and_the_denials_hold() {
+    if !docker_ready() {
+        return;
+    }
+    let run = docker_exec(POSITIVE_AND_NEGATIVE, &[], &[]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let seen: Value = serde_json::from_str(run.printed().trim()).expect("one JSON line");
+    let expected = serde_json::json!({
+        "seccomp": true, "no_new_privs": true, "cap_eff": "0000000000000000",
+        "thread": true, "asyncio": [42, "ts"], "subprocess": "7\n", "urandom": 16,
+        "socketpair": "x", "tmp": 2,
+        // EPERM from the profile's default action, ENOSYS for clone3, EROFS for the root.
+        "inet": 1, "inet6": 1, "vsock": 1, "netlink": 1,
+        "clone3": 38, "inet_high_bits": 1, "unshare": 1, "io_uring_setup": 1,
+        "write_root": 30,
+    });
+    assert_eq!(seen, expected);
+}
+
+#[test]
+fn a_run_over_the_memory_limit_says_so() {
+    if !docker_ready() {
+        return;
+    }
+    let run = docker_exec("x = bytearray(400 * 1024 * 1024)\nprint(len(x))", &[], &[]);
+    assert!(run.stopped(), "{run:?}");
+    assert!(run.error().contains("ran out of memory"), "{run:?}");
+}

@@ -1,0 +1,59 @@
+//! Golden files for generated contracts: the run_python description and the stubs.
+//! Rewrite them with `UPDATE_GOLDEN=1 cargo test golden` and review the diff.
+
+use std::path::PathBuf;
+
+use mcp_code_mode::bridge::catalog::Selection;
+use mcp_code_mode::bridge::upstream::ServerSpec;
+use mcp_code_mode::bridge::{Bridge, ServerEntry};
+use mcp_code_mode::description::describe;
+use mcp_code_mode::limits::{DEFAULT_DEADLINE_SECS, DEFAULT_MAX_CALLS};
+
+use super::common::example;
+
+async fn bridge(args: &[&str]) -> Bridge {
+    let entry = ServerEntry {
+        spec: ServerSpec {
+            name: "server".into(),
+            command: example("toy_server").display().to_string(),
+            args: args.iter().map(|s| s.to_string()).collect(),
+            env: vec![],
+            cwd: None,
+        },
+        selection: Selection::default(),
+    };
+    Bridge::open(vec![entry], false).await.expect("open the toy server")
+}
+
+fn check(name: &str, actual: &str) {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden").join(name);
+    if std::env::var("UPDATE_GOLDEN").is_ok_and(|v| v == "1") {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, actual).unwrap();
+        return;
+    }
+    let expected = std::fs::read_to_string(&path)
+        .unwrap_or_else(|_| panic!("{} is missing; run with UPDATE_GOLDEN=1", path.display()));
+    assert!(expected == actual, "{name} differs from its golden file; if the change is intended, run with UPDATE_GOLDEN=1 and review the diff.\n--- actual ---\n{actual}");
+}
+
+#[tokio::test]
+async fn the_run_python_description_matches_its_golden_file() {
+    let b = bridge(&[]).await;
+    check("run_python_description.txt", &describe(b.catalog(), DEFAULT_DEADLINE_SECS, DEFAULT_MAX_CALLS));
+    b.close().await;
+}
+
+#[tokio::test]
+async fn hostile_stubs_match_their_golden_file() {
+    let b = bridge(&["--hostile"]).await;
+    check("hostile_stubs.txt", &b.stubs());
+    b.close().await;
+}
+
+#[tokio::test]
+async fn the_summary_fallback_matches_its_golden_file() {
+    let b = bridge(&["--many", "100"]).await;
+    check("summary_fallback.txt", &describe(b.catalog(), DEFAULT_DEADLINE_SECS, DEFAULT_MAX_CALLS));
+    b.close().await;
+}
