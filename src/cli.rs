@@ -18,6 +18,7 @@ use crate::limits::{DEFAULT_DEADLINE_SECS, DEFAULT_MAX_CALLS};
 use crate::rootfs::{self, Source};
 use crate::run::{RunOptions, run_code};
 use crate::sandbox::Backend;
+use crate::sandbox::docker::DockerBackend;
 use crate::sandbox::native::NativeBackend;
 use crate::server::CodeModeServer;
 
@@ -52,6 +53,8 @@ enum RootfsCommand {
 enum BackendKind {
     /// Linux namespaces, cgroups, Landlock and seccomp; no Docker, no setuid.
     Native,
+    /// The same rootfs as a local Docker image, one container per run (needs a Docker engine).
+    Docker,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq)]
@@ -222,8 +225,14 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
 
 fn entries(args: &RunArgs) -> anyhow::Result<Vec<ServerEntry>> {
     if let Some(path) = &args.config {
-        if !args.allow.is_empty() || !args.private.is_empty() || !args.env.is_empty() || !args.command.is_empty() {
-            bail!("--config cannot be combined with --allow, --private, --env or a server command: put those in the config file");
+        if !args.allow.is_empty()
+            || !args.private.is_empty()
+            || !args.env.is_empty()
+            || !args.command.is_empty()
+        {
+            bail!(
+                "--config cannot be combined with --allow, --private, --env or a server command: put those in the config file"
+            );
         }
         return Ok(crate::config::load_config(path)?);
     }
@@ -277,6 +286,14 @@ async fn prepare(args: &RunArgs) -> anyhow::Result<(Arc<Bridge>, Arc<dyn Backend
             rootfs.argv(),
             args.deadline + 5,
         )),
+        BackendKind::Docker => {
+            let cpu_seconds = args.deadline + 5;
+            Arc::new(
+                tokio::task::spawn_blocking(move || DockerBackend::new(&rootfs, cpu_seconds))
+                    .await?
+                    .context("failed to prepare the docker backend")?,
+            )
+        }
     };
     let call_timeout = Duration::try_from_secs_f64(args.call_timeout)
         .context("--call-timeout must be a positive number of seconds")?;

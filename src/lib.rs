@@ -4,6 +4,53 @@
 //! runs in a locked-down sandbox ([`sandbox`]), and every call it makes passes the host-side
 //! [`bridge`], which checks it before the wrapped server sees it. [`server`] serves all of it
 //! as one MCP tool, `run_python`.
+//!
+//! The library is the Rust form of the seed's Python API: open a [`bridge::Bridge`] over one
+//! server or several ([`config::load_config`]), read its [`bridge::Bridge::stubs`] for your
+//! own prompt, run code with [`run::run_code`], build the run_python server without starting
+//! it with [`server::CodeModeServer::new`], or hold one sandbox across cells with
+//! [`run::HeldSandbox`] (variables kept, each cell with its own call budget).
+//!
+//! The native sandbox re-executes the running program as its launcher, so a program that
+//! uses [`sandbox::native::NativeBackend::for_rootfs`] calls [`dispatch_launcher`] first.
+//!
+//! ```standalone_crate
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//!
+//! use mcp_code_mode::bridge::{Bridge, ServerEntry};
+//! use mcp_code_mode::run::{HeldSandbox, RunOptions, run_code};
+//! use mcp_code_mode::sandbox::native::NativeBackend;
+//! use mcp_code_mode::rootfs;
+//!
+//! fn main() -> anyhow::Result<()> {
+//!     // This program doubles as the sandbox's launcher: dispatch before any thread starts.
+//!     mcp_code_mode::dispatch_launcher();
+//! #   let target = std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| "target".into());
+//! #   let toy_server = format!("{target}/debug/examples/toy_server");
+//!     let runtime = tokio::runtime::Runtime::new()?;
+//!     runtime.block_on(async {
+//!         let toy = ServerEntry::stdio("toy", toy_server, Vec::<String>::new()).allow(["add", "echo"]);
+//!         let bridge = Arc::new(Bridge::open(vec![toy], false).await?);
+//!         assert!(bridge.stubs().contains("async def add(params: dict) -> str:"));
+//!
+//!         let rootfs = rootfs::ensure(&rootfs::Options::default())?;
+//!         let backend = NativeBackend::for_rootfs(&rootfs, 60)?;
+//!         let code = "print(await add({'a': 2, 'b': 3}))";
+//!         let report = run_code(&bridge, &backend, code, &RunOptions::default()).await?;
+//!         assert_eq!(report.result.stdout, "{\"sum\": 5}\n");
+//!
+//!         // One sandbox across cells: variables are kept, each cell has its own budget.
+//!         let mut held = HeldSandbox::start(bridge.clone(), &backend).await?;
+//!         held.cell("x = json_text = await add({'a': 1, 'b': 1})", 10, Duration::from_secs(30)).await?;
+//!         let second = held.cell("print(x)", 10, Duration::from_secs(30)).await?;
+//!         assert_eq!(second.result.stdout, "{\"sum\": 2}\n");
+//!         held.close().await;
+//!         bridge.close().await;
+//!         anyhow::Ok(())
+//!     })
+//! }
+//! ```
 
 pub mod bridge;
 pub mod cli;
@@ -16,3 +63,16 @@ pub mod rootfs;
 pub mod run;
 pub mod sandbox;
 pub mod server;
+
+/// Run the sandbox launcher and exit, when this process was started as one
+/// (`PROGRAM __launcher …`); return at once otherwise.
+///
+/// Call it first thing in `main`, before any thread starts: the launcher creates a user
+/// namespace, which unshare(2) refuses to a multi-threaded process (EINVAL).
+pub fn dispatch_launcher() {
+    if std::env::args_os().nth(1).as_deref() == Some(sandbox::native::LAUNCHER_SUBCOMMAND.as_ref())
+    {
+        let code = launcher::run_from_args(std::env::args_os().skip(2));
+        std::process::exit(code);
+    }
+}

@@ -74,6 +74,16 @@ pub struct RunOptions {
     pub max_calls: u32,
 }
 
+impl Default for RunOptions {
+    /// The seed's defaults: 90 s and 200 calls.
+    fn default() -> Self {
+        Self {
+            deadline: Duration::from_secs(crate::limits::DEFAULT_DEADLINE_SECS),
+            max_calls: crate::limits::DEFAULT_MAX_CALLS,
+        }
+    }
+}
+
 /// What a run reports besides its result.
 #[derive(Debug, Clone)]
 pub struct RunReport {
@@ -98,7 +108,9 @@ pub async fn run_code(
 ) -> Result<RunReport, SandboxError> {
     let deadline = Instant::now() + options.deadline;
     let mut held = HeldSandbox::start(bridge.clone(), backend).await?;
-    let report = held.cell_until(code, options.max_calls, deadline, options.deadline).await;
+    let report = held
+        .cell_until(code, options.max_calls, deadline, options.deadline)
+        .await;
     held.close().await;
     report
 }
@@ -123,7 +135,11 @@ impl HeldSandbox {
     /// # Errors
     /// [`SandboxError`] when the backend cannot start one.
     pub async fn start(bridge: Arc<Bridge>, backend: &dyn Backend) -> Result<Self, SandboxError> {
-        let Sandbox { stdin, stdout, control } = backend.spawn().await?;
+        let Sandbox {
+            stdin,
+            stdout,
+            control,
+        } = backend.spawn().await?;
         let (to_runner, writer_rx) = mpsc::channel::<Vec<u8>>(MAX_CALLS_IN_FLIGHT * 2);
         let writer = tokio::spawn(write_loop(stdin, writer_rx));
         let start = HostMessage::Start {
@@ -146,8 +162,14 @@ impl HeldSandbox {
     ///
     /// # Errors
     /// [`SandboxError`] when the sandbox failed to start (the launcher's own error).
-    pub async fn cell(&mut self, code: &str, max_calls: u32, deadline: Duration) -> Result<RunReport, SandboxError> {
-        self.cell_until(code, max_calls, Instant::now() + deadline, deadline).await
+    pub async fn cell(
+        &mut self,
+        code: &str,
+        max_calls: u32,
+        deadline: Duration,
+    ) -> Result<RunReport, SandboxError> {
+        self.cell_until(code, max_calls, Instant::now() + deadline, deadline)
+            .await
     }
 
     async fn cell_until(
@@ -159,18 +181,42 @@ impl HeldSandbox {
     ) -> Result<RunReport, SandboxError> {
         let budget = Arc::new(CallBudget::new(max_calls));
         let result = match (&self.dead, &self.to_runner) {
-            (Some(_), _) | (None, None) => {
-                RunResult::stopped(String::new(), format!("the sandbox is gone: {}", self.dead.as_deref().unwrap_or("closed")))
-            }
+            (Some(_), _) | (None, None) => RunResult::stopped(
+                String::new(),
+                format!(
+                    "the sandbox is gone: {}",
+                    self.dead.as_deref().unwrap_or("closed")
+                ),
+            ),
             (None, Some(to_runner)) => {
                 let to_runner = to_runner.clone();
-                let _ = to_runner.send(HostMessage::Cell { code: code.to_owned() }.to_line()).await;
-                match serve_cell(&self.bridge, &mut self.reader, &to_runner, deadline, length, budget.clone()).await {
+                let _ = to_runner
+                    .send(
+                        HostMessage::Cell {
+                            code: code.to_owned(),
+                        }
+                        .to_line(),
+                    )
+                    .await;
+                match serve_cell(
+                    &self.bridge,
+                    &mut self.reader,
+                    &to_runner,
+                    deadline,
+                    length,
+                    budget.clone(),
+                )
+                .await
+                {
                     Ok(result) => result,
                     Err(reason) => {
                         self.control.kill().await;
                         let ending = self.control.wait().await;
-                        self.dead = Some(if reason.is_empty() { "it ended".into() } else { reason.clone() });
+                        self.dead = Some(if reason.is_empty() {
+                            "it ended".into()
+                        } else {
+                            reason.clone()
+                        });
                         if reason.is_empty() {
                             ended_early(ending)?
                         } else {
@@ -194,7 +240,10 @@ impl HeldSandbox {
     /// End the sandbox: close its input, give it a moment to exit, then kill what is left.
     pub async fn close(mut self) {
         self.to_runner = None;
-        if tokio::time::timeout(EXIT_GRACE, self.control.wait()).await.is_err() {
+        if tokio::time::timeout(EXIT_GRACE, self.control.wait())
+            .await
+            .is_err()
+        {
             self.control.kill().await;
         }
         self.writer.abort();
@@ -215,14 +264,21 @@ async fn serve_cell(
     let slots = Arc::new(Semaphore::new(MAX_CALLS_IN_FLIGHT));
     let mut calls = JoinSet::new();
     let mut line = Vec::new();
-    let late = || format!("deadline of {} s exceeded; the sandbox was killed", length.as_secs_f64());
+    let late = || {
+        format!(
+            "deadline of {} s exceeded; the sandbox was killed",
+            length.as_secs_f64()
+        )
+    };
     let outcome = loop {
         line.clear();
         let message = match tokio::time::timeout_at(deadline, read_line(reader, &mut line)).await {
             Err(_) => break Err(late()),
             Ok(Err(LineError::Eof)) => break Err(String::new()),
             Ok(Err(LineError::TooLong)) => {
-                break Err(format!("protocol violation: a line of more than {MAX_PROTOCOL_LINE_BYTES} bytes"));
+                break Err(format!(
+                    "protocol violation: a line of more than {MAX_PROTOCOL_LINE_BYTES} bytes"
+                ));
             }
             Ok(Ok(())) => parse_runner_line(&line),
         };
@@ -237,7 +293,9 @@ async fn serve_cell(
                 });
             }
             Ok(RunnerMessage::Call { id, tool, args }) => {
-                let Ok(Ok(permit)) = tokio::time::timeout_at(deadline, slots.clone().acquire_owned()).await else {
+                let Ok(Ok(permit)) =
+                    tokio::time::timeout_at(deadline, slots.clone().acquire_owned()).await
+                else {
                     break Err(late());
                 };
                 let bridge = bridge.clone();
@@ -245,8 +303,18 @@ async fn serve_cell(
                 let to_runner = to_runner.clone();
                 calls.spawn(async move {
                     let reply = match bridge.call(&budget, &tool, &args).await {
-                        Ok(value) => HostMessage::Result { id, ok: true, value: Some(value), error: None },
-                        Err(e) => HostMessage::Result { id, ok: false, value: None, error: Some(e.message()) },
+                        Ok(value) => HostMessage::Result {
+                            id,
+                            ok: true,
+                            value: Some(value),
+                            error: None,
+                        },
+                        Err(e) => HostMessage::Result {
+                            id,
+                            ok: false,
+                            value: None,
+                            error: Some(e.message()),
+                        },
                     };
                     let _ = to_runner.send(reply.to_line()).await;
                     drop(permit);

@@ -36,12 +36,17 @@ fn build_rootfs() -> Result<PathBuf, String> {
     // Under /tmp with o+rx all the way down: a root caller's sandbox runs as host uid 65534.
     // Built once per user and reused (built under a private name, then renamed into place).
     use std::os::unix::fs::MetadataExt;
-    let uid = std::fs::metadata("/proc/self").map_err(|e| e.to_string())?.uid();
+    let uid = std::fs::metadata("/proc/self")
+        .map_err(|e| e.to_string())?
+        .uid();
     let done = std::env::temp_dir().join(format!("launcher-test-rootfs-v1-{uid}"));
     if done.join("etc/marker").exists() {
         return Ok(done);
     }
-    let root = std::env::temp_dir().join(format!("launcher-test-rootfs-v1-{uid}.{}", std::process::id()));
+    let root = std::env::temp_dir().join(format!(
+        "launcher-test-rootfs-v1-{uid}.{}",
+        std::process::id()
+    ));
     let _ = std::fs::remove_dir_all(&root);
     for dir in ["tmp", "dev", "proc", "etc", "usr/bin", "usr/lib"] {
         std::fs::create_dir_all(root.join(dir)).map_err(|e| e.to_string())?;

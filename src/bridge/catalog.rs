@@ -132,10 +132,10 @@ impl Catalog {
                     continue;
                 }
                 seen_here.push(mcp_name.clone());
-                if let Some(allow) = &selection.allow {
-                    if !allow.contains(&mcp_name) {
-                        continue;
-                    }
+                if let Some(allow) = &selection.allow
+                    && !allow.contains(&mcp_name)
+                {
+                    continue;
                 }
                 let schema = Value::Object((*tool.input_schema).clone());
                 let validator = match ArgsValidator::compile(&schema) {

@@ -37,6 +37,45 @@ pub struct ServerEntry {
     pub selection: Selection,
 }
 
+impl ServerEntry {
+    /// A stdio server `name` started as `command args…`, keeping all its tools.
+    pub fn stdio(
+        name: impl Into<String>,
+        command: impl Into<String>,
+        args: impl IntoIterator<Item = impl Into<String>>,
+    ) -> Self {
+        Self {
+            spec: ServerSpec {
+                name: name.into(),
+                command: command.into(),
+                args: args.into_iter().map(Into::into).collect(),
+                env: Vec::new(),
+                cwd: None,
+            },
+            selection: Selection::default(),
+        }
+    }
+
+    /// Keep only these tools (by their MCP names).
+    pub fn allow(mut self, tools: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.selection.allow = Some(tools.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// Label these tools private (by their MCP names).
+    pub fn private(mut self, tools: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.selection.private =
+            catalog::PrivateLabels::Some(tools.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// Set a variable for the server's process, on top of MCP's default environment.
+    pub fn env(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.spec.env.push((name.into(), value.into()));
+        self
+    }
+}
+
 /// Why the bridge could not open.
 #[derive(Debug, thiserror::Error)]
 pub enum BridgeError {

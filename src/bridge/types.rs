@@ -80,10 +80,10 @@ impl<'a> TypeWriter<'a> {
                 return union(rendered);
             }
         }
-        if let Some(Value::Array(members)) = map.get("allOf") {
-            if members.len() == 1 {
-                return self.render(&members[0], level, hops);
-            }
+        if let Some(Value::Array(members)) = map.get("allOf")
+            && members.len() == 1
+        {
+            return self.render(&members[0], level, hops);
         }
         match map.get("type") {
             Some(Value::String(t)) => self.simple(t, map, level, hops),
@@ -155,15 +155,15 @@ fn percent_decode(s: &str) -> String {
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while i < bytes.len() {
-        if bytes[i] == b'%' && i + 2 < bytes.len() {
-            if let Some(b) = std::str::from_utf8(&bytes[i + 1..i + 3])
+        if bytes[i] == b'%'
+            && i + 2 < bytes.len()
+            && let Some(b) = std::str::from_utf8(&bytes[i + 1..i + 3])
                 .ok()
                 .and_then(|h| u8::from_str_radix(h, 16).ok())
-            {
-                out.push(b);
-                i += 3;
-                continue;
-            }
+        {
+            out.push(b);
+            i += 3;
+            continue;
         }
         out.push(bytes[i]);
         i += 1;

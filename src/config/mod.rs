@@ -92,10 +92,14 @@ pub fn parse_config(text: &str) -> Result<Vec<ServerEntry>, ConfigError> {
         return Err(ConfigError::Invalid("no \"mcpServers\" object".into()));
     };
     let Value::Object(servers) = servers else {
-        return Err(ConfigError::Invalid("\"mcpServers\" must be an object".into()));
+        return Err(ConfigError::Invalid(
+            "\"mcpServers\" must be an object".into(),
+        ));
     };
     if servers.is_empty() {
-        return Err(ConfigError::Invalid("\"mcpServers\" names no server".into()));
+        return Err(ConfigError::Invalid(
+            "\"mcpServers\" names no server".into(),
+        ));
     }
     servers
         .iter()
@@ -137,17 +141,22 @@ fn parse_entry(name: &str, entry: &Value) -> Result<ServerEntry, ConfigError> {
             ));
         }
     }
-    if let Some(kind) = map.get("type") {
-        if kind.as_str() != Some("stdio") {
-            return Err(invalid(
-                name,
-                format!("type {kind} is not supported; only \"stdio\""),
-            ));
-        }
+    if let Some(kind) = map.get("type")
+        && kind.as_str() != Some("stdio")
+    {
+        return Err(invalid(
+            name,
+            format!("type {kind} is not supported; only \"stdio\""),
+        ));
     }
     let command = match map.get("command") {
         Some(Value::String(c)) if !c.is_empty() => c.clone(),
-        Some(_) => return Err(invalid(name, "\"command\" must be a non-empty string".into())),
+        Some(_) => {
+            return Err(invalid(
+                name,
+                "\"command\" must be a non-empty string".into(),
+            ));
+        }
         None => return Err(invalid(name, "\"command\" is required".into())),
     };
     let args = string_list(name, map, "args")?.unwrap_or_default();
@@ -166,7 +175,9 @@ fn parse_entry(name: &str, entry: &Value) -> Result<ServerEntry, ConfigError> {
     let private = match map.get("private") {
         None | Some(Value::Bool(false)) => PrivateLabels::None,
         Some(Value::Bool(true)) => PrivateLabels::All,
-        Some(Value::Array(_)) => PrivateLabels::Some(string_list(name, map, "private")?.unwrap_or_default()),
+        Some(Value::Array(_)) => {
+            PrivateLabels::Some(string_list(name, map, "private")?.unwrap_or_default())
+        }
         Some(_) => {
             return Err(invalid(
                 name,
@@ -186,7 +197,11 @@ fn parse_entry(name: &str, entry: &Value) -> Result<ServerEntry, ConfigError> {
     })
 }
 
-fn string_list(name: &str, map: &Map<String, Value>, key: &str) -> Result<Option<Vec<String>>, ConfigError> {
+fn string_list(
+    name: &str,
+    map: &Map<String, Value>,
+    key: &str,
+) -> Result<Option<Vec<String>>, ConfigError> {
     match map.get(key) {
         None => Ok(None),
         Some(Value::Array(items)) => items
@@ -198,7 +213,10 @@ fn string_list(name: &str, map: &Map<String, Value>, key: &str) -> Result<Option
             })
             .collect::<Result<Vec<_>, _>>()
             .map(Some),
-        Some(_) => Err(invalid(name, format!("\"{key}\" must be a list of strings"))),
+        Some(_) => Err(invalid(
+            name,
+            format!("\"{key}\" must be a list of strings"),
+        )),
     }
 }
 
@@ -218,20 +236,47 @@ mod tests {
         assert_eq!(entries.len(), 2);
         assert_eq!(entries[0].spec.name, "notes");
         assert_eq!(entries[0].selection.private, PrivateLabels::All);
-        assert_eq!(entries[1].spec.env, vec![("TOKEN".to_owned(), "${TOKEN}".to_owned())]);
-        assert_eq!(entries[1].selection.private, PrivateLabels::Some(vec!["create_issue".into()]));
+        assert_eq!(
+            entries[1].spec.env,
+            vec![("TOKEN".to_owned(), "${TOKEN}".to_owned())]
+        );
+        assert_eq!(
+            entries[1].selection.private,
+            PrivateLabels::Some(vec!["create_issue".into()])
+        );
     }
 
     #[test]
     fn config_errors_name_the_entry_and_key() {
         for (text, want) in [
-            (r#"{"mcpServers": {"web": {"url": "http://x"}}}"#, "mcpServers.web: \"url\""),
-            (r#"{"mcpServers": {"web": {"command": "x", "headers": {}}}}"#, "mcpServers.web: \"headers\""),
-            (r#"{"mcpServers": {"s": {"command": "x", "cwd": "/"}}}"#, "mcpServers.s: \"cwd\""),
-            (r#"{"mcpServers": {"s": {"command": "x", "type": "sse"}}}"#, "mcpServers.s: type"),
-            (r#"{"mcpServers": {"s": {"args": []}}}"#, "mcpServers.s: \"command\" is required"),
-            (r#"{"mcpServers": {"s": {"command": "x", "args": "a b"}}}"#, "mcpServers.s: \"args\""),
-            (r#"{"mcpServers": {"s": {"command": "x", "private": "yes"}}}"#, "mcpServers.s: \"private\""),
+            (
+                r#"{"mcpServers": {"web": {"url": "http://x"}}}"#,
+                "mcpServers.web: \"url\"",
+            ),
+            (
+                r#"{"mcpServers": {"web": {"command": "x", "headers": {}}}}"#,
+                "mcpServers.web: \"headers\"",
+            ),
+            (
+                r#"{"mcpServers": {"s": {"command": "x", "cwd": "/"}}}"#,
+                "mcpServers.s: \"cwd\"",
+            ),
+            (
+                r#"{"mcpServers": {"s": {"command": "x", "type": "sse"}}}"#,
+                "mcpServers.s: type",
+            ),
+            (
+                r#"{"mcpServers": {"s": {"args": []}}}"#,
+                "mcpServers.s: \"command\" is required",
+            ),
+            (
+                r#"{"mcpServers": {"s": {"command": "x", "args": "a b"}}}"#,
+                "mcpServers.s: \"args\"",
+            ),
+            (
+                r#"{"mcpServers": {"s": {"command": "x", "private": "yes"}}}"#,
+                "mcpServers.s: \"private\"",
+            ),
             (r#"{"servers": {}}"#, "no \"mcpServers\""),
         ] {
             let e = parse_config(text).unwrap_err().to_string();
@@ -241,10 +286,21 @@ mod tests {
 
     #[test]
     fn server_names_must_be_unique_words() {
-        let e = parse_config(r#"{"mcpServers": {"a": {"command": "x"}, "a": {"command": "y"}}}"#).unwrap_err();
+        let e = parse_config(r#"{"mcpServers": {"a": {"command": "x"}, "a": {"command": "y"}}}"#)
+            .unwrap_err();
         assert_eq!(e, ConfigError::DuplicateServer("a".into()));
-        assert!(parse_config(r#"{"mcpServers": {"": {"command": "x"}}}"#).unwrap_err().to_string().contains("empty"));
-        assert!(parse_config(r#"{"mcpServers": {"a b": {"command": "x"}}}"#).unwrap_err().to_string().contains("letters, digits"));
+        assert!(
+            parse_config(r#"{"mcpServers": {"": {"command": "x"}}}"#)
+                .unwrap_err()
+                .to_string()
+                .contains("empty")
+        );
+        assert!(
+            parse_config(r#"{"mcpServers": {"a b": {"command": "x"}}}"#)
+                .unwrap_err()
+                .to_string()
+                .contains("letters, digits")
+        );
         assert!(parse_config(r#"{"mcpServers": {"a.b": {"command": "x"}}}"#).is_err());
         assert!(parse_config(r#"{"mcpServers": {"ok_name-2": {"command": "x"}}}"#).is_ok());
     }

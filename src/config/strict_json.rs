@@ -15,9 +15,11 @@ use serde_json::{Map, Value};
 /// A message with the line and column, or `duplicate key at PATH` for a repeated key.
 pub fn parse(text: &str) -> Result<Value, String> {
     let mut de = serde_json::Deserializer::from_str(text);
-    let value = Seed { path: String::new() }
-        .deserialize(&mut de)
-        .map_err(|e| e.to_string())?;
+    let value = Seed {
+        path: String::new(),
+    }
+    .deserialize(&mut de)
+    .map_err(|e| e.to_string())?;
     de.end().map_err(|e| e.to_string())?;
     Ok(value)
 }

@@ -5,7 +5,9 @@
 //! trait; `native` spawns our launcher, `docker` runs the same rootfs as an image.
 
 pub mod cgroup;
+pub mod docker;
 pub mod native;
+pub mod seccomp_json;
 pub mod spawner;
 
 use std::future::Future;
@@ -71,19 +73,17 @@ pub struct Sandbox {
     pub control: Box<dyn SandboxControl>,
 }
 
+/// A sandbox's protocol pipes: host → runner, runner → host.
+pub type Pipes = (
+    Box<dyn AsyncWrite + Send + Unpin>,
+    Box<dyn AsyncRead + Send + Unpin>,
+);
+
 /// Take a child's stdio as a [`Sandbox`]'s pipes.
 ///
 /// # Errors
 /// [`SandboxError::Spawn`] when a pipe is missing.
-pub fn take_pipes(
-    child: &mut Child,
-) -> Result<
-    (
-        Box<dyn AsyncWrite + Send + Unpin>,
-        Box<dyn AsyncRead + Send + Unpin>,
-    ),
-    SandboxError,
-> {
+pub fn take_pipes(child: &mut Child) -> Result<Pipes, SandboxError> {
     match (child.stdin.take(), child.stdout.take()) {
         (Some(i), Some(o)) => Ok((Box::new(i), Box::new(o))),
         _ => Err(SandboxError::Spawn("the sandbox has no stdio pipes".into())),

@@ -48,6 +48,20 @@ impl NativeBackend {
         }
     }
 
+    /// A backend for `rootfs` whose launcher is this very program, which must call
+    /// [`crate::dispatch_launcher`] first thing in `main`; RLIMIT_CPU is `cpu_seconds`.
+    ///
+    /// # Errors
+    /// The OS error when this program's path cannot be read from `/proc/self/exe`.
+    pub fn for_rootfs(rootfs: &crate::rootfs::Rootfs, cpu_seconds: u64) -> std::io::Result<Self> {
+        Ok(Self::new(
+            std::env::current_exe()?,
+            rootfs.dir.clone(),
+            rootfs.argv(),
+            cpu_seconds,
+        ))
+    }
+
     fn command(&self, cgroup: Option<&RunCgroup>) -> Command {
         let mut command = Command::new(&self.launcher);
         command
@@ -178,10 +192,10 @@ impl SandboxControl for NativeControl {
 impl Drop for NativeControl {
     fn drop(&mut self) {
         let _ = self.child.start_kill();
-        if let Some(cg) = self.cgroup.take() {
-            if let Err(e) = cg.remove() {
-                tracing::warn!("failed to remove a run's cgroup: {e}");
-            }
+        if let Some(cg) = self.cgroup.take()
+            && let Err(e) = cg.remove()
+        {
+            tracing::warn!("failed to remove a run's cgroup: {e}");
         }
     }
 }

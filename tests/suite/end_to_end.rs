@@ -29,27 +29,49 @@ fn a_structured_result_reaches_the_code_as_json() {
 #[test]
 fn a_real_mcp_client_sees_one_tool_and_gets_the_result_object() {
     if !require(native_available(), "user namespaces are not available")
-        || !require(venv_python().is_some(), "could not install the Python MCP SDK from PyPI")
+        || !require(
+            venv_python().is_some(),
+            "could not install the Python MCP SDK from PyPI",
+        )
     {
         return;
     }
-    let mut serve = vec![bin().display().to_string(), "serve".into(), "--allow".into(), "add".into(), "--".into()];
+    let mut serve = vec![
+        bin().display().to_string(),
+        "serve".into(),
+        "--allow".into(),
+        "add".into(),
+        "--".into(),
+    ];
     serve.extend(toy());
     let out = python_client(&[QUICK_START], &serve);
     assert_eq!(out["tools"], serde_json::json!(["run_python"]), "{out}");
     let call = &out["calls"][0];
-    assert_eq!(call["structured"], serde_json::json!({"stdout": "[10, 11, 12]\n", "error": null, "truncated": false, "stopped": false}), "{out}");
-    assert_eq!(call["text"], r#"{"stdout": "[10, 11, 12]\n", "error": null, "truncated": false, "stopped": false}"#);
+    assert_eq!(
+        call["structured"],
+        serde_json::json!({"stdout": "[10, 11, 12]\n", "error": null, "truncated": false, "stopped": false}),
+        "{out}"
+    );
+    assert_eq!(
+        call["text"],
+        r#"{"stdout": "[10, 11, 12]\n", "error": null, "truncated": false, "stopped": false}"#
+    );
     assert_eq!(call["is_error"], false);
     let description = out["description"].as_str().unwrap_or_default();
-    assert!(description.contains("async def add(params: dict) -> str:"), "{description}");
+    assert!(
+        description.contains("async def add(params: dict) -> str:"),
+        "{description}"
+    );
     assert!(!description.contains("async def echo"), "{description}");
 }
 
 #[test]
 fn a_third_party_server_works_behind_serve() {
     if !require(native_available(), "user namespaces are not available")
-        || !require(venv_python().is_some(), "could not install mcp-server-time from PyPI")
+        || !require(
+            venv_python().is_some(),
+            "could not install mcp-server-time from PyPI",
+        )
     {
         return;
     }
@@ -65,5 +87,8 @@ fn a_third_party_server_works_behind_serve() {
     let code = "import json\nr = await get_current_time({'timezone': 'Europe/Paris'})\nprint(json.loads(r)['timezone'])";
     let out = python_client(&[code], &serve);
     assert_eq!(out["tools"], serde_json::json!(["run_python"]));
-    assert_eq!(out["calls"][0]["structured"]["stdout"], "Europe/Paris\n", "{out}");
+    assert_eq!(
+        out["calls"][0]["structured"]["stdout"], "Europe/Paris\n",
+        "{out}"
+    );
 }

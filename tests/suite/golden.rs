@@ -22,11 +22,15 @@ async fn bridge(args: &[&str]) -> Bridge {
         },
         selection: Selection::default(),
     };
-    Bridge::open(vec![entry], false).await.expect("open the toy server")
+    Bridge::open(vec![entry], false)
+        .await
+        .expect("open the toy server")
 }
 
 fn check(name: &str, actual: &str) {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden").join(name);
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(name);
     if std::env::var("UPDATE_GOLDEN").is_ok_and(|v| v == "1") {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(&path, actual).unwrap();
@@ -34,13 +38,19 @@ fn check(name: &str, actual: &str) {
     }
     let expected = std::fs::read_to_string(&path)
         .unwrap_or_else(|_| panic!("{} is missing; run with UPDATE_GOLDEN=1", path.display()));
-    assert!(expected == actual, "{name} differs from its golden file; if the change is intended, run with UPDATE_GOLDEN=1 and review the diff.\n--- actual ---\n{actual}");
+    assert!(
+        expected == actual,
+        "{name} differs from its golden file; if the change is intended, run with UPDATE_GOLDEN=1 and review the diff.\n--- actual ---\n{actual}"
+    );
 }
 
 #[tokio::test]
 async fn the_run_python_description_matches_its_golden_file() {
     let b = bridge(&[]).await;
-    check("run_python_description.txt", &describe(b.catalog(), DEFAULT_DEADLINE_SECS, DEFAULT_MAX_CALLS));
+    check(
+        "run_python_description.txt",
+        &describe(b.catalog(), DEFAULT_DEADLINE_SECS, DEFAULT_MAX_CALLS),
+    );
     b.close().await;
 }
 
@@ -54,6 +64,9 @@ async fn hostile_stubs_match_their_golden_file() {
 #[tokio::test]
 async fn the_summary_fallback_matches_its_golden_file() {
     let b = bridge(&["--many", "100"]).await;
-    check("summary_fallback.txt", &describe(b.catalog(), DEFAULT_DEADLINE_SECS, DEFAULT_MAX_CALLS));
+    check(
+        "summary_fallback.txt",
+        &describe(b.catalog(), DEFAULT_DEADLINE_SECS, DEFAULT_MAX_CALLS),
+    );
     b.close().await;
 }

@@ -342,8 +342,8 @@ async fn probe_endless_line() {
     let why = refusal(outcome);
     assert!(why.contains("over 16 MiB"), "{why}");
     assert!(took < Duration::from_secs(10), "took {took:?}");
-    println!("probe: the call failed after {took:?}: {why}");
-    println!("peak-growth-kib {}", peak_rss_kib().saturating_sub(before));
+    eprintln!("probe: the call failed after {took:?}: {why}");
+    eprintln!("peak-growth-kib {}", peak_rss_kib().saturating_sub(before));
     bridge.close().await;
 }
 
@@ -363,8 +363,8 @@ async fn probe_heavy_stderr() {
     let before = peak_rss_kib();
     let (outcome, took) = timed(&bridge, "noisy").await;
     assert_eq!(outcome.unwrap(), "still here");
-    println!("probe: 100 MB of stderr, answered after {took:?}");
-    println!("peak-growth-kib {}", peak_rss_kib().saturating_sub(before));
+    eprintln!("probe: 100 MB of stderr, answered after {took:?}");
+    eprintln!("peak-growth-kib {}", peak_rss_kib().saturating_sub(before));
     bridge.close().await;
 }
 
@@ -393,11 +393,11 @@ async fn probe_concurrent_large_responses() {
         }
     }
     assert_eq!(call(&bridge, "after").await.unwrap(), "after");
-    println!(
+    eprintln!(
         "probe: 48 responses of 4 MB, 16 at a time, refused in {:?}",
         started.elapsed()
     );
-    println!("peak-growth-kib {}", peak_rss_kib().saturating_sub(before));
+    eprintln!("peak-growth-kib {}", peak_rss_kib().saturating_sub(before));
     bridge.close().await;
 }
 

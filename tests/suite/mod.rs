@@ -1,10 +1,11 @@
 //! Test modules, one per subject.
 
 pub mod common;
+mod docker_backend;
 mod end_to_end;
 mod golden;
+mod misbehaving_servers;
 mod runner_protocol;
 mod seed_features;
 mod skill;
 mod threat_model;
-mod misbehaving_servers;

@@ -12,7 +12,10 @@ use super::common::{
 fn ready(backend: &str) -> bool {
     match backend {
         "native" => require(native_available(), "user namespaces are not available here"),
-        _ => require(docker_available(), "no Docker engine answers (scripts/start-docker starts one)"),
+        _ => require(
+            docker_available(),
+            "no Docker engine answers (scripts/start-docker starts one)",
+        ),
     }
 }
 
@@ -86,15 +89,27 @@ fn a_failed_private_call_still_taints(backend: &str) {
 fn private_on_one_server_refuses_another(backend: &str) {
     let path = config(
         &format!("private-{backend}"),
-        &format!(r#"{{"mcpServers": {{"notes": {{"command": {t}, "private": true}}, "tracker": {{"command": {t}}}}}}}"#, t = toy_json()),
+        &format!(
+            r#"{{"mcpServers": {{"notes": {{"command": {t}, "private": true}}, "tracker": {{"command": {t}}}}}}}"#,
+            t = toy_json()
+        ),
     );
     let code = "print(await notes__secret({}))\ntry:\n    await tracker__add({'a': 1, 'b': 2})\nexcept ToolError as e:\n    print('refused:', 'private' in str(e))\nprint(await notes__add({'a': 1, 'b': 2}))";
     let r = run(backend, code, &["--config", &path], vec![]);
-    assert_eq!(r.printed(), "s3cr3t\nrefused: True\n{\"sum\": 3}\n", "{r:?}");
+    assert_eq!(
+        r.printed(),
+        "s3cr3t\nrefused: True\n{\"sum\": 3}\n",
+        "{r:?}"
+    );
 }
 
 fn long_descriptions_are_cut(backend: &str) {
-    let r = run(backend, "print(len(TOOLS['long_doc'].encode()) < 2048 + 200, TOOLS['long_doc'].count('A very long description.'))", &[], toy());
+    let r = run(
+        backend,
+        "print(len(TOOLS['long_doc'].encode()) < 2048 + 200, TOOLS['long_doc'].count('A very long description.'))",
+        &[],
+        toy(),
+    );
     // 2,048 bytes hold 81 whole repeats of the 25-byte sentence (5,000 characters were sent).
     assert_eq!(r.printed(), "True 81\n", "{r:?}");
 }
@@ -102,13 +117,22 @@ fn long_descriptions_are_cut(backend: &str) {
 fn discovery_never_reaches_the_server(backend: &str) {
     let code = "s = search_tools('add integers')\nprint(s.splitlines()[0])\nx = TOOLS['echo']\nprint(search_tools('zzzz') == '')\nprint(await calls({}))";
     let r = run(backend, code, &["--max-calls", "1"], toy());
-    assert_eq!(r.printed(), "add(a, b): Add two integers.\nTrue\n1\n", "{r:?}");
+    assert_eq!(
+        r.printed(),
+        "add(a, b): Add two integers.\nTrue\n1\n",
+        "{r:?}"
+    );
 }
 
 fn a_schema_too_deep_to_check_is_left_out_not_fatal(backend: &str) {
     let mut server = toy();
     server.push("--hostile".into());
-    let r = run(backend, "print('too_deep' in TOOLS, 'get_weather' in TOOLS)\nprint(await add({'a': 2, 'b': 2}))", &[], server);
+    let r = run(
+        backend,
+        "print('too_deep' in TOOLS, 'get_weather' in TOOLS)\nprint(await add({'a': 2, 'b': 2}))",
+        &[],
+        server,
+    );
     assert_eq!(r.printed(), "False True\n{\"sum\": 4}\n", "{r:?}");
 }
 
@@ -117,17 +141,28 @@ fn hostile_schemas_still_render_bounded(backend: &str) {
     server.push("--hostile".into());
     let code = "s = TOOLS['get_weather']\nprint(len(s) < 3000)\nprint('\"from\"?: str' in s, '\"cik-A\"?: int' in s, '\"1st\"?: bool' in s)\nprint(('\"' + 'n' * 64 + '\"?: str') in s, 'n' * 65 not in s)\nprint('list[list[list[list[list[Any]]]]]' in s)\nprint('print_' in TOOLS, 'print' not in TOOLS)";
     let r = run(backend, code, &[], server);
-    assert_eq!(r.printed(), "True\nTrue True True\nTrue True\nTrue\nTrue True\n", "{r:?}");
+    assert_eq!(
+        r.printed(),
+        "True\nTrue True True\nTrue True\nTrue\nTrue True\n",
+        "{r:?}"
+    );
 }
 
 fn config_serves_two_servers_and_their_env_stays_on_the_host(backend: &str) {
     let path = config(
         &format!("env-{backend}"),
-        &format!(r#"{{"mcpServers": {{"a": {{"command": {t}, "env": {{"ONLY_FOR_A": "a-value-${{HOME}}"}}}}, "b": {{"command": {t}, "type": "stdio"}}}}}}"#, t = toy_json()),
+        &format!(
+            r#"{{"mcpServers": {{"a": {{"command": {t}, "env": {{"ONLY_FOR_A": "a-value-${{HOME}}"}}}}, "b": {{"command": {t}, "type": "stdio"}}}}}}"#,
+            t = toy_json()
+        ),
     );
     let code = "import os\nprint(await a__getenv({'name': 'ONLY_FOR_A'}))\nprint(repr(await b__getenv({'name': 'ONLY_FOR_A'})))\nprint('ONLY_FOR_A' in os.environ)\nprint(json := await b__add({'a': 1, 'b': 1}))";
     let r = run(backend, code, &["--config", &path], vec![]);
-    assert_eq!(r.printed(), "a-value-${HOME}\n''\nFalse\n{\"sum\": 2}\n", "{r:?}");
+    assert_eq!(
+        r.printed(),
+        "a-value-${HOME}\n''\nFalse\n{\"sum\": 2}\n",
+        "{r:?}"
+    );
 }
 
 fn a_held_back_style_server_validates_exactly_as_its_schemas_say(backend: &str) {
@@ -135,12 +170,22 @@ fn a_held_back_style_server_validates_exactly_as_its_schemas_say(backend: &str) 
     server.push("--hostile".into());
     let code = "for args in ({'point': {'x': 1}}, {'point': {'x': 'no'}}, {'point': {}}, {}, {'point': {'x': 1}, 'extra': 1}):\n    try:\n        await refs(args)\n        print('ok')\n    except ToolError:\n        print('refused')";
     let r = run(backend, code, &[], server);
-    assert_eq!(r.printed(), "ok\nrefused\nrefused\nrefused\nrefused\n", "{r:?}");
+    assert_eq!(
+        r.printed(),
+        "ok\nrefused\nrefused\nrefused\nrefused\n",
+        "{r:?}"
+    );
 }
 
 /// Run `mcp-code-mode exec` expecting a startup failure; its stderr.
 fn startup_error(args: &[&str]) -> String {
-    let out = Command::new(bin()).arg("exec").arg("--code").arg("print(1)").args(args).output().unwrap();
+    let out = Command::new(bin())
+        .arg("exec")
+        .arg("--code")
+        .arg("print(1)")
+        .args(args)
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
@@ -158,21 +203,42 @@ fn labels_must_name_kept_tools() {
 
 #[test]
 fn config_errors_name_the_entry_and_key() {
-    let path = config("bad-url", r#"{"mcpServers": {"web": {"url": "http://127.0.0.1:9/mcp"}}}"#);
+    let path = config(
+        "bad-url",
+        r#"{"mcpServers": {"web": {"url": "http://127.0.0.1:9/mcp"}}}"#,
+    );
     let e = startup_error(&["--config", &path]);
     assert!(e.contains("mcpServers.web") && e.contains("\"url\""), "{e}");
-    let path = config("bad-key", &format!(r#"{{"mcpServers": {{"s": {{"command": {}, "timeout": 5}}}}}}"#, toy_json()));
+    let path = config(
+        "bad-key",
+        &format!(
+            r#"{{"mcpServers": {{"s": {{"command": {}, "timeout": 5}}}}}}"#,
+            toy_json()
+        ),
+    );
     let e = startup_error(&["--config", &path]);
-    assert!(e.contains("mcpServers.s") && e.contains("\"timeout\""), "{e}");
+    assert!(
+        e.contains("mcpServers.s") && e.contains("\"timeout\""),
+        "{e}"
+    );
 }
 
 #[test]
 fn server_names_must_be_unique_words() {
     let t = toy_json();
     for (body, want) in [
-        (format!(r#"{{"mcpServers": {{"a": {{"command": {t}}}, "a": {{"command": {t}}}}}}}"#), "appears twice"),
-        (format!(r#"{{"mcpServers": {{"": {{"command": {t}}}}}}}"#), "empty"),
-        (format!(r#"{{"mcpServers": {{"a b": {{"command": {t}}}}}}}"#), "letters, digits"),
+        (
+            format!(r#"{{"mcpServers": {{"a": {{"command": {t}}}, "a": {{"command": {t}}}}}}}"#),
+            "appears twice",
+        ),
+        (
+            format!(r#"{{"mcpServers": {{"": {{"command": {t}}}}}}}"#),
+            "empty",
+        ),
+        (
+            format!(r#"{{"mcpServers": {{"a b": {{"command": {t}}}}}}}"#),
+            "letters, digits",
+        ),
     ] {
         let path = config("names", &body);
         let e = startup_error(&["--config", &path]);
@@ -182,8 +248,19 @@ fn server_names_must_be_unique_words() {
 
 #[test]
 fn config_excludes_single_server_options() {
-    let path = config("excl", &format!(r#"{{"mcpServers": {{"a": {{"command": {}}}}}}}"#, toy_json()));
-    for extra in [vec!["--allow", "add"], vec!["--private", "add"], vec!["--env", "HOME"], vec!["--", "true"]] {
+    let path = config(
+        "excl",
+        &format!(
+            r#"{{"mcpServers": {{"a": {{"command": {}}}}}}}"#,
+            toy_json()
+        ),
+    );
+    for extra in [
+        vec!["--allow", "add"],
+        vec!["--private", "add"],
+        vec!["--env", "HOME"],
+        vec!["--", "true"],
+    ] {
         let mut args = vec!["--config", path.as_str()];
         args.extend(extra);
         let e = startup_error(&args);
@@ -194,9 +271,17 @@ fn config_excludes_single_server_options() {
 #[test]
 fn a_name_clash_across_servers_stops_startup() {
     let t = toy_json();
-    let path = config("clash", &format!(r#"{{"mcpServers": {{"a-b": {{"command": {t}, "allow": ["add"]}}, "a_b": {{"command": {t}, "allow": ["add"]}}}}}}"#));
+    let path = config(
+        "clash",
+        &format!(
+            r#"{{"mcpServers": {{"a-b": {{"command": {t}, "allow": ["add"]}}, "a_b": {{"command": {t}, "allow": ["add"]}}}}}}"#
+        ),
+    );
     let e = startup_error(&["--config", &path]);
-    assert!(e.contains("a-b:add") && e.contains("a_b:add") && e.contains("a_b__add"), "{e}");
+    assert!(
+        e.contains("a-b:add") && e.contains("a_b:add") && e.contains("a_b__add"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -204,7 +289,9 @@ fn a_clash_through_the_separator_stops_startup() {
     let t = toy_json();
     let path = config(
         "sep",
-        &format!(r#"{{"mcpServers": {{"a": {{"command": {t}, "args": ["--name-prefix", "b__", "--only", "add"]}}, "a__b": {{"command": {t}, "args": ["--only", "add"]}}}}}}"#),
+        &format!(
+            r#"{{"mcpServers": {{"a": {{"command": {t}, "args": ["--name-prefix", "b__", "--only", "add"]}}, "a__b": {{"command": {t}, "args": ["--only", "add"]}}}}}}"#
+        ),
     );
     let e = startup_error(&["--config", &path]);
     assert!(e.contains("a__b__add"), "{e}");
@@ -216,17 +303,31 @@ fn a_failing_entry_closes_the_others() {
     let marker = format!("marker{}_", std::process::id());
     let path = config(
         "failing",
-        &format!(r#"{{"mcpServers": {{"good": {{"command": {t}, "args": ["--name-prefix", "{marker}"]}}, "bad": {{"command": "/nonexistent/mcp-server"}}}}}}"#),
+        &format!(
+            r#"{{"mcpServers": {{"good": {{"command": {t}, "args": ["--name-prefix", "{marker}"]}}, "bad": {{"command": "/nonexistent/mcp-server"}}}}}}"#
+        ),
     );
     let e = startup_error(&["--config", &path]);
-    assert!(e.contains("bad") && e.contains("/nonexistent/mcp-server"), "{e}");
-    let left = Command::new("pgrep").args(["-f", &marker]).output().unwrap();
-    assert!(left.stdout.is_empty(), "the good server is still running: {left:?}");
+    assert!(
+        e.contains("bad") && e.contains("/nonexistent/mcp-server"),
+        "{e}"
+    );
+    let left = Command::new("pgrep")
+        .args(["-f", &marker])
+        .output()
+        .unwrap();
+    assert!(
+        left.stdout.is_empty(),
+        "the good server is still running: {left:?}"
+    );
 }
 
 #[test]
 fn the_description_falls_back_to_summaries() {
-    if !require(venv_python().is_some(), "could not install the Python MCP SDK from PyPI") {
+    if !require(
+        venv_python().is_some(),
+        "could not install the Python MCP SDK from PyPI",
+    ) {
         return;
     }
     let mut serve = vec![bin().display().to_string(), "serve".into(), "--".into()];
@@ -242,16 +343,39 @@ fn the_description_falls_back_to_summaries() {
 #[test]
 fn after_a_private_call_only_private_tools_work_in_any_later_run() {
     if !require(native_available(), "user namespaces are not available here")
-        || !require(venv_python().is_some(), "could not install the Python MCP SDK from PyPI")
+        || !require(
+            venv_python().is_some(),
+            "could not install the Python MCP SDK from PyPI",
+        )
     {
         return;
     }
-    let mut serve = vec![bin().display().to_string(), "serve".into(), "--private".into(), "secret".into(), "--".into()];
+    let mut serve = vec![
+        bin().display().to_string(),
+        "serve".into(),
+        "--private".into(),
+        "secret".into(),
+        "--".into(),
+    ];
     serve.extend(toy());
     let out = python_client(
-        &["print(await add({'a': 1, 'b': 1}))", "print(await secret({}))", "try:\n    await add({'a': 1, 'b': 1})\nexcept ToolError as e:\n    print('refused')"],
+        &[
+            "print(await add({'a': 1, 'b': 1}))",
+            "print(await secret({}))",
+            "try:\n    await add({'a': 1, 'b': 1})\nexcept ToolError as e:\n    print('refused')",
+        ],
         &serve,
     );
-    let printed: Vec<&str> = (0..3).map(|i| out["calls"][i]["structured"]["stdout"].as_str().unwrap_or("?")).collect();
-    assert_eq!(printed, ["{\"sum\": 2}\n", "s3cr3t\n", "refused\n"], "{out}");
+    let printed: Vec<&str> = (0..3)
+        .map(|i| {
+            out["calls"][i]["structured"]["stdout"]
+                .as_str()
+                .unwrap_or("?")
+        })
+        .collect();
+    assert_eq!(
+        printed,
+        ["{\"sum\": 2}\n", "s3cr3t\n", "refused\n"],
+        "{out}"
+    );
 }

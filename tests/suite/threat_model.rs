@@ -6,7 +6,9 @@
 
 use std::time::{Duration, Instant};
 
-use super::common::{ExecOptions, docker_available, exec_with, native_available, require, unprivileged};
+use super::common::{
+    ExecOptions, docker_available, exec_with, native_available, require, unprivileged,
+};
 
 fn run(backend: &str, code: &str, args: &[&str]) -> super::common::Exec {
     exec_with(
@@ -22,7 +24,10 @@ fn run(backend: &str, code: &str, args: &[&str]) -> super::common::Exec {
 fn ready(backend: &str) -> bool {
     match backend {
         "native" => require(native_available(), "user namespaces are not available here"),
-        _ => require(docker_available(), "no Docker engine answers (scripts/start-docker starts one)"),
+        _ => require(
+            docker_available(),
+            "no Docker engine answers (scripts/start-docker starts one)",
+        ),
     }
 }
 
@@ -65,7 +70,10 @@ on_both_backends!(
 const SECRET: &str = "mcp-code-mode-test-secret-5f1c9a";
 
 fn no_secret_from_the_host_is_inside(backend: &str) {
-    let host_file = std::env::temp_dir().join(format!("mcp-code-mode-host-secret-{}.txt", std::process::id()));
+    let host_file = std::env::temp_dir().join(format!(
+        "mcp-code-mode-host-secret-{}.txt",
+        std::process::id()
+    ));
     std::fs::write(&host_file, SECRET).unwrap();
     let code = format!(
         r#"
@@ -124,16 +132,26 @@ fn nothing_from_the_hosts_environment_reaches_the_code(backend: &str) {
         code,
         ExecOptions {
             backend,
-            env: vec![("SECRET_TOKEN".into(), SECRET.into()), ("HOME".into(), "/home/host-user".into())],
+            env: vec![
+                ("SECRET_TOKEN".into(), SECRET.into()),
+                ("HOME".into(), "/home/host-user".into()),
+            ],
             ..Default::default()
         },
     );
-    let env: serde_json::Map<String, serde_json::Value> = serde_json::from_str(r.printed().trim()).expect("environ as JSON");
+    let env: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_str(r.printed().trim()).expect("environ as JSON");
     for (key, value) in &env {
         let value = value.as_str().unwrap_or_default();
-        assert!(!value.contains(SECRET) && !value.contains("host-user"), "{key}={value}");
+        assert!(
+            !value.contains(SECRET) && !value.contains("host-user"),
+            "{key}={value}"
+        );
         // Docker itself sets PATH and HOSTNAME (documented in README); nothing else.
-        assert!(["PATH", "HOSTNAME", "HOME"].contains(&key.as_str()), "unexpected variable {key}");
+        assert!(
+            ["PATH", "HOSTNAME", "HOME"].contains(&key.as_str()),
+            "unexpected variable {key}"
+        );
     }
     if backend == "native" {
         assert!(env.is_empty(), "{env:?}");
@@ -175,7 +193,10 @@ print(" ".join(out))
     for part in printed.split(' ') {
         let (name, outcome) = part.split_once(':').unwrap();
         if name == "pair" {
-            assert_eq!(outcome, "ok", "socketpair(AF_UNIX) is the positive control: {printed}");
+            assert_eq!(
+                outcome, "ok",
+                "socketpair(AF_UNIX) is the positive control: {printed}"
+            );
         } else {
             assert_ne!(outcome, "ok", "{name} must fail: {printed}");
         }
@@ -210,12 +231,21 @@ print(" ".join(out))
     let words: Vec<&str> = r.printed().split_whitespace().collect();
     assert_eq!(words.len(), 7, "{r:?}");
     for w in &words[..4] {
-        assert!(["EROFS", "EACCES", "EPERM"].contains(w), "writing outside /tmp must fail: {words:?}");
+        assert!(
+            ["EROFS", "EACCES", "EPERM"].contains(w),
+            "writing outside /tmp must fail: {words:?}"
+        );
     }
     for w in &words[4..6] {
-        assert!(["EACCES", "EPERM"].contains(w), "exec from /tmp must fail: {words:?}");
+        assert!(
+            ["EACCES", "EPERM"].contains(w),
+            "exec from /tmp must fail: {words:?}"
+        );
     }
-    assert_eq!(words[6], "2", "the rootfs python runs as a subprocess (positive control): {words:?}");
+    assert_eq!(
+        words[6], "2",
+        "the rootfs python runs as a subprocess (positive control): {words:?}"
+    );
 }
 
 fn the_sandbox_runs_as_nobody_with_no_privileges(backend: &str) {
@@ -230,7 +260,11 @@ except OSError as e:
 "#;
     let r = run(backend, code, &[]);
     let lines: Vec<&str> = r.printed().lines().collect();
-    assert_eq!(lines.first().copied(), Some("65534 65534 0000000000000000 0000000000000000 0000000000000000 1 2"), "{r:?}");
+    assert_eq!(
+        lines.first().copied(),
+        Some("65534 65534 0000000000000000 0000000000000000 0000000000000000 1 2"),
+        "{r:?}"
+    );
     assert_eq!(lines.get(1).copied(), Some("setuid 1"), "{r:?}");
 }
 
@@ -243,7 +277,8 @@ fn assert_ends_by_deadline(backend: &str, code: &str, deadline: u64) -> super::c
 }
 
 fn a_fork_bomb_ends_within_the_deadline(backend: &str) {
-    let code = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n";
+    let code =
+        "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n";
     let r = assert_ends_by_deadline(backend, code, 5);
     assert!(r.stopped(), "{r:?}");
     let after = run(backend, "print('fine')", &[]);
@@ -268,9 +303,17 @@ fn an_endless_loop_ends_within_the_deadline(backend: &str) {
 }
 
 fn runaway_code_is_stopped_and_the_next_run_starts_fresh(backend: &str) {
-    let r = run(backend, "open('/tmp/m', 'w').write('x')\nX = 1\nwhile True:\n    pass\n", &["--deadline", "3"]);
+    let r = run(
+        backend,
+        "open('/tmp/m', 'w').write('x')\nX = 1\nwhile True:\n    pass\n",
+        &["--deadline", "3"],
+    );
     assert!(r.stopped(), "{r:?}");
-    let r = run(backend, "import os\nprint(os.path.exists('/tmp/m'), 'X' in globals())", &[]);
+    let r = run(
+        backend,
+        "import os\nprint(os.path.exists('/tmp/m'), 'X' in globals())",
+        &[],
+    );
     assert_eq!(r.printed(), "False False\n", "{r:?}");
 }
 
@@ -279,7 +322,11 @@ fn output_is_capped(backend: &str) {
     assert_eq!(r.printed().len(), 8192, "{r:?}");
     assert_eq!(r.result()["truncated"], true);
     assert!(!r.stopped());
-    let r = run(backend, "import sys\nfor _ in range(2048):\n    sys.stdout.write('y' * 1024)\nprint('never')", &[]);
+    let r = run(
+        backend,
+        "import sys\nfor _ in range(2048):\n    sys.stdout.write('y' * 1024)\nprint('never')",
+        &[],
+    );
     assert!(r.stopped(), "{r:?}");
     assert_eq!(r.result()["truncated"], true);
     assert!(!r.printed().contains("never"));
@@ -295,13 +342,20 @@ fn plain_output_cannot_forge_a_protocol_message(backend: &str) {
 }
 
 fn garbage_on_the_protocol_pipe_ends_the_cell_safely(backend: &str) {
-    for garbage in ["b'not json\\n'", "b'{\"type\": \"done\"}\\n'", "b'[' * 2_000_000 + b'\\n'"] {
+    for garbage in [
+        "b'not json\\n'",
+        "b'{\"type\": \"done\"}\\n'",
+        "b'[' * 2_000_000 + b'\\n'",
+    ] {
         let code = format!(
             "import os\nfor fd in range(3, 64):\n    try:\n        os.write(fd, {garbage})\n    except OSError:\n        pass\nimport time\ntime.sleep(5)\nprint('survived')"
         );
         let r = run(backend, &code, &[]);
         assert!(r.stopped(), "{garbage}: {r:?}");
-        assert!(r.error().starts_with("protocol violation"), "{garbage}: {r:?}");
+        assert!(
+            r.error().starts_with("protocol violation"),
+            "{garbage}: {r:?}"
+        );
         assert!(!r.printed().contains("survived"));
     }
     assert_eq!(run(backend, "print('next')", &[]).printed(), "next\n");
@@ -317,11 +371,19 @@ fn forge_call(tool: &str) -> String {
 fn unknown_tools_are_refused_before_the_server_sees_them(backend: &str) {
     let code = format!("{}print(await calls({{}}))", forge_call("nope"));
     let r = run(backend, &code, &[]);
-    assert_eq!(r.printed(), "1\n", "the server saw only the calls() call: {r:?}");
+    assert_eq!(
+        r.printed(),
+        "1\n",
+        "the server saw only the calls() call: {r:?}"
+    );
 }
 
 fn the_allowlist_keeps_other_tools_out(backend: &str) {
-    let r = run(backend, "try:\n    echo\nexcept NameError:\n    print('no echo')\nprint(sorted(TOOLS))", &["--allow", "add", "--allow", "calls"]);
+    let r = run(
+        backend,
+        "try:\n    echo\nexcept NameError:\n    print('no echo')\nprint(sorted(TOOLS))",
+        &["--allow", "add", "--allow", "calls"],
+    );
     assert_eq!(r.printed(), "no echo\n['add', 'calls']\n", "{r:?}");
     let code = format!("{}print(await calls({{}}))", forge_call("echo"));
     let r = run(backend, &code, &["--allow", "add", "--allow", "calls"]);
@@ -352,7 +414,13 @@ fn a_run_has_a_fixed_budget_of_calls(backend: &str) {
     let code = "n = 0\nfor i in range(7):\n    try:\n        await add({'a': i, 'b': 0}); n += 1\n    except ToolError as e:\n        print(e)\nprint(n)";
     let r = run(backend, code, &["--max-calls", "5"]);
     assert!(r.printed().ends_with("\n5\n"), "{r:?}");
-    assert_eq!(r.printed().matches("budget of 5 tool calls is spent").count(), 2, "{r:?}");
+    assert_eq!(
+        r.printed()
+            .matches("budget of 5 tool calls is spent")
+            .count(),
+        2,
+        "{r:?}"
+    );
 }
 
 fn a_slow_tool_times_out_and_the_session_survives(backend: &str) {
