@@ -4,7 +4,7 @@
 //! `slow` (`seconds` → sleeps, then "done"), `huge` (`size` → "x" × size), `fail` (an
 //! `isError` result "boom"), `long_doc` (a 5,000-character description), `getenv` (`name` →
 //! this process's variable or ""), `calls` (calls received so far, this one included), and
-//! `secret` (returns "s3cr3t", for private-data tests).
+//! `secret` (returns "s3cr3t", for private-data tests) and `exit` (ends the process).
 //!
 //! Options (for tests): `--many N` adds N extra tools `tool_0…` with long descriptions;
 //! `--hostile` adds tools with awkward names and schemas; `--name-prefix P` prefixes every
@@ -78,6 +78,7 @@ fn base_tools() -> Vec<Tool> {
             json!({"type": "object"}),
         ),
         tool("secret", "Return a secret.", json!({"type": "object"})),
+        tool("exit", "End this server process at once.", json!({"type": "object"})),
     ]
 }
 
@@ -154,6 +155,7 @@ impl ServerHandler for Toy {
             )]),
             "calls" => CallToolResult::success(vec![ContentBlock::text(n.to_string())]),
             "secret" => CallToolResult::success(vec![ContentBlock::text("s3cr3t")]),
+            "exit" => std::process::exit(3),
             _ => CallToolResult::success(vec![ContentBlock::text(format!("ok {name}"))]),
         };
         Ok(CallToolResponse::Complete(result))

@@ -209,7 +209,8 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             let report = run_code(&bridge, backend.as_ref(), &code, &options).await;
             bridge.close().await;
             let report = report?;
-            tracing::info!(limits = %report.limits, calls = report.calls, "run finished");
+            // Which limits held is part of what a run reports; stdout carries only the result.
+            eprintln!("mcp-code-mode: limits: {}; calls sent: {}", report.limits, report.calls);
             #[allow(clippy::print_stdout)]
             {
                 println!("{}", report.result.to_json());

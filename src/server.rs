@@ -21,6 +21,11 @@ use crate::description::describe;
 use crate::run::{RunOptions, run_code};
 use crate::sandbox::Backend;
 
+/// `_meta` key of a run_python result that says which resource limits held in its sandbox.
+pub const LIMITS_META_KEY: &str = "mcp-code-mode/limits";
+/// `_meta` key of a run_python result that counts the calls sent to wrapped servers.
+pub const CALLS_META_KEY: &str = "mcp-code-mode/calls";
+
 /// The one tool's name.
 pub const TOOL_NAME: &str = "run_python";
 
@@ -101,6 +106,10 @@ impl CodeModeServer {
                     CallToolResult::error(vec![ContentBlock::text(text)])
                 };
                 result.structured_content = Some(structured);
+                let mut meta = serde_json::Map::new();
+                meta.insert(LIMITS_META_KEY.into(), Value::String(report.limits));
+                meta.insert(CALLS_META_KEY.into(), Value::from(report.calls));
+                result.meta = Some(rmcp::model::MetaObject(meta));
                 result
             }
             Err(e) => {

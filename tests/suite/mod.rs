@@ -1,6 +1,7 @@
 //! Test modules, one per subject.
 
 pub mod common;
+mod cleanup;
 mod docker_backend;
 mod end_to_end;
 mod golden;

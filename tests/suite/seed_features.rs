@@ -336,7 +336,7 @@ fn the_description_falls_back_to_summaries() {
     let out = python_client(&[], &serve);
     let d = out["description"].as_str().unwrap();
     assert!(d.contains("add(a, b): Add two integers."), "{d}");
-    assert!(d.contains(" of 109 tools shown in one line each; search_tools(query) finds the rest and TOOLS[name] shows a stub."), "{d}");
+    assert!(d.contains(" of 110 tools shown in one line each; search_tools(query) finds the rest and TOOLS[name] shows a stub."), "{d}");
     assert!(!d.contains("async def"), "{d}");
 }
 
@@ -378,4 +378,22 @@ fn after_a_private_call_only_private_tools_work_in_any_later_run() {
         ["{\"sum\": 2}\n", "s3cr3t\n", "refused\n"],
         "{out}"
     );
+}
+
+#[tokio::test]
+async fn the_taint_lasts_for_the_process() {
+    use mcp_code_mode::bridge::{Bridge, CallBudget, ServerEntry};
+    let entry = ServerEntry::stdio("server", toy()[0].clone(), Vec::<String>::new()).private(["secret", "exit"]);
+    let bridge = Bridge::open(vec![entry], false).await.expect("open the toy server");
+    let first_run = CallBudget::new(10);
+    assert_eq!(bridge.call(&first_run, "secret", &serde_json::json!({})).await.unwrap(), "s3cr3t");
+    // The server dies; the next private call restarts it, and the rule still holds.
+    assert!(bridge.call(&first_run, "exit", &serde_json::json!({})).await.is_err());
+    tokio::time::sleep(std::time::Duration::from_millis(2200)).await;
+    let later_run = CallBudget::new(10);
+    assert_eq!(bridge.call(&later_run, "secret", &serde_json::json!({})).await.unwrap(), "s3cr3t");
+    let refused = bridge.call(&later_run, "add", &serde_json::json!({"a": 1, "b": 1})).await.unwrap_err();
+    assert!(refused.message().contains("private tool was called earlier"), "{refused:?}");
+    assert!(bridge.tainted());
+    bridge.close().await;
 }

@@ -448,3 +448,26 @@ fn a_host_fault_raises_in_the_cell_without_its_details(backend: &str) {
     let r = run(backend, code, &[]);
     assert_eq!(r.printed(), "boom\nTrue\n", "{r:?}");
 }
+
+#[test]
+fn native_runs_say_which_limits_held() {
+    if !ready("native") {
+        return;
+    }
+    let r = run("native", "print(1)", &[]);
+    let line = r.stderr.lines().find(|l| l.contains("limits:")).unwrap_or_default().to_owned();
+    if unprivileged() {
+        assert!(line.contains("rlimits"), "{line}");
+    } else {
+        assert!(line.contains("cgroup") && line.contains("memory") && line.contains("pids"), "{line}");
+    }
+}
+
+#[test]
+fn docker_runs_say_which_limits_held() {
+    if !ready("docker") {
+        return;
+    }
+    let r = run("docker", "print(1)", &[]);
+    assert!(r.stderr.contains("limits: docker: memory 256 MiB, no swap, 64 pids, 1 CPU"), "{}", r.stderr);
+}

@@ -1,0 +1,100 @@
+//! Nothing is left behind: no sandbox process, cgroup, container or temp dir after many
+//! runs, killed ones included.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use super::common::{bin, docker_available, native_available, python_client, require, toy, unprivileged, venv_python};
+
+/// The run cgroups a serve process with this pid could have made (v1 and v2 layouts).
+fn cgroups_of(pid: u32) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let prefix = format!("mcp-code-mode-{pid}-");
+    let mut stack = vec![PathBuf::from("/sys/fs/cgroup")];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        for e in entries.flatten() {
+            let path = e.path();
+            if e.file_type().is_ok_and(|t| t.is_dir() && !t.is_symlink()) {
+                if e.file_name().to_string_lossy().starts_with(&prefix) {
+                    found.push(path.clone());
+                }
+                if path.components().count() < 9 {
+                    stack.push(path);
+                }
+            }
+        }
+    }
+    found
+}
+
+fn hundred_runs(backend: &str) -> u32 {
+    let pid_file = std::env::temp_dir().join(format!("mcp-code-mode-serve-{backend}-{}.pid", std::process::id()));
+    let mut serve = vec![
+        "sh".into(),
+        "-c".into(),
+        format!("echo $$ > {}; exec \"$@\"", pid_file.display()),
+        "sh".into(),
+        bin().display().to_string(),
+        "serve".into(),
+        "--backend".into(),
+        backend.into(),
+        "--deadline".into(),
+        "2".into(),
+        "--".into(),
+    ];
+    serve.extend(toy());
+    let mut codes = Vec::new();
+    for i in 0..100 {
+        codes.push(match i % 10 {
+            0 => "import os\nif os.fork() == 0:\n    os.setsid()\n    import time\n    while True: time.sleep(1)\nwhile True: pass".to_owned(),
+            1 => "import subprocess\nsubprocess.Popen(['/usr/bin/python3', '-c', 'import time; time.sleep(600)'])\nprint('left a child')".to_owned(),
+            _ => format!("print({i})"),
+        });
+    }
+    let codes: Vec<&str> = codes.iter().map(String::as_str).collect();
+    let out = python_client(&codes, &serve);
+    let calls = out["calls"].as_array().expect("calls");
+    assert_eq!(calls.len(), 100);
+    for (i, call) in calls.iter().enumerate() {
+        let s = &call["structured"];
+        match i % 10 {
+            0 => assert_eq!(s["stopped"], true, "run {i}: {s}"),
+            1 => assert_eq!(s["stdout"], "left a child\n", "run {i}: {s}"),
+            _ => assert_eq!(s["stdout"], format!("{i}\n"), "run {i}: {s}"),
+        }
+    }
+    let pid = std::fs::read_to_string(&pid_file).expect("serve's pid").trim().parse().expect("a pid");
+    let _ = std::fs::remove_file(&pid_file);
+    pid
+}
+
+#[test]
+fn a_hundred_native_runs_leave_nothing_behind() {
+    if !require(native_available(), "user namespaces are not available here")
+        || !require(venv_python().is_some(), "could not install the Python MCP SDK from PyPI")
+    {
+        return;
+    }
+    let pid = hundred_runs("native");
+    assert!(pid > 0);
+    assert_eq!(cgroups_of(pid), Vec::<PathBuf>::new(), "run cgroups left behind");
+    // Every sandbox process descends from a launcher child of serve; serve has exited,
+    // so any survivor would be an orphan still running python as the sandbox user.
+    let left = Command::new("pgrep").args(["-f", "-u", if unprivileged() { "mcp-code-mode-test" } else { "nobody" }, "time.sleep\\(600\\)|os.setsid"]).output().unwrap();
+    assert!(left.stdout.is_empty(), "sandbox processes left: {}", String::from_utf8_lossy(&left.stdout));
+}
+
+#[test]
+fn a_hundred_docker_runs_leave_nothing_behind() {
+    if !require(docker_available(), "no Docker engine answers (scripts/start-docker starts one)")
+        || !require(venv_python().is_some(), "could not install the Python MCP SDK from PyPI")
+    {
+        return;
+    }
+    let pid = hundred_runs("docker");
+    let ps = Command::new("docker").args(["ps", "-a", "--format", "{{.Names}}"]).output().unwrap();
+    let names = String::from_utf8_lossy(&ps.stdout);
+    let mine: Vec<&str> = names.lines().filter(|n| n.starts_with(&format!("mcp-code-mode-{pid}-"))).collect();
+    assert!(mine.is_empty(), "containers left behind: {mine:?}");
+}
