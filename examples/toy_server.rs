@@ -78,7 +78,11 @@ fn base_tools() -> Vec<Tool> {
             json!({"type": "object"}),
         ),
         tool("secret", "Return a secret.", json!({"type": "object"})),
-        tool("exit", "End this server process at once.", json!({"type": "object"})),
+        tool(
+            "exit",
+            "End this server process at once.",
+            json!({"type": "object"}),
+        ),
     ]
 }
 

@@ -210,7 +210,10 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             bridge.close().await;
             let report = report?;
             // Which limits held is part of what a run reports; stdout carries only the result.
-            eprintln!("mcp-code-mode: limits: {}; calls sent: {}", report.limits, report.calls);
+            eprintln!(
+                "mcp-code-mode: limits: {}; calls sent: {}",
+                report.limits, report.calls
+            );
             #[allow(clippy::print_stdout)]
             {
                 println!("{}", report.result.to_json());

@@ -16,6 +16,11 @@ use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
+use std::panic::AssertUnwindSafe;
+
+use futures::FutureExt;
+
+use crate::bridge::refusal::CallError;
 use crate::bridge::{Bridge, CallBudget};
 use crate::limits::MAX_PROTOCOL_LINE_BYTES;
 use crate::protocol::{HostMessage, RunnerLimits, RunnerMessage, parse_runner_line};
@@ -302,7 +307,13 @@ async fn serve_cell(
                 let budget = budget.clone();
                 let to_runner = to_runner.clone();
                 calls.spawn(async move {
-                    let reply = match bridge.call(&budget, &tool, &args).await {
+                    // A bug on the host side must still answer the call: the code sees only
+                    // the fault's type name, never its details (THREAT-MODEL.md).
+                    let outcome = AssertUnwindSafe(bridge.call(&budget, &tool, &args))
+                        .catch_unwind()
+                        .await
+                        .unwrap_or(Err(CallError::HostFault("InternalError")));
+                    let reply = match outcome {
                         Ok(value) => HostMessage::Result {
                             id,
                             ok: true,

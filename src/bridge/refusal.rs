@@ -35,11 +35,6 @@ impl CallError {
             Self::HostFault(kind) => cap(kind, MAX_ERROR_CHARS),
         }
     }
-
-    /// Whether the call went out to its server (a private call that went out taints).
-    pub fn went_out(&self) -> bool {
-        !matches!(self, Self::Refused(_))
-    }
 }
 
 #[cfg(test)]

@@ -360,7 +360,8 @@ impl Upstream {
 /// (it goes to our log).
 fn restart_failure(e: &UpstreamError) -> String {
     match e {
-        UpstreamError::Spawn { why, .. } => format!("failed to start it: {why}"),
+        // The OS error names host paths; the code gets only that the command did not run.
+        UpstreamError::Spawn { .. } => "failed to start it: its command could not be run".into(),
         UpstreamError::Session { step, why, .. } => format!("failed to {step} it: {why}"),
     }
 }

@@ -4,7 +4,9 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use super::common::{bin, docker_available, native_available, python_client, require, toy, unprivileged, venv_python};
+use super::common::{
+    bin, docker_available, native_available, python_client, require, toy, unprivileged, venv_python,
+};
 
 /// The run cgroups a serve process with this pid could have made (v1 and v2 layouts).
 fn cgroups_of(pid: u32) -> Vec<PathBuf> {
@@ -12,7 +14,9 @@ fn cgroups_of(pid: u32) -> Vec<PathBuf> {
     let prefix = format!("mcp-code-mode-{pid}-");
     let mut stack = vec![PathBuf::from("/sys/fs/cgroup")];
     while let Some(dir) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
         for e in entries.flatten() {
             let path = e.path();
             if e.file_type().is_ok_and(|t| t.is_dir() && !t.is_symlink()) {
@@ -29,7 +33,10 @@ fn cgroups_of(pid: u32) -> Vec<PathBuf> {
 }
 
 fn hundred_runs(backend: &str) -> u32 {
-    let pid_file = std::env::temp_dir().join(format!("mcp-code-mode-serve-{backend}-{}.pid", std::process::id()));
+    let pid_file = std::env::temp_dir().join(format!(
+        "mcp-code-mode-serve-{backend}-{}.pid",
+        std::process::id()
+    ));
     let mut serve = vec![
         "sh".into(),
         "-c".into(),
@@ -64,7 +71,11 @@ fn hundred_runs(backend: &str) -> u32 {
             _ => assert_eq!(s["stdout"], format!("{i}\n"), "run {i}: {s}"),
         }
     }
-    let pid = std::fs::read_to_string(&pid_file).expect("serve's pid").trim().parse().expect("a pid");
+    let pid = std::fs::read_to_string(&pid_file)
+        .expect("serve's pid")
+        .trim()
+        .parse()
+        .expect("a pid");
     let _ = std::fs::remove_file(&pid_file);
     pid
 }
@@ -72,29 +83,62 @@ fn hundred_runs(backend: &str) -> u32 {
 #[test]
 fn a_hundred_native_runs_leave_nothing_behind() {
     if !require(native_available(), "user namespaces are not available here")
-        || !require(venv_python().is_some(), "could not install the Python MCP SDK from PyPI")
+        || !require(
+            venv_python().is_some(),
+            "could not install the Python MCP SDK from PyPI",
+        )
     {
         return;
     }
     let pid = hundred_runs("native");
     assert!(pid > 0);
-    assert_eq!(cgroups_of(pid), Vec::<PathBuf>::new(), "run cgroups left behind");
+    assert_eq!(
+        cgroups_of(pid),
+        Vec::<PathBuf>::new(),
+        "run cgroups left behind"
+    );
     // Every sandbox process descends from a launcher child of serve; serve has exited,
     // so any survivor would be an orphan still running python as the sandbox user.
-    let left = Command::new("pgrep").args(["-f", "-u", if unprivileged() { "mcp-code-mode-test" } else { "nobody" }, "time.sleep\\(600\\)|os.setsid"]).output().unwrap();
-    assert!(left.stdout.is_empty(), "sandbox processes left: {}", String::from_utf8_lossy(&left.stdout));
+    let left = Command::new("pgrep")
+        .args([
+            "-f",
+            "-u",
+            if unprivileged() {
+                "mcp-code-mode-test"
+            } else {
+                "nobody"
+            },
+            "time.sleep\\(600\\)|os.setsid",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        left.stdout.is_empty(),
+        "sandbox processes left: {}",
+        String::from_utf8_lossy(&left.stdout)
+    );
 }
 
 #[test]
 fn a_hundred_docker_runs_leave_nothing_behind() {
-    if !require(docker_available(), "no Docker engine answers (scripts/start-docker starts one)")
-        || !require(venv_python().is_some(), "could not install the Python MCP SDK from PyPI")
-    {
+    if !require(
+        docker_available(),
+        "no Docker engine answers (scripts/start-docker starts one)",
+    ) || !require(
+        venv_python().is_some(),
+        "could not install the Python MCP SDK from PyPI",
+    ) {
         return;
     }
     let pid = hundred_runs("docker");
-    let ps = Command::new("docker").args(["ps", "-a", "--format", "{{.Names}}"]).output().unwrap();
+    let ps = Command::new("docker")
+        .args(["ps", "-a", "--format", "{{.Names}}"])
+        .output()
+        .unwrap();
     let names = String::from_utf8_lossy(&ps.stdout);
-    let mine: Vec<&str> = names.lines().filter(|n| n.starts_with(&format!("mcp-code-mode-{pid}-"))).collect();
+    let mine: Vec<&str> = names
+        .lines()
+        .filter(|n| n.starts_with(&format!("mcp-code-mode-{pid}-")))
+        .collect();
     assert!(mine.is_empty(), "containers left behind: {mine:?}");
 }

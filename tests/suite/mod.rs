@@ -1,7 +1,7 @@
 //! Test modules, one per subject.
 
-pub mod common;
 mod cleanup;
+pub mod common;
 mod docker_backend;
 mod end_to_end;
 mod golden;

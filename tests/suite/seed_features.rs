@@ -383,17 +383,45 @@ fn after_a_private_call_only_private_tools_work_in_any_later_run() {
 #[tokio::test]
 async fn the_taint_lasts_for_the_process() {
     use mcp_code_mode::bridge::{Bridge, CallBudget, ServerEntry};
-    let entry = ServerEntry::stdio("server", toy()[0].clone(), Vec::<String>::new()).private(["secret", "exit"]);
-    let bridge = Bridge::open(vec![entry], false).await.expect("open the toy server");
+    let entry = ServerEntry::stdio("server", toy()[0].clone(), Vec::<String>::new())
+        .private(["secret", "exit"]);
+    let bridge = Bridge::open(vec![entry], false)
+        .await
+        .expect("open the toy server");
     let first_run = CallBudget::new(10);
-    assert_eq!(bridge.call(&first_run, "secret", &serde_json::json!({})).await.unwrap(), "s3cr3t");
+    assert_eq!(
+        bridge
+            .call(&first_run, "secret", &serde_json::json!({}))
+            .await
+            .unwrap(),
+        "s3cr3t"
+    );
     // The server dies; the next private call restarts it, and the rule still holds.
-    assert!(bridge.call(&first_run, "exit", &serde_json::json!({})).await.is_err());
+    assert!(
+        bridge
+            .call(&first_run, "exit", &serde_json::json!({}))
+            .await
+            .is_err()
+    );
     tokio::time::sleep(std::time::Duration::from_millis(2200)).await;
     let later_run = CallBudget::new(10);
-    assert_eq!(bridge.call(&later_run, "secret", &serde_json::json!({})).await.unwrap(), "s3cr3t");
-    let refused = bridge.call(&later_run, "add", &serde_json::json!({"a": 1, "b": 1})).await.unwrap_err();
-    assert!(refused.message().contains("private tool was called earlier"), "{refused:?}");
+    assert_eq!(
+        bridge
+            .call(&later_run, "secret", &serde_json::json!({}))
+            .await
+            .unwrap(),
+        "s3cr3t"
+    );
+    let refused = bridge
+        .call(&later_run, "add", &serde_json::json!({"a": 1, "b": 1}))
+        .await
+        .unwrap_err();
+    assert!(
+        refused
+            .message()
+            .contains("private tool was called earlier"),
+        "{refused:?}"
+    );
     assert!(bridge.tainted());
     bridge.close().await;
 }

@@ -455,11 +455,19 @@ fn native_runs_say_which_limits_held() {
         return;
     }
     let r = run("native", "print(1)", &[]);
-    let line = r.stderr.lines().find(|l| l.contains("limits:")).unwrap_or_default().to_owned();
+    let line = r
+        .stderr
+        .lines()
+        .find(|l| l.contains("limits:"))
+        .unwrap_or_default()
+        .to_owned();
     if unprivileged() {
         assert!(line.contains("rlimits"), "{line}");
     } else {
-        assert!(line.contains("cgroup") && line.contains("memory") && line.contains("pids"), "{line}");
+        assert!(
+            line.contains("cgroup") && line.contains("memory") && line.contains("pids"),
+            "{line}"
+        );
     }
 }
 
@@ -469,5 +477,10 @@ fn docker_runs_say_which_limits_held() {
         return;
     }
     let r = run("docker", "print(1)", &[]);
-    assert!(r.stderr.contains("limits: docker: memory 256 MiB, no swap, 64 pids, 1 CPU"), "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("limits: docker: memory 256 MiB, no swap, 64 pids, 1 CPU"),
+        "{}",
+        r.stderr
+    );
 }
