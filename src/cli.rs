@@ -41,6 +41,22 @@ enum Command {
         #[command(subcommand)]
         command: RootfsCommand,
     },
+    /// Import the rootfs as a local Docker image (no registry) for `--backend docker`.
+    BuildImage(RootfsArgs),
+    /// Check which sandbox layers this host gives, one line each, with the fix for the rest
+    /// (exit 0: every layer; 1: the native backend runs degraded; 2: it cannot run).
+    Doctor(DoctorArgs),
+}
+
+#[derive(Args, Debug)]
+struct DoctorArgs {
+    /// Build the rootfs (and the Docker image, when an engine answers) if missing, so the
+    /// sandbox probe can run.
+    #[arg(long)]
+    build: bool,
+    /// Cache directory of the rootfs.
+    #[arg(long, value_name = "DIR", env = "MCP_CODE_MODE_ROOTFS")]
+    rootfs: Option<PathBuf>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -108,6 +124,10 @@ struct RunArgs {
     /// Per-call timeout in seconds (tests only; the product's is 30 s).
     #[arg(long, value_name = "SECONDS", hide = true, default_value_t = crate::limits::CALL_TIMEOUT.as_secs_f64())]
     call_timeout: f64,
+    /// Refuse to start the native backend unless every layer `doctor` checks is ok (exit 2
+    /// with the lines that are not).
+    #[arg(long)]
+    strict: bool,
     /// The wrapped MCP server's command and arguments.
     #[arg(last = true, value_name = "COMMAND")]
     command: Vec<String>,
@@ -170,6 +190,36 @@ fn init_logging(serving: bool) {
 
 async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
+        Command::Doctor(args) => {
+            let report = crate::doctor::run(args.rootfs, args.build).await;
+            #[allow(clippy::print_stdout)]
+            {
+                print!("{}", report.render());
+            }
+            Ok(ExitCode::from(report.exit_code()))
+        }
+        Command::BuildImage(args) => {
+            let options = rootfs::Options {
+                source: match args.from {
+                    FromKind::Host => Source::Host {
+                        python: args.python,
+                    },
+                    FromKind::Debian => Source::Debian,
+                },
+                cache_root: args.rootfs,
+                quiet: false,
+            };
+            let tag = tokio::task::spawn_blocking(move || -> anyhow::Result<String> {
+                let rootfs = rootfs::ensure(&options)?;
+                Ok(crate::sandbox::docker::build_image(&rootfs)?)
+            })
+            .await??;
+            #[allow(clippy::print_stdout)]
+            {
+                println!("{tag}");
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Rootfs {
             command: RootfsCommand::Build(args),
         } => {
@@ -283,6 +333,9 @@ async fn prepare(args: &RunArgs) -> anyhow::Result<(Arc<Bridge>, Arc<dyn Backend
     let rootfs = tokio::task::spawn_blocking(move || rootfs::ensure(&rootfs_options))
         .await?
         .context("failed to prepare the sandbox's rootfs")?;
+    if args.strict && args.backend == BackendKind::Native {
+        crate::doctor::require_every_layer(&rootfs).await?;
+    }
     let backend: Arc<dyn Backend> = match args.backend {
         BackendKind::Native => Arc::new(NativeBackend::new(
             std::env::current_exe().context("failed to find this program's path")?,
