@@ -56,6 +56,7 @@ pub mod bridge;
 pub mod cli;
 pub mod config;
 pub mod description;
+pub mod doctor;
 pub mod limits;
 pub mod protocol;
 pub mod pyjson;

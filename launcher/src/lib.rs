@@ -22,6 +22,7 @@ pub mod landlock_rules;
 pub mod mounts;
 pub mod namespaces;
 pub mod privs;
+pub mod probe;
 pub mod rlimits;
 pub mod seccomp;
 mod sys;

@@ -3,6 +3,7 @@
 mod cleanup;
 pub mod common;
 mod docker_backend;
+mod doctor;
 mod end_to_end;
 mod golden;
 mod misbehaving_servers;

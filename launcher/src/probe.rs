@@ -1,0 +1,505 @@
+//! Kernel probes for `mcp-code-mode doctor`: can this user create each namespace kind the
+//! launcher asks for, set no_new_privs and load a seccomp filter; which Landlock ABI the
+//! kernel offers. Each answer comes from the syscall itself, not from reading settings.
+//!
+//! Why a forked child, and why that is sound from the host's multi-threaded process:
+//! unshare(2), PR_SET_NO_NEW_PRIVS and seccomp filters change the calling process for good,
+//! and unshare(CLONE_NEWUSER) refuses a multi-threaded caller (EINVAL). So every probe that
+//! changes state runs in a child made by fork semantics (raw clone(2) with SIGCHLD), which
+//! holds one thread only, and the caller is left untouched. The host runs tokio threads,
+//! and after fork in a multi-threaded process the child may only make async-signal-safe
+//! calls (another thread may have held the allocator's or stdio's lock at the fork). The
+//! child therefore runs [`Step`]s only: a fixed list, chosen before the fork, of raw
+//! syscalls on constants and stack data — no allocation, no lock, no panic — then reports
+//! the first failure over a pipe (two bytes: step index, errno) and calls _exit(2).
+//! The alternative, re-executing `mcp-code-mode` into a hidden subcommand before any
+//! thread starts (as `__launcher` is), would need a second entry point in the argument
+//! parser for no gain. The Landlock ABI query changes nothing and runs in the caller.
+//!
+//! Like [`crate::sys`], every `unsafe` block here has a `// SAFETY:` comment; the ones that
+//! [`crate::sys`] already had (pipe, read, write, waitpid) are reused from there.
+
+use std::fmt;
+use std::io;
+use std::os::fd::OwnedFd;
+
+use crate::sys::{self, Exit};
+
+/// A namespace kind the launcher creates (see [`crate::namespaces::FLAGS`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Namespace {
+    /// CLONE_NEWUSER: the one the others hang on for an unprivileged caller.
+    User,
+    /// CLONE_NEWNS.
+    Mount,
+    /// CLONE_NEWPID.
+    Pid,
+    /// CLONE_NEWNET.
+    Net,
+    /// CLONE_NEWIPC.
+    Ipc,
+    /// CLONE_NEWUTS.
+    Uts,
+    /// CLONE_NEWCGROUP.
+    Cgroup,
+}
+
+impl Namespace {
+    /// Every kind, in the order of namespaces(7).
+    pub const ALL: [Namespace; 7] = [
+        Namespace::User,
+        Namespace::Mount,
+        Namespace::Pid,
+        Namespace::Net,
+        Namespace::Ipc,
+        Namespace::Uts,
+        Namespace::Cgroup,
+    ];
+
+    /// The short name: `user`, `mount`, `pid`, `net`, `ipc`, `uts`, `cgroup`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Namespace::User => "user",
+            Namespace::Mount => "mount",
+            Namespace::Pid => "pid",
+            Namespace::Net => "net",
+            Namespace::Ipc => "ipc",
+            Namespace::Uts => "uts",
+            Namespace::Cgroup => "cgroup",
+        }
+    }
+
+    /// The clone(2)/unshare(2) flag.
+    pub fn flag(self) -> libc::c_int {
+        match self {
+            Namespace::User => libc::CLONE_NEWUSER,
+            Namespace::Mount => libc::CLONE_NEWNS,
+            Namespace::Pid => libc::CLONE_NEWPID,
+            Namespace::Net => libc::CLONE_NEWNET,
+            Namespace::Ipc => libc::CLONE_NEWIPC,
+            Namespace::Uts => libc::CLONE_NEWUTS,
+            Namespace::Cgroup => libc::CLONE_NEWCGROUP,
+        }
+    }
+
+    /// The flag's name, e.g. `CLONE_NEWNS`.
+    pub fn flag_name(self) -> &'static str {
+        match self {
+            Namespace::User => "CLONE_NEWUSER",
+            Namespace::Mount => "CLONE_NEWNS",
+            Namespace::Pid => "CLONE_NEWPID",
+            Namespace::Net => "CLONE_NEWNET",
+            Namespace::Ipc => "CLONE_NEWIPC",
+            Namespace::Uts => "CLONE_NEWUTS",
+            Namespace::Cgroup => "CLONE_NEWCGROUP",
+        }
+    }
+
+    /// The sysctl capping how many of this kind each user may own (namespaces(7),
+    /// "/proc/sys/user"): `user.max_mnt_namespaces` and so on.
+    pub fn max_sysctl(self) -> &'static str {
+        match self {
+            Namespace::User => "user.max_user_namespaces",
+            Namespace::Mount => "user.max_mnt_namespaces",
+            Namespace::Pid => "user.max_pid_namespaces",
+            Namespace::Net => "user.max_net_namespaces",
+            Namespace::Ipc => "user.max_ipc_namespaces",
+            Namespace::Uts => "user.max_uts_namespaces",
+            Namespace::Cgroup => "user.max_cgroup_namespaces",
+        }
+    }
+
+    /// What the probe child does for this kind. Always inside a new user namespace, as the
+    /// launcher does it, then a use that needs the namespace's capabilities where one is
+    /// cheap: a private `/` for mount, a hostname for uts; for the user namespace itself,
+    /// a uts namespace and a hostname (AppArmor's userns restriction lets the unshare
+    /// succeed but strips the capabilities, so the unshare alone proves nothing).
+    pub fn steps(self) -> &'static [Step] {
+        match self {
+            Namespace::User => &[
+                Step::Unshare(libc::CLONE_NEWUSER),
+                Step::Unshare(libc::CLONE_NEWUTS),
+                Step::SetHostname,
+            ],
+            Namespace::Mount => &[
+                Step::Unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS),
+                Step::MakeRootPrivate,
+            ],
+            Namespace::Pid => &[Step::Unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWPID)],
+            Namespace::Net => &[Step::Unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET)],
+            Namespace::Ipc => &[Step::Unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWIPC)],
+            Namespace::Uts => &[
+                Step::Unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWUTS),
+                Step::SetHostname,
+            ],
+            Namespace::Cgroup => &[Step::Unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWCGROUP)],
+        }
+    }
+}
+
+/// One syscall the probe child makes. Lists of steps are fixed in this module, so that
+/// [`Step::SetHostname`] and [`Step::MakeRootPrivate`] only ever follow the unshare that
+/// makes them harmless to the host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// unshare(2) with these flags.
+    Unshare(libc::c_int),
+    /// sethostname("probe") (needs CAP_SYS_ADMIN over the uts namespace).
+    SetHostname,
+    /// mount(NULL, "/", NULL, MS_REC|MS_PRIVATE, NULL) (needs CAP_SYS_ADMIN over the mount
+    /// namespace).
+    MakeRootPrivate,
+    /// prctl(PR_SET_NO_NEW_PRIVS, 1).
+    SetNoNewPrivs,
+    /// prctl(PR_GET_NO_NEW_PRIVS) answers 1.
+    ReadNoNewPrivs,
+    /// seccomp(SECCOMP_SET_MODE_FILTER) with a one-instruction allow-all filter.
+    LoadAllowAllFilter,
+    /// prctl(PR_GET_SECCOMP) answers 2 (filter mode).
+    ReadSeccompMode,
+}
+
+impl fmt::Display for Step {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Step::Unshare(flags) => {
+                let names: Vec<&str> = Namespace::ALL
+                    .iter()
+                    .filter(|ns| flags & ns.flag() != 0)
+                    .map(|ns| ns.flag_name())
+                    .collect();
+                let rest = flags & !Namespace::ALL.iter().fold(0, |all, ns| all | ns.flag());
+                if rest == 0 {
+                    write!(f, "unshare({})", names.join("|"))
+                } else if names.is_empty() {
+                    write!(f, "unshare({rest:#x})")
+                } else {
+                    write!(f, "unshare({}|{rest:#x})", names.join("|"))
+                }
+            }
+            Step::SetHostname => f.write_str("sethostname"),
+            Step::MakeRootPrivate => f.write_str("mount --make-rprivate /"),
+            Step::SetNoNewPrivs => f.write_str("prctl(PR_SET_NO_NEW_PRIVS)"),
+            Step::ReadNoNewPrivs => f.write_str("prctl(PR_GET_NO_NEW_PRIVS) == 1"),
+            Step::LoadAllowAllFilter => f.write_str("seccomp(SECCOMP_SET_MODE_FILTER)"),
+            Step::ReadSeccompMode => f.write_str("prctl(PR_GET_SECCOMP) == 2"),
+        }
+    }
+}
+
+/// What a probe found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Probe {
+    /// Every step worked.
+    Works,
+    /// `step` failed with `errno` (0: the call worked but answered something unexpected).
+    Refused { step: Step, errno: i32 },
+}
+
+/// Can this user create a `kind` namespace the way the launcher does, and use it?
+///
+/// # Errors
+/// Only when the probe itself could not run (pipe, clone or waitpid failed, or the child
+/// died by a signal); a refusal by the kernel is `Ok(Probe::Refused)`.
+pub fn namespace(kind: Namespace) -> io::Result<Probe> {
+    in_child(kind.steps())
+}
+
+/// Can this process set no_new_privs (and read it back)?
+///
+/// # Errors
+/// As [`namespace`].
+pub fn no_new_privs() -> io::Result<Probe> {
+    in_child(&[Step::SetNoNewPrivs, Step::ReadNoNewPrivs])
+}
+
+/// Can this process load a seccomp filter (after no_new_privs, as the launcher does)?
+///
+/// # Errors
+/// As [`namespace`].
+pub fn seccomp_filter() -> io::Result<Probe> {
+    in_child(&[
+        Step::SetNoNewPrivs,
+        Step::LoadAllowAllFilter,
+        Step::ReadSeccompMode,
+    ])
+}
+
+/// The Landlock ABI version the kernel offers (landlock_create_ruleset with
+/// LANDLOCK_CREATE_RULESET_VERSION; landlock(7)), or the errno: ENOSYS when the kernel was
+/// built without Landlock, EOPNOTSUPP when it is built in but not enabled at boot.
+pub fn landlock_abi() -> Result<u32, i32> {
+    const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
+    // SAFETY: with a NULL attribute pointer and size 0, the kernel reads no memory and only
+    // answers the ABI version; the call creates nothing and changes nothing.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0usize,
+            LANDLOCK_CREATE_RULESET_VERSION,
+        )
+    };
+    if ret < 0 {
+        Err(io::Error::last_os_error().raw_os_error().unwrap_or(0))
+    } else {
+        Ok(u32::try_from(ret).unwrap_or(0))
+    }
+}
+
+/// Runs `steps` in a child with fork semantics and reports the first that failed.
+fn in_child(steps: &[Step]) -> io::Result<Probe> {
+    let (read, write) = sys::pipe()?;
+    match fork_for_syscalls_only()? {
+        Forked::Child => {
+            // Only async-signal-safe work from here on (see the module docs).
+            let code = match run_steps(steps) {
+                Ok(()) => 0,
+                Err((index, errno)) => {
+                    let _ = sys::write_byte(&write, index);
+                    let _ = sys::write_byte(&write, u8::try_from(errno).unwrap_or(u8::MAX));
+                    1
+                }
+            };
+            exit_now(code)
+        }
+        Forked::Parent(child) => {
+            drop(write);
+            let report = read_report(&read);
+            let exit = sys::wait_for(child)?;
+            match (exit, report?) {
+                (Exit::Code(0), _) => Ok(Probe::Works),
+                (Exit::Code(1), Some((index, errno))) => match steps.get(usize::from(index)) {
+                    Some(step) => Ok(Probe::Refused {
+                        step: *step,
+                        errno: i32::from(errno),
+                    }),
+                    None => Err(io::Error::other(format!(
+                        "the probe child named step {index} of {}",
+                        steps.len()
+                    ))),
+                },
+                (exit, _) => Err(io::Error::other(format!(
+                    "the probe child ended with status {} and no report",
+                    exit.as_status()
+                ))),
+            }
+        }
+    }
+}
+
+/// The child's two bytes (step index, errno), or `None` at EOF before them.
+fn read_report(read: &OwnedFd) -> io::Result<Option<(u8, u8)>> {
+    let Some(index) = sys::read_byte(read)? else {
+        return Ok(None);
+    };
+    Ok(sys::read_byte(read)?.map(|errno| (index, errno)))
+}
+
+/// Runs each step in order; the first failure as (index, errno). Called in the forked
+/// child: raw syscalls on constants and stack data only.
+fn run_steps(steps: &[Step]) -> Result<(), (u8, i32)> {
+    for (index, step) in steps.iter().enumerate() {
+        let done = match *step {
+            Step::Unshare(flags) => unshare(flags),
+            Step::SetHostname => set_hostname_probe(),
+            Step::MakeRootPrivate => make_root_private(),
+            Step::SetNoNewPrivs => sys::set_no_new_privs(),
+            Step::ReadNoNewPrivs => expect(prctl_get(libc::PR_GET_NO_NEW_PRIVS), 1),
+            Step::LoadAllowAllFilter => load_allow_all_filter(),
+            Step::ReadSeccompMode => expect(prctl_get(libc::PR_GET_SECCOMP), 2),
+        };
+        if let Err(e) = done {
+            let index = u8::try_from(index).unwrap_or(u8::MAX);
+            return Err((index, e.raw_os_error().unwrap_or(0)));
+        }
+    }
+    Ok(())
+}
+
+/// Ok when `got` is `want`; a wrong answer is reported with errno 0.
+fn expect(got: io::Result<libc::c_int>, want: libc::c_int) -> io::Result<()> {
+    match got? {
+        v if v == want => Ok(()),
+        _ => Err(io::Error::from_raw_os_error(0)),
+    }
+}
+
+// The syscalls of the probe child. None allocates, takes a lock or can panic.
+
+enum Forked {
+    Parent(libc::pid_t),
+    Child,
+}
+
+/// clone(2) with SIGCHLD only and no new stack: fork(2) without glibc's atfork handlers.
+/// The child must keep to async-signal-safe calls until it exits (see the module docs).
+fn fork_for_syscalls_only() -> io::Result<Forked> {
+    // SAFETY: with a NULL stack the raw clone behaves like fork(2): the child gets a
+    // copy-on-write copy of the address space, this stack frame included, and only the
+    // calling thread. Memory that other threads were changing, or locks they held, may be
+    // inconsistent in the child; the only caller, `in_child`, therefore runs nothing in the
+    // child but `run_steps` (raw syscalls on constants, a static step list and stack data),
+    // two one-byte writes to a pipe made before the fork, and _exit: no allocation, no lock,
+    // no unwinding. The parent is unaffected.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_clone,
+            libc::SIGCHLD as libc::c_ulong,
+            std::ptr::null_mut::<libc::c_void>(),
+            std::ptr::null_mut::<libc::c_int>(),
+            std::ptr::null_mut::<libc::c_int>(),
+            0 as libc::c_ulong,
+        )
+    };
+    match ret {
+        -1 => Err(io::Error::last_os_error()),
+        0 => Ok(Forked::Child),
+        pid => Ok(Forked::Parent(pid as libc::pid_t)),
+    }
+}
+
+/// _exit(2): no atexit handlers, no destructors, no stdio flush.
+fn exit_now(code: i32) -> ! {
+    // SAFETY: _exit never returns, has no preconditions and is async-signal-safe.
+    unsafe { libc::_exit(code) }
+}
+
+fn check(ret: libc::c_int) -> io::Result<libc::c_int> {
+    if ret == -1 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret)
+    }
+}
+
+/// unshare(2).
+fn unshare(flags: libc::c_int) -> io::Result<()> {
+    // SAFETY: plain integer argument; it changes only the calling (probe child) process.
+    check(unsafe { libc::unshare(flags) }).map(drop)
+}
+
+/// sethostname("probe"). Only after unshare(CLONE_NEWUTS) (see [`Step`]).
+fn set_hostname_probe() -> io::Result<()> {
+    const NAME: &[u8] = b"probe";
+    // SAFETY: the pointer and length describe a static byte string.
+    check(unsafe { libc::sethostname(NAME.as_ptr().cast(), NAME.len()) }).map(drop)
+}
+
+/// mount(NULL, "/", NULL, MS_REC|MS_PRIVATE, NULL). Only after unshare(CLONE_NEWNS).
+fn make_root_private() -> io::Result<()> {
+    // SAFETY: the target is a NUL-terminated literal; NULL source, type and data are valid
+    // for a propagation change (mount(2)).
+    check(unsafe {
+        libc::mount(
+            std::ptr::null(),
+            c"/".as_ptr(),
+            std::ptr::null(),
+            libc::MS_REC | libc::MS_PRIVATE,
+            std::ptr::null(),
+        )
+    })
+    .map(drop)
+}
+
+/// prctl(option) for a PR_GET_* option that answers in its return value.
+fn prctl_get(option: libc::c_int) -> io::Result<libc::c_int> {
+    // SAFETY: plain integer arguments; PR_GET_NO_NEW_PRIVS and PR_GET_SECCOMP write nothing.
+    check(unsafe { libc::prctl(option, 0, 0, 0, 0) })
+}
+
+/// seccomp(SECCOMP_SET_MODE_FILTER, 0, prog) with one instruction: return ALLOW.
+fn load_allow_all_filter() -> io::Result<()> {
+    const SECCOMP_SET_MODE_FILTER: libc::c_uint = 1;
+    let mut filter = [libc::sock_filter {
+        code: (libc::BPF_RET | libc::BPF_K) as u16,
+        jt: 0,
+        jf: 0,
+        k: libc::SECCOMP_RET_ALLOW,
+    }];
+    let prog = libc::sock_fprog {
+        len: 1,
+        filter: filter.as_mut_ptr(),
+    };
+    // SAFETY: `prog` points at one valid instruction on this stack frame, which outlives
+    // the call; the kernel copies the program and keeps no pointer to it.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            SECCOMP_SET_MODE_FILTER,
+            0 as libc::c_uint,
+            &prog as *const libc::sock_fprog,
+        )
+    };
+    if ret == -1 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::{landlock_available, require_user_namespaces};
+
+    // The test harness runs several threads: these tests are the multi-threaded caller the
+    // probes are written for.
+
+    #[test]
+    fn a_step_that_fails_is_named_with_its_errno() {
+        // CLONE_VFORK is not an unshare flag: EINVAL, at the second step.
+        let steps = [Step::SetNoNewPrivs, Step::Unshare(libc::CLONE_VFORK)];
+        assert_eq!(
+            in_child(&steps).unwrap(),
+            Probe::Refused {
+                step: Step::Unshare(libc::CLONE_VFORK),
+                errno: libc::EINVAL
+            }
+        );
+    }
+
+    #[test]
+    fn every_namespace_kind_works_where_user_namespaces_do_and_the_caller_is_untouched() {
+        if !require_user_namespaces() {
+            return;
+        }
+        let own = std::fs::read_link("/proc/self/ns/user").unwrap();
+        for kind in Namespace::ALL {
+            assert_eq!(namespace(kind).unwrap(), Probe::Works, "{}", kind.name());
+        }
+        assert_eq!(std::fs::read_link("/proc/self/ns/user").unwrap(), own);
+    }
+
+    #[test]
+    fn seccomp_and_no_new_privs_work_in_the_child_only() {
+        let before = sys::no_new_privs().unwrap();
+        assert_eq!(no_new_privs().unwrap(), Probe::Works);
+        assert_eq!(seccomp_filter().unwrap(), Probe::Works);
+        assert_eq!(
+            sys::no_new_privs().unwrap(),
+            before,
+            "the caller's no_new_privs changed"
+        );
+    }
+
+    #[test]
+    fn the_landlock_abi_is_what_the_kernel_answers() {
+        if !landlock_available() {
+            return;
+        }
+        assert!(landlock_abi().unwrap() >= 6);
+    }
+
+    #[test]
+    fn steps_read_as_syscalls() {
+        assert_eq!(
+            Step::Unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS).to_string(),
+            "unshare(CLONE_NEWUSER|CLONE_NEWNS)"
+        );
+        assert_eq!(
+            Step::Unshare(libc::CLONE_VFORK).to_string(),
+            "unshare(0x4000)"
+        );
+    }
+}
