@@ -1,4 +1,10 @@
-//! Stage 5a: who the sandbox is: uid/gid 65534 and hostname "sandbox".
+//! Stage 5a: who the sandbox is: its own session, uid/gid 65534 and hostname "sandbox".
+//!
+//! The new session comes first: the clone child inherits the host's session and process
+//! group, and `kill(0, sig)` (or `kill(-pgid, sig)`) from inside would reach every host
+//! process of that group with the same uid; a pid namespace does not stop signals sent by
+//! group (only Landlock's signal scope does, on ABI >= 6). setsid(2) puts the sandbox in a
+//! group of its own.
 //!
 //! The switch to 65534 happens right after the id maps exist and before the mounts, not after
 //! them: for a root caller the clone child's own uid (host 0) is unmapped inside, and the
@@ -23,14 +29,18 @@ pub enum IdentityError {
     /// setresuid(2) failed.
     #[error("failed to setresuid to {SANDBOX_ID}: {0}")]
     Uid(std::io::Error),
+    /// setsid(2) failed.
+    #[error("failed to setsid: {0}")]
+    Session(std::io::Error),
     /// sethostname(2) failed.
     #[error("failed to sethostname {HOSTNAME:?}: {0}")]
     Hostname(std::io::Error),
 }
 
-/// Sets real, effective and saved gid then uid to 65534 (gid first: after the uid change
-/// setresgid may no longer be allowed), then the hostname.
+/// Starts a new session, sets real, effective and saved gid then uid to 65534 (gid first:
+/// after the uid change setresgid may no longer be allowed), then the hostname.
 pub fn become_sandbox_user() -> Result<(), IdentityError> {
+    sys::setsid().map_err(IdentityError::Session)?;
     sys::set_all_gids(SANDBOX_ID).map_err(IdentityError::Gid)?;
     sys::set_all_uids(SANDBOX_ID).map_err(IdentityError::Uid)?;
     sys::sethostname(HOSTNAME).map_err(IdentityError::Hostname)

@@ -124,7 +124,8 @@ fn inner(cfg: &Config, gate: Gate) -> Result<Infallible, LaunchError> {
     if gate.wait_for_release().is_err() {
         std::process::exit(FAILURE_STATUS);
     }
-    // 5a. Become uid/gid 65534 with hostname "sandbox" (before the mounts: see identity.rs),
+    // 5a. Own session; become uid/gid 65534 with hostname "sandbox" (before the mounts: see
+    //     identity.rs),
     //     and re-arm the death signal that the uid change cleared.
     identity::become_sandbox_user()?;
     gate.rearm_after_credentials_change()?;

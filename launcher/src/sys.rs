@@ -282,6 +282,12 @@ pub fn sethostname(name: &str) -> io::Result<()> {
     check(unsafe { libc::sethostname(name.as_ptr().cast(), name.len()) }).map(drop)
 }
 
+/// setsid(2): a new session and process group led by the caller.
+pub fn setsid() -> io::Result<()> {
+    // SAFETY: no arguments; fails only with EPERM when the caller already leads a group.
+    check(unsafe { libc::setsid() }).map(drop)
+}
+
 /// setresgid(2) with all three ids the same.
 pub fn set_all_gids(gid: u32) -> io::Result<()> {
     // SAFETY: plain integer arguments.

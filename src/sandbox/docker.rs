@@ -15,8 +15,8 @@
 //! when the image sets none), `HOSTNAME=sandbox` (set by Docker), `HOME=/nonexistent` (from
 //! the rootfs's /etc/passwd); nothing of the host's. Docker also bind-mounts generated
 //! /etc/hosts, /etc/hostname and /etc/resolv.conf (with `nameserver 0.0.0.0`, not the host's
-//! resolver); /sys and /dev/pts are covered by empty read-only tmpfs mounts. /dev holds
-//! Docker's default nodes (null, zero, full, random, urandom, tty) and the fd links.
+//! resolver); /sys, /dev/pts and /dev/mqueue are covered by empty read-only tmpfs mounts.
+//! /dev holds Docker's default nodes (null, zero, full, random, urandom, tty) and the fd links.
 
 use std::io::{Read, Write};
 use std::path::Path;
@@ -388,6 +388,9 @@ pub fn run_args(
         // No pseudo-terminals: an empty /dev/pts leaves /dev/ptmx (a link into it) dangling.
         // Reading a pty master blocks forever, and the native sandbox has none either.
         "--tmpfs=/dev/pts:ro,noexec,nosuid,nodev,size=4096".into(),
+        // Docker mounts a world-writable mqueue filesystem on /dev/mqueue even with
+        // --ipc=none: files there are writable outside /tmp (tests/probes/fs). Cover it.
+        "--tmpfs=/dev/mqueue:ro,noexec,nosuid,nodev,size=4096".into(),
         "--workdir=/tmp".into(),
         format!("--user={id}:{id}"),
         "--cap-drop=ALL".into(),
@@ -607,6 +610,7 @@ mod tests {
             "--name=mcp-code-mode-1-0",
             "--pull=never",
             "--tmpfs=/dev/pts:ro,noexec,nosuid,nodev,size=4096",
+            "--tmpfs=/dev/mqueue:ro,noexec,nosuid,nodev,size=4096",
         ] {
             assert!(args.iter().any(|a| a == want), "missing {want} in {args:?}");
         }

@@ -257,6 +257,8 @@ try:
     os.setuid(0); print("setuid worked")
 except OSError as e:
     print("setuid", e.errno)
+# A session and process group of its own: kill(0, sig) cannot reach a host process group.
+print("own session", os.getsid(0) == os.getpgrp() == os.getpid())
 "#;
     let r = run(backend, code, &[]);
     let lines: Vec<&str> = r.printed().lines().collect();
@@ -266,6 +268,7 @@ except OSError as e:
         "{r:?}"
     );
     assert_eq!(lines.get(1).copied(), Some("setuid 1"), "{r:?}");
+    assert_eq!(lines.get(2).copied(), Some("own session True"), "{r:?}");
 }
 
 fn assert_ends_by_deadline(backend: &str, code: &str, deadline: u64) -> super::common::Exec {

@@ -1,0 +1,7 @@
+# RES: 1 GiB written to sys.stdout in 1 MiB pieces. The run stops at the output limit.
+import sys
+
+chunk = "x" * (1 << 20)
+for _ in range(1024):
+    sys.stdout.write(chunk)
+report("allowed", None)

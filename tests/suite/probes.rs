@@ -1,0 +1,717 @@
+//! THREAT-MODEL.md "Probe classes": hostile Python from inside the sandbox, judged from outside.
+//!
+//! Every file in `tests/probes/<class>/` performs one hostile attempt (plus its positive
+//! control) and prints one JSON line `{"probe", "outcome", "errno", "control", ...}`; it runs
+//! through the real `mcp-code-mode exec` on each backend, after `tests/probes/prelude.py` and
+//! the facts about the host it must not reach ([`HostFacts`]). A run that prints no line
+//! (the sandbox was stopped, or the probe raised) is judged by the result instead:
+//! `stopped:<reason>` or `raised:<exception>`. [`EXPECT`] lists, per probe, the accepted
+//! outcomes: one outcome class per probe (the same on both backends); errnos may differ by
+//! backend where the table says so. `exit 0` is never an outcome. After every probe the host
+//! checks that nothing named with the probe's marker survived the run and that what exec
+//! printed is bounded; after every class, that a host process of the sandbox's uid (the
+//! sentinel) is still alive. One test per class per backend; the probes of a class run in
+//! parallel. The per-layer view (which mechanism denies) is in `layers.rs`.
+
+use std::os::linux::net::SocketAddrExt;
+use std::os::unix::net::{SocketAddr, UnixListener};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::common::{
+    Exec, ExecOptions, docker_available, exec_with, native_available, require, unprivileged,
+};
+
+/// The probe classes, as directories of `tests/probes`.
+const CLASSES: [&str; 7] = ["net", "fs", "priv", "krn", "res", "proto", "env"];
+
+/// Probes of one class running at once, per backend.
+const PARALLEL: usize = 4;
+
+/// The default deadline of a probe's run, seconds.
+const DEADLINE: u64 = 30;
+
+/// Most bytes `exec` may print on the host, stdout and stderr each, whatever the probe did.
+const HOST_OUTPUT_LIMIT: usize = 64 * 1024;
+
+/// A string the host puts in the environment of `exec`; it must appear nowhere inside.
+const SECRET: &str = "mcp-code-mode-probe-secret-7d41c2";
+
+/// What a probe may end as. Each accepted value is `outcome` or `outcome:errno`; a value
+/// prefixed `native=` or `docker=` holds on that backend only, `rlimit=` on the native
+/// backend without a cgroup (an unprivileged run: README, "rlimits").
+struct Expect {
+    probe: &'static str,
+    accept: &'static [&'static str],
+    deadline: u64,
+}
+
+const fn e(probe: &'static str, accept: &'static [&'static str]) -> Expect {
+    Expect {
+        probe,
+        accept,
+        deadline: DEADLINE,
+    }
+}
+
+const fn within(seconds: u64, probe: &'static str, accept: &'static [&'static str]) -> Expect {
+    Expect {
+        probe,
+        accept,
+        deadline: seconds,
+    }
+}
+
+/// The expectation table. A probe file without a row, or a row without a file, fails
+/// `every_probe_file_has_one_expectation`.
+const EXPECT: &[Expect] = &[
+    // NET: seccomp refuses every socket family but AF_UNIX (EPERM) on both backends; the
+    // host's UNIX sockets are out of the mount (pathname) and network (abstract) namespaces.
+    e("net/tcp_ipv4_connect", &["denied:EPERM"]),
+    e("net/udp_ipv4_sendto", &["denied:EPERM"]),
+    e("net/tcp_ipv6_connect", &["denied:EPERM"]),
+    e(
+        "net/dns_lookup",
+        &["denied:EAI_AGAIN", "denied:EAI_NONAME", "denied:EAI_FAIL"],
+    ),
+    e("net/netlink_route", &["denied:EPERM"]),
+    e("net/packet_raw", &["denied:EPERM"]),
+    e("net/icmp_raw", &["denied:EPERM"]),
+    e("net/vsock", &["denied:EPERM"]),
+    e("net/every_other_family", &["denied:EPERM"]),
+    e("net/socket_high_bits", &["denied:EPERM"]),
+    e("net/socketpair_inet", &["denied:EPERM"]),
+    e("net/listen_inet", &["denied:EPERM"]),
+    e("net/unix_host_sockets", &["denied:ENOENT"]),
+    // ECONNREFUSED: the name is not in this network namespace; EPERM would be Landlock's scope.
+    e(
+        "net/unix_host_abstract",
+        &["denied:ECONNREFUSED", "denied:EPERM"],
+    ),
+    e("net/control_unix_sockets", &["allowed"]),
+    // FS
+    // ETXTBSY: the running python, when the rootfs is the caller's own (unprivileged).
+    e(
+        "fs/write_outside_tmp",
+        &["denied:EROFS", "denied:EACCES", "denied:ETXTBSY"],
+    ),
+    e("fs/read_host_paths", &["denied:ENOENT", "denied:EACCES"]),
+    e("fs/proc_host_pids", &["denied:ENOENT", "denied:ESRCH"]),
+    e(
+        "fs/proc_self_exe_overwrite",
+        &["denied:EACCES", "denied:EROFS", "denied:ETXTBSY"],
+    ),
+    e("fs/sys_absent", &["denied:ENOENT"]),
+    e("fs/dev_nodes_absent", &["denied:ENOENT", "denied:ENXIO"]),
+    e("fs/mknod_devices", &["denied:EPERM"]),
+    e(
+        "fs/exec_mmap_tmp",
+        &["denied:EPERM", "denied:EACCES", "denied:DlopenRefused"],
+    ),
+    e(
+        "fs/symlink_write_passwd",
+        &[
+            "denied:EACCES",
+            "denied:EROFS",
+            "denied:EXDEV",
+            "denied:ETXTBSY",
+        ],
+    ),
+    e(
+        "fs/hardlink_rootfs_files",
+        &["denied:EXDEV", "denied:EPERM"],
+    ),
+    e(
+        "fs/symlink_proc_root",
+        &["denied:EACCES", "denied:ENOENT", "denied:EROFS"],
+    ),
+    e("fs/fill_tmp", &["denied:ENOSPC", "denied:EFBIG"]),
+    e("fs/setuid_bit_in_tmp", &["denied:EACCES"]),
+    e("fs/open_by_handle_at", &["denied:EPERM"]),
+    // Masked: Docker binds /dev/null over /proc/kcore, /proc/timer_list and others.
+    e(
+        "fs/proc_sys_writes",
+        &[
+            "denied:EACCES",
+            "denied:ENOENT",
+            "denied:EROFS",
+            "denied:Masked",
+        ],
+    ),
+    // EINVAL: uid 0 is not mapped in the native sandbox's user namespace.
+    e(
+        "fs/chown_and_xattrs",
+        &["denied:EPERM", "denied:EINVAL", "denied:EOPNOTSUPP"],
+    ),
+    e(
+        "fs/other_writable_mounts",
+        &["denied:ENOENT", "denied:EROFS", "denied:EACCES"],
+    ),
+    e("fs/control_tmp_file", &["allowed"]),
+    // PRIV
+    e("priv/setuid_root", &["denied:EPERM"]),
+    e("priv/unshare_every_flag", &["denied:EPERM"]),
+    // ENOSYS: clone3, by policy (glibc falls back to clone).
+    e(
+        "priv/clone_namespace_flags",
+        &["denied:EPERM", "denied:ENOSYS"],
+    ),
+    e("priv/mount_family", &["denied:EPERM"]),
+    e("priv/setns_namespaces", &["denied:EPERM", "denied:ENOENT"]),
+    e(
+        "priv/ptrace_and_process_memory",
+        &["denied:EPERM", "denied:ESRCH"],
+    ),
+    e("priv/status_no_privileges", &["denied"]),
+    e("priv/signal_outside", &["denied:ESRCH", "denied:EPERM"]),
+    // EINVAL: no_new_privs cannot be unset, PR_SET_DUMPABLE takes only 0 and 1.
+    e("priv/prctl_games", &["denied:EPERM", "denied:EINVAL"]),
+    e("priv/personality_flags", &["denied:EPERM"]),
+    e(
+        "priv/priority_and_limits",
+        &["denied:EPERM", "denied:EACCES"],
+    ),
+    e("priv/setuid_files_absent", &["denied"]),
+    e("priv/control_asyncio_threads", &["allowed"]),
+    // KRN
+    e("krn/io_uring", &["denied:EPERM"]),
+    e("krn/userfaultfd", &["denied:EPERM", "denied:ENOENT"]),
+    e("krn/bpf", &["denied:EPERM"]),
+    e("krn/perf_event_open", &["denied:EPERM"]),
+    e("krn/keyrings", &["denied:EPERM"]),
+    e("krn/modules_and_kexec", &["denied:EPERM"]),
+    e("krn/tty_ioctls", &["denied:EPERM"]),
+    // Docker's runc answers ENOSYS above the profile's highest syscall number.
+    e(
+        "krn/unknown_syscall_numbers",
+        &["denied:EPERM", "docker=denied:ENOSYS"],
+    ),
+    e("krn/x32_syscall", &["killed:SIGSYS"]),
+    e("krn/i386_int80", &["killed:SIGSYS"]),
+    // The kernel (>= 6.11) runs uretprobe past seccomp and raises SIGILL; before, unknown.
+    e(
+        "krn/uprobe_syscalls",
+        &["killed:SIGILL", "denied:EPERM", "denied:ENOSYS"],
+    ),
+    e("krn/memfd_create", &["denied:EPERM"]),
+    e(
+        "krn/syslog",
+        &["denied:EPERM", "denied:ENOENT", "denied:EACCES"],
+    ),
+    e("krn/host_admin_calls", &["denied:EPERM"]),
+    e("krn/sysv_ipc", &["denied:EPERM"]),
+    // Native: no /proc/kallsyms (proc subset=pid). Docker: readable, every address zero.
+    e(
+        "krn/kernel_addresses",
+        &["native=denied:ENOENT", "docker=denied:ZEROED"],
+    ),
+    e("krn/control_runtime", &["allowed"]),
+    // RES
+    within(4, "res/fork_bomb", &["stopped:deadline"]),
+    e("res/fork_until_refused", &["denied:EAGAIN"]),
+    e("res/thread_bomb", &["denied:EAGAIN"]),
+    e(
+        "res/memory_at_once",
+        &["stopped:memory", "rlimit=raised:MemoryError"],
+    ),
+    e(
+        "res/memory_slowly",
+        &["stopped:memory", "rlimit=raised:MemoryError"],
+    ),
+    // RLIMIT_DATA is per process: without a cgroup, four children of 96 MiB all live.
+    e("res/memory_in_children", &["denied:OOM", "rlimit=allowed"]),
+    e("res/fd_exhaustion", &["denied:EMFILE"]),
+    e("res/cpu_spin_threads", &["denied", "rlimit=allowed"]),
+    within(3, "res/sleep_ignoring_sigterm", &["stopped:deadline"]),
+    e("res/double_fork_daemon", &["started"]),
+    e("res/stdout_gib", &["stopped:output"]),
+    e("res/stderr_gib", &["stopped:output"]),
+    e("res/raw_fds_gib", &["denied"]),
+    e("res/diag_pipe_flood", &["denied"]),
+    // PROTO: every forged or broken line stops the run; a stop is never a success.
+    e("proto/garbage_line", &["stopped:protocol"]),
+    e("proto/invalid_utf8_line", &["stopped:protocol"]),
+    e("proto/oversized_line", &["stopped:protocol"]),
+    e("proto/endless_line", &["stopped:protocol"]),
+    e("proto/deep_json", &["stopped:protocol"]),
+    e("proto/forged_done_oversized", &["stopped:protocol"]),
+    e("proto/forged_wrong_shapes", &["stopped:protocol"]),
+    e("proto/forged_unknown_type", &["stopped:protocol"]),
+    e("proto/forged_id_overflow", &["stopped:protocol"]),
+    e("proto/forged_call_unknown_tool", &["denied"]),
+    e("proto/close_and_exit0", &["stopped:ended"]),
+    e("proto/exit0_silently", &["stopped:ended"]),
+    e("proto/half_line_then_exit", &["stopped:ended"]),
+    // Native: the last writer of the host's pipe is gone, EOF. Docker: its shim keeps the
+    // pipe open, so the deadline ends the run.
+    within(
+        4,
+        "proto/silence_by_dup",
+        &["stopped:ended", "stopped:deadline"],
+    ),
+    e("proto/write_to_host_input", &["denied:EBADF"]),
+    e("proto/visible_fds", &["denied"]),
+    // ENV: nothing of the host beyond what the README documents.
+    e("env/environment", &["denied"]),
+    e("env/hostname", &["denied"]),
+    e("env/identity", &["denied"]),
+    e("env/cwd_and_tmp", &["denied"]),
+    e("env/mountinfo", &["denied"]),
+    e("env/cgroup", &["denied"]),
+    e("env/processes", &["denied"]),
+    e("env/network_view", &["denied"]),
+    e("env/etc_files", &["denied"]),
+];
+
+fn probes_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/probes")
+}
+
+/// The probes of `class`, as `class/name`, sorted.
+fn probes_of(class: &str) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(probes_dir().join(class))
+        .unwrap_or_else(|e| panic!("tests/probes/{class}: {e}"))
+        .filter_map(|entry| {
+            let name = entry.ok()?.file_name().into_string().ok()?;
+            let stem = name.strip_suffix(".py")?;
+            Some(format!("{class}/{stem}"))
+        })
+        .collect();
+    names.sort();
+    names
+}
+
+fn expectation(probe: &str) -> &'static Expect {
+    EXPECT
+        .iter()
+        .find(|x| x.probe == probe)
+        .unwrap_or_else(|| panic!("{probe} has no row in EXPECT"))
+}
+
+/// What the host offers the probes to aim at, for one class on one backend: each must stay
+/// out of reach. Dropping it stops the sentinel and the listeners.
+struct HostFacts {
+    /// A host process of the sandbox's own host uid (65534 when we are root, else ours), in
+    /// our process group, which the sandbox must not be able to signal.
+    sentinel: Child,
+    _abstract: UnixListener,
+    _pathname: UnixListener,
+    unix_path: PathBuf,
+    secret_path: PathBuf,
+    facts: Value,
+}
+
+impl HostFacts {
+    fn new(tag: &str) -> Self {
+        let pid = std::process::id();
+        let mut sleep = Command::new("sleep");
+        sleep.arg("600").stdin(Stdio::null());
+        if !unprivileged() {
+            sleep.uid(65534).gid(65534);
+        }
+        let sentinel = sleep.spawn().expect("start the sentinel");
+        let abstract_name = format!("mcp-code-mode-probe-{pid}-{tag}");
+        let abstract_listener = UnixListener::bind_addr(
+            &SocketAddr::from_abstract_name(abstract_name.as_bytes()).expect("abstract name"),
+        )
+        .expect("listen on a host abstract socket");
+        let unix_path = std::env::temp_dir().join(format!("mcp-code-mode-probe-{pid}-{tag}.sock"));
+        let _ = std::fs::remove_file(&unix_path);
+        let pathname = UnixListener::bind(&unix_path).expect("listen on a host unix socket");
+        let secret_path =
+            std::env::temp_dir().join(format!("mcp-code-mode-probe-{pid}-{tag}.secret"));
+        std::fs::write(&secret_path, SECRET).expect("write the host secret");
+        let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
+        let users = host_users();
+        let user = std::env::var("USER").unwrap_or_default();
+        // Strings that name the host; none may appear in what the sandbox can read.
+        let mut strings = vec![
+            SECRET.to_owned(),
+            format!("{}/", home.trim_end_matches('/')),
+            env!("CARGO_MANIFEST_DIR").to_owned(),
+            super::common::target_dir().display().to_string(),
+        ];
+        if !user.is_empty() && user != "root" {
+            strings.push(format!("/{user}/"));
+        }
+        let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+        let hostname = hostname.trim();
+        if hostname.len() >= 4 && !["localhost", "sandbox"].contains(&hostname) {
+            strings.push(hostname.to_owned());
+        }
+        let facts = json!({
+            "pid": pid,
+            "sentinel_pid": sentinel.id(),
+            "abstract": abstract_name,
+            "unix_path": unix_path,
+            "home": home,
+            "secret_path": secret_path,
+            "users": users,
+            "strings": strings,
+        });
+        HostFacts {
+            sentinel,
+            _abstract: abstract_listener,
+            _pathname: pathname,
+            unix_path,
+            secret_path,
+            facts,
+        }
+    }
+
+    fn sentinel_alive(&mut self) -> bool {
+        matches!(self.sentinel.try_wait(), Ok(None))
+    }
+}
+
+impl Drop for HostFacts {
+    fn drop(&mut self) {
+        let _ = self.sentinel.kill();
+        let _ = self.sentinel.wait();
+        let _ = std::fs::remove_file(&self.unix_path);
+        let _ = std::fs::remove_file(&self.secret_path);
+    }
+}
+
+/// Names of the host's accounts with uid 1000 or more (not nobody).
+fn host_users() -> Vec<String> {
+    std::fs::read_to_string("/etc/passwd")
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split(':').collect();
+            let uid: u32 = f.get(2)?.parse().ok()?;
+            (uid >= 1000 && uid != 65534).then(|| f[0].to_owned())
+        })
+        .collect()
+}
+
+/// A process name (comm, at most 15 bytes) unique to one probe run.
+fn marker() -> String {
+    static SEQ: AtomicUsize = AtomicUsize::new(0);
+    format!(
+        "pm{}-{}",
+        std::process::id() % 1_000_000,
+        SEQ.fetch_add(1, Ordering::SeqCst)
+    )
+}
+
+/// Host pids whose name is `marker`.
+fn processes_named(marker: &str) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .is_ok_and(|c| c.trim_end() == marker)
+        })
+        .filter(|pid| {
+            // A zombie has let go of everything; it only waits for its parent to reap it.
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .map(|s| {
+                    s.rsplit(')')
+                        .next()
+                        .unwrap_or("")
+                        .trim_start()
+                        .starts_with('Z')
+                })
+                .is_ok_and(|zombie| !zombie)
+        })
+        .collect()
+}
+
+/// The cell: the probe's name, the host facts, the prelude, the probe.
+fn cell(probe: &str, facts: &Value) -> String {
+    let dir = probes_dir();
+    let prelude = std::fs::read_to_string(dir.join("prelude.py")).expect("prelude.py");
+    let body = std::fs::read_to_string(dir.join(format!("{probe}.py"))).expect("probe file");
+    let quoted = |v: &str| serde_json::to_string(v).expect("a JSON string is a Python string");
+    format!(
+        "PROBE = {}\nimport json\nHOST = json.loads({})\nPRELUDE_SOURCE = {}\n{prelude}\n{body}",
+        quoted(probe),
+        quoted(&facts.to_string()),
+        quoted(&prelude),
+    )
+}
+
+/// One probe's run, as judged.
+struct Verdict {
+    probe: String,
+    observed: String,
+    took: Duration,
+    failures: Vec<String>,
+}
+
+/// The outcome of a run: the probe's own line, or what the result says.
+fn observe(probe: &str, r: &Exec) -> (String, Vec<String>, Option<Value>) {
+    let Some(result) = r.result.as_ref() else {
+        return ("no-result".into(), Vec::new(), None);
+    };
+    let printed = result["stdout"].as_str().unwrap_or_default();
+    let line = printed
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .rfind(|v| v["probe"] == probe);
+    if let Some(line) = line {
+        let outcome = line["outcome"].as_str().unwrap_or("?").to_owned();
+        let errnos = line["errno"]
+            .as_str()
+            .map(|s| s.split('|').map(str::to_owned).collect())
+            .unwrap_or_default();
+        return (outcome, errnos, Some(line));
+    }
+    let error = result["error"].as_str().unwrap_or_default();
+    if result["stopped"].as_bool() == Some(true) {
+        let reason = if error.contains("deadline") {
+            "deadline"
+        } else if error.contains("ran out of memory") {
+            "memory"
+        } else if error.contains("output limit") {
+            "output"
+        } else if error.starts_with("protocol violation") {
+            "protocol"
+        } else if error.contains("without a result") {
+            "ended"
+        } else {
+            "other"
+        };
+        return ("stopped".into(), vec![reason.into()], None);
+    }
+    if !error.is_empty() {
+        // The last traceback line: "MemoryError" or "OSError: [Errno 1] ...".
+        let last = error.lines().last().unwrap_or_default();
+        let name = last.split(':').next().unwrap_or(last).trim().to_owned();
+        return ("raised".into(), vec![name], None);
+    }
+    ("silent".into(), Vec::new(), None)
+}
+
+/// Whether `value` (an accepted entry, maybe prefixed) holds on `backend`.
+fn applies<'a>(value: &'a str, backend: &str) -> Option<&'a str> {
+    match value.split_once('=') {
+        None => Some(value),
+        Some(("rlimit", v)) if backend == "native" && unprivileged() => Some(v),
+        Some((b, v)) if b == backend => Some(v),
+        Some(_) => None,
+    }
+}
+
+fn run_probe(backend: &str, probe: &str, facts: &Value) -> Verdict {
+    let expect = expectation(probe);
+    let marker = marker();
+    let mut facts = facts.clone();
+    facts["marker"] = json!(marker);
+    let started = Instant::now();
+    let r = exec_with(
+        &cell(probe, &facts),
+        ExecOptions {
+            backend,
+            args: vec!["--deadline".into(), expect.deadline.to_string()],
+            env: vec![("MCP_CODE_MODE_PROBE_SECRET".into(), SECRET.into())],
+            ..Default::default()
+        },
+    );
+    let took = started.elapsed();
+    let (outcome, errnos, line) = observe(probe, &r);
+    let observed = if errnos.is_empty() {
+        outcome.clone()
+    } else {
+        format!("{outcome}:{}", errnos.join("|"))
+    };
+    let accepted: Vec<&str> = expect
+        .accept
+        .iter()
+        .filter_map(|a| applies(a, backend))
+        .collect();
+    let mut failures = Vec::new();
+    let fits = if errnos.is_empty() {
+        accepted.contains(&outcome.as_str())
+    } else {
+        errnos
+            .iter()
+            .all(|e| accepted.contains(&format!("{outcome}:{e}").as_str()))
+    };
+    if !fits {
+        failures.push(format!("{observed} is not one of {accepted:?}"));
+    }
+    // Every denial carries its positive control, and a control that ran must have passed.
+    if let Some(line) = &line {
+        let control = line.get("control").and_then(Value::as_str);
+        if !errnos.is_empty() && ["denied", "killed"].contains(&outcome.as_str()) {
+            if control != Some("ok") {
+                failures.push(format!("positive control: {control:?}"));
+            }
+        } else if control.is_some_and(|c| c != "ok") {
+            failures.push(format!("positive control: {control:?}"));
+        }
+    }
+    if outcome == "no-result" || outcome == "silent" {
+        failures.push(format!(
+            "exit {}; stdout {:?}; stderr {:?}",
+            r.code,
+            r.stdout.chars().take(300).collect::<String>(),
+            r.stderr.chars().take(300).collect::<String>()
+        ));
+    }
+    if outcome == "stopped" && r.result().get("error").and_then(Value::as_str) == Some("") {
+        failures.push("a stop without an error reads as a success".into());
+    }
+    // Host-side checks: bounded output, bounded time, nothing of the run left alive.
+    if r.stdout.len() > HOST_OUTPUT_LIMIT || r.stderr.len() > HOST_OUTPUT_LIMIT {
+        failures.push(format!(
+            "exec printed {} bytes on stdout and {} on stderr",
+            r.stdout.len(),
+            r.stderr.len()
+        ));
+    }
+    if took > Duration::from_secs(expect.deadline + 30) {
+        failures.push(format!("took {took:?}"));
+    }
+    let mut survivors = processes_named(&marker);
+    let waited = Instant::now();
+    while !survivors.is_empty() && waited.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(100));
+        survivors = processes_named(&marker);
+    }
+    if !survivors.is_empty() {
+        failures.push(format!(
+            "host processes {survivors:?} named {marker} outlived the run"
+        ));
+    }
+    Verdict {
+        probe: probe.into(),
+        observed,
+        took,
+        failures,
+    }
+}
+
+/// Runs every probe of `class` on `backend`, prints the table, fails with every mismatch.
+fn class_is_contained(backend: &str, class: &str) {
+    let mut host = HostFacts::new(&format!("{backend}-{class}"));
+    let probes = probes_of(class);
+    let next = AtomicUsize::new(0);
+    let verdicts = Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for _ in 0..PARALLEL.min(probes.len()) {
+            s.spawn(|| {
+                while let Some(probe) = probes.get(next.fetch_add(1, Ordering::SeqCst)) {
+                    let verdict = run_probe(backend, probe, &host.facts);
+                    verdicts.lock().unwrap().push(verdict);
+                }
+            });
+        }
+    });
+    let mut verdicts = verdicts.into_inner().unwrap();
+    verdicts.sort_by(|a, b| a.probe.cmp(&b.probe));
+    let mut table = String::new();
+    let mut failed = Vec::new();
+    for v in &verdicts {
+        let mark = if v.failures.is_empty() { "ok" } else { "FAIL" };
+        table += &format!(
+            "{backend:6} {:34} {:40} {:>6.1}s {mark}\n",
+            v.probe,
+            v.observed,
+            v.took.as_secs_f64()
+        );
+        for f in &v.failures {
+            failed.push(format!("{backend} {}: {f}", v.probe));
+        }
+    }
+    eprint!("{table}");
+    if !host.sentinel_alive() {
+        failed.push(format!(
+            "{backend} {class}: the host sentinel (uid of the sandbox, our process group) was killed"
+        ));
+    }
+    assert!(failed.is_empty(), "\n{table}\n{}", failed.join("\n"));
+}
+
+fn ready(backend: &str) -> bool {
+    match backend {
+        "native" => require(native_available(), "user namespaces are not available here"),
+        _ => require(
+            docker_available(),
+            "no Docker engine answers (scripts/start-docker starts one)",
+        ),
+    }
+}
+
+macro_rules! classes_on_both_backends {
+    ($($name:ident => $class:literal),* $(,)?) => {
+        mod native {
+            $( #[test] fn $name() { if super::ready("native") { super::class_is_contained("native", $class) } } )*
+        }
+        mod docker {
+            $( #[test] fn $name() { if super::ready("docker") { super::class_is_contained("docker", $class) } } )*
+        }
+    };
+}
+
+classes_on_both_backends!(
+    net_probes_are_contained => "net",
+    fs_probes_are_contained => "fs",
+    priv_probes_are_contained => "priv",
+    krn_probes_are_contained => "krn",
+    res_probes_are_contained => "res",
+    proto_probes_are_contained => "proto",
+    env_probes_are_contained => "env",
+);
+
+#[test]
+fn every_probe_file_has_one_expectation() {
+    let files: Vec<String> = CLASSES.iter().flat_map(|c| probes_of(c)).collect();
+    for probe in &files {
+        assert_eq!(
+            EXPECT.iter().filter(|x| x.probe == *probe).count(),
+            1,
+            "{probe} needs exactly one row in EXPECT"
+        );
+    }
+    for x in EXPECT {
+        assert!(
+            files.iter().any(|f| f == x.probe),
+            "{} has no file",
+            x.probe
+        );
+        assert!(
+            !x.accept.iter().any(|a| a.contains("exit")),
+            "{}: exit 0 is never an outcome",
+            x.probe
+        );
+    }
+    let dir = probes_dir();
+    let entries = std::fs::read_dir(&dir).expect("tests/probes");
+    for entry in entries.flatten() {
+        let name = entry.file_name().into_string().unwrap_or_default();
+        assert!(
+            name == "prelude.py" || CLASSES.contains(&name.as_str()),
+            "tests/probes/{name} is not a probe class"
+        );
+    }
+    assert!(Path::new(&dir.join("prelude.py")).exists());
+}
+
+#[test]
+fn each_probe_has_one_outcome_class_on_both_backends() {
+    // The kernel, not the backend, decides krn/uprobe_syscalls (killed from Linux 6.11).
+    for x in EXPECT.iter().filter(|x| x.probe != "krn/uprobe_syscalls") {
+        let classes: std::collections::BTreeSet<&str> = x
+            .accept
+            .iter()
+            .filter(|a| !a.starts_with("rlimit="))
+            .map(|a| {
+                let a = a.split_once('=').map_or(*a, |(_, v)| v);
+                a.split(':').next().unwrap_or(a)
+            })
+            .collect();
+        assert_eq!(classes.len(), 1, "{}: {classes:?}", x.probe);
+    }
+}
