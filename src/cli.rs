@@ -94,6 +94,21 @@ struct RootfsArgs {
     rootfs: Option<PathBuf>,
 }
 
+impl RootfsArgs {
+    fn options(self) -> rootfs::Options {
+        rootfs::Options {
+            source: match self.from {
+                FromKind::Host => Source::Host {
+                    python: self.python,
+                },
+                FromKind::Debian => Source::Debian,
+            },
+            cache_root: self.rootfs,
+            quiet: false,
+        }
+    }
+}
+
 #[derive(Args, Debug)]
 struct RunArgs {
     /// Where the code runs.

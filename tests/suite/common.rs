@@ -246,3 +246,27 @@ pub fn unprivileged() -> bool {
         })
         .unwrap_or(false)
 }
+
+/// Whether `backend` ("native" or "docker") can run here; skips loudly (fails under CI) if not.
+pub fn backend_ready(backend: &str) -> bool {
+    match backend {
+        "native" => require(native_available(), "user namespaces are not available here"),
+        _ => require(
+            docker_available(),
+            "no Docker engine answers (scripts/start-docker starts one)",
+        ),
+    }
+}
+
+/// One `native::NAME` and one `docker::NAME` test for each body `NAME(backend: &str)`.
+#[macro_export]
+macro_rules! on_both_backends {
+    ($($name:ident),* $(,)?) => {
+        mod native {
+            $( #[test] fn $name() { if $crate::suite::common::backend_ready("native") { super::$name("native") } } )*
+        }
+        mod docker {
+            $( #[test] fn $name() { if $crate::suite::common::backend_ready("docker") { super::$name("docker") } } )*
+        }
+    };
+}

@@ -24,9 +24,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::common::{
-    Exec, ExecOptions, docker_available, exec_with, native_available, require, unprivileged,
-};
+use super::common::{Exec, ExecOptions, exec_with, unprivileged};
 
 /// The probe classes, as directories of `tests/probes`.
 const CLASSES: [&str; 7] = ["net", "fs", "priv", "krn", "res", "proto", "env"];
@@ -635,13 +633,7 @@ fn class_is_contained(backend: &str, class: &str) {
 }
 
 fn ready(backend: &str) -> bool {
-    match backend {
-        "native" => require(native_available(), "user namespaces are not available here"),
-        _ => require(
-            docker_available(),
-            "no Docker engine answers (scripts/start-docker starts one)",
-        ),
-    }
+    super::common::backend_ready(backend)
 }
 
 macro_rules! classes_on_both_backends {

@@ -5,19 +5,8 @@
 use std::process::Command;
 
 use super::common::{
-    ExecOptions, bin, docker_available, exec_with, native_available, python_client, require, toy,
-    venv_python,
+    ExecOptions, bin, exec_with, native_available, python_client, require, toy, venv_python,
 };
-
-fn ready(backend: &str) -> bool {
-    match backend {
-        "native" => require(native_available(), "user namespaces are not available here"),
-        _ => require(
-            docker_available(),
-            "no Docker engine answers (scripts/start-docker starts one)",
-        ),
-    }
-}
 
 fn run(backend: &str, code: &str, args: &[&str], server: Vec<String>) -> super::common::Exec {
     exec_with(
@@ -44,18 +33,7 @@ fn toy_json() -> String {
     serde_json::to_string(&toy()[0]).unwrap()
 }
 
-macro_rules! on_both_backends {
-    ($($name:ident),* $(,)?) => {
-        mod native {
-            $( #[test] fn $name() { if super::ready("native") { super::$name("native") } } )*
-        }
-        mod docker {
-            $( #[test] fn $name() { if super::ready("docker") { super::$name("docker") } } )*
-        }
-    };
-}
-
-on_both_backends!(
+crate::on_both_backends!(
     only_private_tools_after_a_private_call,
     a_refused_private_call_does_not_taint,
     a_failed_private_call_still_taints,

@@ -6,9 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::common::{
-    ExecOptions, docker_available, exec_with, native_available, require, unprivileged,
-};
+use super::common::{ExecOptions, exec_with, unprivileged};
 
 fn run(backend: &str, code: &str, args: &[&str]) -> super::common::Exec {
     exec_with(
@@ -22,27 +20,10 @@ fn run(backend: &str, code: &str, args: &[&str]) -> super::common::Exec {
 }
 
 fn ready(backend: &str) -> bool {
-    match backend {
-        "native" => require(native_available(), "user namespaces are not available here"),
-        _ => require(
-            docker_available(),
-            "no Docker engine answers (scripts/start-docker starts one)",
-        ),
-    }
+    super::common::backend_ready(backend)
 }
 
-macro_rules! on_both_backends {
-    ($($name:ident),* $(,)?) => {
-        mod native {
-            $( #[test] fn $name() { if super::ready("native") { super::$name("native") } } )*
-        }
-        mod docker {
-            $( #[test] fn $name() { if super::ready("docker") { super::$name("docker") } } )*
-        }
-    };
-}
-
-on_both_backends!(
+crate::on_both_backends!(
     no_secret_from_the_host_is_inside,
     neither_this_package_nor_an_mcp_client_is_installed,
     nothing_from_the_hosts_environment_reaches_the_code,
