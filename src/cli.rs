@@ -214,16 +214,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::from(report.exit_code()))
         }
         Command::BuildImage(args) => {
-            let options = rootfs::Options {
-                source: match args.from {
-                    FromKind::Host => Source::Host {
-                        python: args.python,
-                    },
-                    FromKind::Debian => Source::Debian,
-                },
-                cache_root: args.rootfs,
-                quiet: false,
-            };
+            let options = args.options();
             let tag = tokio::task::spawn_blocking(move || -> anyhow::Result<String> {
                 let rootfs = rootfs::ensure(&options)?;
                 Ok(crate::sandbox::docker::build_image(&rootfs)?)
@@ -238,16 +229,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Rootfs {
             command: RootfsCommand::Build(args),
         } => {
-            let options = rootfs::Options {
-                source: match args.from {
-                    FromKind::Host => Source::Host {
-                        python: args.python,
-                    },
-                    FromKind::Debian => Source::Debian,
-                },
-                cache_root: args.rootfs,
-                quiet: false,
-            };
+            let options = args.options();
             let built = tokio::task::spawn_blocking(move || rootfs::build(&options)).await??;
             #[allow(clippy::print_stdout)]
             {
