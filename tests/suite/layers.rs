@@ -314,11 +314,11 @@ out["tcgets_pipe"] = t(fcntl.ioctl, r, termios.TCGETS, bytes(64))
 
     #[test]
     fn a_signal_to_the_hosts_process_group_does_not_leave_the_sandbox() {
-        // The sandbox keeps the session and process group of whoever started it (they lie
-        // outside its pid namespace: getpgrp() is 0 inside), and kill(0, sig) reaches every
-        // member the kernel lets it signal: same uid. The sentinel shares our process group
-        // and the sandbox's host uid; only Landlock's signal scope (ABI >= 6) keeps it alive.
-        // On an older kernel this fails: the sandbox can signal the host's processes.
+        // The launcher gives the sandbox a session and process group of its own (setsid in
+        // stage 5a; pid 1 leads it), so kill(0, sig) reaches only the sandbox. Without it the
+        // sandbox would keep the host's group (getpgrp() 0 inside) and, on kernels without
+        // Landlock's signal scope (ABI < 6), signal the sentinel: a host process in our
+        // group with the sandbox's host uid.
         if ready().is_none() {
             return;
         }
@@ -333,7 +333,7 @@ out["kill_group"] = t(os.kill, 0, signal.SIGUSR1)
             &[],
         );
         std::thread::sleep(std::time::Duration::from_millis(200));
-        assert_eq!(field(&out, "pgrp"), "0", "the group is outside: {out}");
+        assert_eq!(field(&out, "pgrp"), "1", "the sandbox leads its own group: {out}");
         assert_eq!(
             field(&out, "kill_group"),
             "ok",
