@@ -193,12 +193,14 @@ pub fn main() -> ExitCode {
 }
 
 fn init_logging(serving: bool) {
-    let default = if serving { "info" } else { "warn" };
+    // rmcp logs every handshake and notification at info; its warnings are enough here.
+    let default = if serving { "info,rmcp=warn" } else { "warn" };
     let filter = tracing_subscriber::EnvFilter::try_from_env("MCP_CODE_MODE_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false)
         .try_init();
 }
@@ -240,10 +242,12 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Serve(args) => {
             let (bridge, backend, options) = prepare(&args.run).await?;
             let server = CodeModeServer::new(bridge.clone(), backend, options);
-            let served = server.serve_stdio().await;
+            let served = until_signal(server.serve_stdio()).await;
             bridge.close().await;
-            served?;
-            Ok(ExitCode::SUCCESS)
+            match served {
+                Some(served) => served.map(|()| ExitCode::SUCCESS),
+                None => Ok(ExitCode::from(SIGNALLED)),
+            }
         }
         Command::Exec(args) => {
             let code = match (&args.code, &args.file) {
@@ -253,8 +257,11 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
                 (None, None) => bail!("give --code or --file"),
             };
             let (bridge, backend, options) = prepare(&args.run).await?;
-            let report = run_code(&bridge, backend.as_ref(), &code, &options).await;
+            let report = until_signal(run_code(&bridge, backend.as_ref(), &code, &options)).await;
             bridge.close().await;
+            let Some(report) = report else {
+                return Ok(ExitCode::from(SIGNALLED));
+            };
             let report = report?;
             // Which limits held is part of what a run reports; stdout carries only the result.
             eprintln!(
@@ -271,6 +278,29 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
                 ExitCode::from(1)
             })
         }
+    }
+}
+
+/// Exit code after SIGTERM, SIGINT or SIGHUP (the sandbox and its cgroup or container were
+/// removed first).
+const SIGNALLED: u8 = 143;
+
+/// Run `work` until it ends or a SIGTERM, SIGINT or SIGHUP arrives (then `None`). Dropping
+/// `work` drops its sandboxes, whose Drop kills them and removes their cgroup or container.
+async fn until_signal<F: std::future::Future>(work: F) -> Option<F::Output> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::hangup()),
+    ) else {
+        return Some(work.await);
+    };
+    tokio::select! {
+        out = work => Some(out),
+        _ = term.recv() => None,
+        _ = int.recv() => None,
+        _ = hup.recv() => None,
     }
 }
 

@@ -261,6 +261,58 @@ impl CgroupHost {
         finish(run, result)
     }
 
+    /// Removes run cgroups left by an earlier process that died without cleaning up (killed
+    /// with SIGKILL, say): children named `mcp-code-mode-PID-SEQ` below our own cgroup whose
+    /// PID is no longer alive. Their processes are killed first. Returns how many it removed;
+    /// best effort, never fails.
+    pub fn remove_strays(&self) -> usize {
+        let parents: Vec<(u8, PathBuf)> = match self.placement() {
+            Ok(Placement::V2 { path }) => {
+                let own = self.fs_root.join(path.trim_start_matches('/'));
+                let base = if own.file_name().is_some_and(|n| n == HOST_LEAF) {
+                    own.parent().map(Path::to_owned).unwrap_or(own)
+                } else {
+                    own
+                };
+                vec![(2, base)]
+            }
+            Ok(Placement::V1 { controllers }) => controllers
+                .iter()
+                .map(|(_, hierarchy, own)| (1, hierarchy.join(own.trim_start_matches('/'))))
+                .collect(),
+            Err(_) => return 0,
+        };
+        let mut removed = 0;
+        for (version, parent) in parents {
+            let Ok(entries) = std::fs::read_dir(&parent) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                let Some(pid) = stray_owner(&name) else {
+                    continue;
+                };
+                if pid == std::process::id() || Path::new(&format!("/proc/{pid}")).exists() {
+                    continue;
+                }
+                let controller = if version == 2 {
+                    Controller::Unified
+                } else {
+                    Controller::Pids
+                };
+                let run = RunCgroup {
+                    version,
+                    dirs: vec![(controller, entry.path())],
+                    held: Vec::new(),
+                };
+                if run.remove().is_ok() {
+                    removed += 1;
+                }
+            }
+        }
+        removed
+    }
+
     /// One line for `doctor` and the logs: the cgroup version, whether we can create run
     /// cgroups (and which limits they hold), and the fix when we cannot.
     pub fn describe(&self) -> String {
@@ -365,6 +417,14 @@ fn create_v1(
     } else {
         Ok(Some(run))
     }
+}
+
+/// The pid in a run cgroup's name `mcp-code-mode-PID-SEQ`, or `None` for any other name.
+fn stray_owner(name: &str) -> Option<u32> {
+    let rest = name.strip_prefix("mcp-code-mode-")?;
+    let (pid, seq) = rest.split_once('-')?;
+    seq.parse::<u64>().ok()?;
+    pid.parse().ok()
 }
 
 /// Errors that mean "not our place to write": fall back to rlimits rather than fail.
@@ -554,6 +614,14 @@ impl Drop for RunCgroup {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_run_cgroup_names_have_an_owner() {
+        assert_eq!(stray_owner("mcp-code-mode-123-4"), Some(123));
+        assert_eq!(stray_owner("mcp-code-mode-probe-123"), None);
+        assert_eq!(stray_owner("mcp-code-mode-host"), None);
+        assert_eq!(stray_owner("other-1-2"), None);
+    }
 
     const LIMITS: CgroupLimits = CgroupLimits {
         memory_bytes: 256 << 20,

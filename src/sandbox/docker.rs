@@ -19,7 +19,7 @@
 //! /dev holds Docker's default nodes (null, zero, full, random, urandom, tty) and the fd links.
 
 use std::io::{Read, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -293,11 +293,54 @@ pub fn remove_strays() -> Result<usize, DockerError> {
     Ok(strays.len())
 }
 
+/// Write the profile `text` beside the rootfs (content-addressed, written once), or to a
+/// temp file when the cache directory is not writable.
+fn write_profile(
+    rootfs: &Rootfs,
+    text: &str,
+) -> Result<(PathBuf, Option<tempfile::TempPath>), DockerError> {
+    use sha2::{Digest, Sha256};
+    let seccomp_err =
+        |path: &Path, e: std::io::Error| DockerError::Seccomp(format!("{}: {e}", path.display()));
+    let digest = hex::encode(Sha256::digest(text.as_bytes()));
+    if let Some(cache) = rootfs.dir.parent() {
+        let path = cache.join(format!("docker-seccomp-{}.json", &digest[..16]));
+        if std::fs::read_to_string(&path).is_ok_and(|existing| existing == text) {
+            return Ok((path, None));
+        }
+        let written = tempfile::Builder::new()
+            .prefix(".docker-seccomp-")
+            .tempfile_in(cache)
+            .and_then(|mut file| {
+                file.write_all(text.as_bytes())?;
+                file.flush()?;
+                file.persist(&path).map_err(|e| e.error)?;
+                Ok(())
+            });
+        if written.is_ok() {
+            return Ok((path, None));
+        }
+    }
+    // tempfile creates the file with mode 0600; it is deleted with the backend.
+    let mut file = tempfile::Builder::new()
+        .prefix("mcp-code-mode-seccomp-")
+        .suffix(".json")
+        .tempfile()
+        .map_err(|e| DockerError::Seccomp(e.to_string()))?;
+    file.write_all(text.as_bytes())
+        .and_then(|()| file.flush())
+        .map_err(|e| seccomp_err(file.path(), e))?;
+    let temp = file.into_temp_path();
+    Ok((temp.to_path_buf(), Some(temp)))
+}
+
 /// Starts sandboxes as Docker containers of the rootfs image.
 pub struct DockerBackend {
     image: String,
     argv: Vec<String>,
-    seccomp: tempfile::NamedTempFile,
+    seccomp: PathBuf,
+    /// Set when the profile had to go to a temp file (the cache was not writable).
+    _seccomp_temp: Option<tempfile::TempPath>,
     owner: String,
     cpu_seconds: u64,
 }
@@ -305,8 +348,10 @@ pub struct DockerBackend {
 impl DockerBackend {
     /// A backend for `rootfs`, with RLIMIT_CPU of `cpu_seconds` in each container. Blocking:
     /// builds the image when it is missing ([`build_image`]), removes containers of dead
-    /// owners ([`remove_strays`]) and writes the seccomp profile to a private (0600) temp
-    /// file, deleted with the backend.
+    /// owners ([`remove_strays`]) and writes the seccomp profile once, content-addressed,
+    /// beside the rootfs in its cache directory (`docker-seccomp-<sha256/16>.json`; a
+    /// private temp file deleted with the backend when the cache is not writable), so a
+    /// killed process leaves no file behind.
     ///
     /// # Errors
     /// [`DockerError::Command`] when the engine does not answer or the import fails;
@@ -318,20 +363,12 @@ impl DockerBackend {
         }
         let text = seccomp_json::export_text(&launcher::seccomp::policy())
             .map_err(|e| DockerError::Seccomp(e.to_string()))?;
-        // tempfile creates the file with mode 0600.
-        let mut seccomp = tempfile::Builder::new()
-            .prefix("mcp-code-mode-seccomp-")
-            .suffix(".json")
-            .tempfile()
-            .map_err(|e| DockerError::Seccomp(e.to_string()))?;
-        seccomp
-            .write_all(text.as_bytes())
-            .and_then(|()| seccomp.flush())
-            .map_err(|e| DockerError::Seccomp(format!("{}: {e}", seccomp.path().display())))?;
+        let (seccomp, seccomp_temp) = write_profile(rootfs, &text)?;
         Ok(Self {
             image,
             argv: rootfs.argv(),
             seccomp,
+            _seccomp_temp: seccomp_temp,
             owner: owner_id(),
             cpu_seconds,
         })
@@ -347,7 +384,7 @@ impl DockerBackend {
         run_args(
             name,
             &self.owner,
-            self.seccomp.path(),
+            &self.seccomp,
             self.cpu_seconds,
             &self.image,
             &self.argv,

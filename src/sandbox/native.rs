@@ -38,12 +38,18 @@ pub struct NativeBackend {
 impl NativeBackend {
     /// A backend running `argv` (runner.py's command inside the rootfs) in `rootfs`, with
     /// `launcher` the `mcp-code-mode` binary, and RLIMIT_CPU of `cpu_seconds`.
+    /// Run cgroups left by an earlier process that was killed are removed here.
     pub fn new(launcher: PathBuf, rootfs: PathBuf, argv: Vec<String>, cpu_seconds: u64) -> Self {
+        let cgroups = CgroupHost::system();
+        let strays = cgroups.remove_strays();
+        if strays > 0 {
+            tracing::info!("removed {strays} run cgroup(s) left by a process that died");
+        }
         Self {
             launcher,
             rootfs,
             argv,
-            cgroups: CgroupHost::system(),
+            cgroups,
             cpu_seconds,
         }
     }

@@ -143,3 +143,42 @@ fn a_hundred_docker_runs_leave_nothing_behind() {
         .collect();
     assert!(mine.is_empty(), "containers left behind: {mine:?}");
 }
+
+#[test]
+fn a_killed_exec_leaves_no_cgroup_once_the_next_run_starts() {
+    if !require(native_available(), "user namespaces are not available here") || unprivileged() {
+        return;
+    }
+    let mut child = Command::new(bin())
+        .args([
+            "exec",
+            "--deadline",
+            "60",
+            "--code",
+            "while True: pass",
+            "--",
+        ])
+        .args(toy())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let started = std::time::Instant::now();
+    while cgroups_of(pid).is_empty() && started.elapsed() < std::time::Duration::from_secs(20) {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(
+        !cgroups_of(pid).is_empty(),
+        "the run's cgroup exists while it runs"
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let next = super::common::exec("print('next')", &[]);
+    assert_eq!(next.printed(), "next\n", "{next:?}");
+    assert_eq!(
+        cgroups_of(pid),
+        Vec::<PathBuf>::new(),
+        "the killed run's cgroup was removed"
+    );
+}
