@@ -333,7 +333,11 @@ out["kill_group"] = t(os.kill, 0, signal.SIGUSR1)
             &[],
         );
         std::thread::sleep(std::time::Duration::from_millis(200));
-        assert_eq!(field(&out, "pgrp"), "1", "the sandbox leads its own group: {out}");
+        assert_eq!(
+            field(&out, "pgrp"),
+            "1",
+            "the sandbox leads its own group: {out}"
+        );
         assert_eq!(
             field(&out, "kill_group"),
             "ok",
