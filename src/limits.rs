@@ -42,3 +42,7 @@ pub const MAX_OPEN_FILES: u64 = 64;
 pub const TMP_BYTES: u64 = 16 * 1024 * 1024;
 /// CPUs one sandbox may use.
 pub const CPUS: u64 = 1;
+/// Runs `serve` executes at the same time; further run_python calls wait for a slot (their
+/// deadline starts when they start). Bounds the host memory all sandboxes can take together
+/// to this many times [`MEMORY_BYTES`].
+pub const MAX_CONCURRENT_RUNS: usize = 4;

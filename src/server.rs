@@ -1,6 +1,7 @@
 //! The `run_python` MCP server (stdio transport).
 //!
 //! Exactly one tool, `run_python(code: string)`. Each call runs the code in a fresh sandbox
+//! (at most [`crate::limits::MAX_CONCURRENT_RUNS`] at once; more calls wait their turn)
 //! and returns the result object `{"stdout", "error", "truncated", "stopped"}` as JSON text
 //! and as `structuredContent`; a run that raised or was stopped is a normal tool result with
 //! `isError: true` (a JSON-RPC error is kept for malformed requests: an unknown tool name or
@@ -36,6 +37,7 @@ pub struct CodeModeServer {
     backend: Arc<dyn Backend>,
     options: RunOptions,
     tool: Tool,
+    slots: Arc<tokio::sync::Semaphore>,
 }
 
 /// The run_python tool definition for `bridge` with these run options.
@@ -81,6 +83,9 @@ impl CodeModeServer {
             backend,
             options,
             tool,
+            slots: Arc::new(tokio::sync::Semaphore::new(
+                crate::limits::MAX_CONCURRENT_RUNS,
+            )),
         }
     }
 
@@ -95,6 +100,8 @@ impl CodeModeServer {
     }
 
     async fn run(&self, code: &str) -> CallToolResult {
+        // The semaphore is never closed, so acquiring only waits.
+        let _slot = self.slots.acquire().await;
         match run_code(&self.bridge, self.backend.as_ref(), code, &self.options).await {
             Ok(report) => {
                 tracing::info!(limits = %report.limits, calls = report.calls, "run finished");

@@ -521,8 +521,19 @@ fn repair_result(kind: Pending, result: &mut Value) {
                 });
                 for tool in tools.iter_mut() {
                     if let Some(obj) = tool.as_object_mut() {
-                        if !obj.get("inputSchema").is_some_and(Value::is_object) {
-                            obj.insert("inputSchema".into(), json!({"type": "object"}));
+                        // JSON Schema's boolean forms keep their meaning: `false` accepts no
+                        // arguments at all, `true` any; a missing or other value means an
+                        // object with no named arguments.
+                        let schema = match obj.get("inputSchema") {
+                            Some(Value::Object(_)) => None,
+                            Some(Value::Bool(false)) => Some(json!({"not": {}})),
+                            Some(Value::Bool(true)) => {
+                                Some(json!({"type": "object", "additionalProperties": true}))
+                            }
+                            _ => Some(json!({"type": "object"})),
+                        };
+                        if let Some(schema) = schema {
+                            obj.insert("inputSchema".into(), schema);
                         }
                         if obj.get("description").is_some_and(|d| !d.is_string()) {
                             obj.remove("description");
@@ -565,13 +576,32 @@ fn repair_result(kind: Pending, result: &mut Value) {
                         *block = json!({"type": "text", "text": format!("[a content block of type {kind:?} that this bridge cannot read]")});
                     }
                 }
-            } else if result.get("content").is_some() {
+            } else if let Some(content) = result.get("content").cloned() {
+                // A bare string is read as one text block; any other shape is named.
+                let text = match content {
+                    Value::String(s) => s,
+                    other => format!(
+                        "[content of type {} that this bridge cannot read]",
+                        json_kind(&other)
+                    ),
+                };
                 result
                     .as_object_mut()
-                    .map(|o| o.insert("content".into(), json!([])));
+                    .map(|o| o.insert("content".into(), json!([{"type": "text", "text": text}])));
             }
         }
         Pending::Other => {}
+    }
+}
+
+fn json_kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
     }
 }
 
@@ -664,6 +694,33 @@ mod tests {
         assert!(text.contains("\"a\""), "{text}");
         assert!(text.contains("\"b\""), "{text}");
         assert!(!text.contains("noname"), "{text}");
+    }
+
+    #[test]
+    fn boolean_input_schemas_keep_their_meaning() {
+        let p = pending_with("1", Pending::ListTools);
+        let m = message(decode(
+            json!({"jsonrpc": "2.0", "id": 1, "result": {"tools": [{"name": "none", "inputSchema": false}, {"name": "any", "inputSchema": true}, {"name": "null", "inputSchema": null}]}}),
+            &p,
+        ));
+        let text = serde_json::to_string(&m.unwrap()).unwrap();
+        assert!(text.contains(r#""inputSchema":{"not":{}}"#), "{text}");
+        assert!(text.contains(r#""additionalProperties":true"#), "{text}");
+        assert!(
+            text.contains(r#""inputSchema":{"type":"object"}"#),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_bare_string_content_is_one_text_block() {
+        let p = pending_with("2", Pending::CallTool);
+        let m = message(decode(
+            json!({"jsonrpc": "2.0", "id": 2, "result": {"content": "hello"}}),
+            &p,
+        ));
+        let text = serde_json::to_string(&m.unwrap()).unwrap();
+        assert!(text.contains(r#""text":"hello""#), "{text}");
     }
 
     #[test]

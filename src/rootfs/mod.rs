@@ -146,12 +146,11 @@ pub enum RootfsError {
     )]
     NoCacheDir,
     /// A filesystem operation failed.
-    #[error("failed to {action} {}: {source}", path.display())]
+    #[error("failed to {action} {}: {error}{}", path.display(), io_hint(action))]
     Io {
         action: &'static str,
         path: PathBuf,
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// A helper program could not be started or reported failure.
     #[error("failed to run {command}: {why}{}", hint_suffix(.hint))]
@@ -186,10 +185,18 @@ pub(crate) fn io_err(
     path: &Path,
 ) -> impl FnOnce(std::io::Error) -> RootfsError {
     let path = path.to_path_buf();
-    move |source| RootfsError::Io {
+    move |error| RootfsError::Io {
         action,
         path,
-        source,
+        error,
+    }
+}
+
+fn io_hint(action: &str) -> &'static str {
+    if action.contains("cache directory") {
+        " (pass --rootfs DIR, or set MCP_CODE_MODE_ROOTFS, to a directory you can write)"
+    } else {
+        ""
     }
 }
 

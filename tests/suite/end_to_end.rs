@@ -92,3 +92,33 @@ fn a_third_party_server_works_behind_serve() {
         "{out}"
     );
 }
+
+#[test]
+fn serve_runs_at_most_four_sandboxes_at_once() {
+    if !require(native_available(), "user namespaces are not available here")
+        || !require(
+            venv_python().is_some(),
+            "could not install the Python MCP SDK from PyPI",
+        )
+    {
+        return;
+    }
+    let script = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/clients/run_concurrently.py");
+    let mut cmd = std::process::Command::new(venv_python().unwrap());
+    cmd.arg(script)
+        .arg("8")
+        .arg("import time\ntime.sleep(1.5)\nprint('done')")
+        .arg("--");
+    cmd.arg(bin()).arg("serve").arg("--").args(toy());
+    let out = cmd.output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    assert_eq!(v["stdout"], serde_json::json!(vec!["done\n"; 8]), "{v}");
+    // Eight runs of 1.5 s with four slots need at least two waves.
+    let took = v["seconds"].as_f64().unwrap();
+    assert!(
+        took >= 3.0,
+        "8 runs finished in {took:.2} s: more than 4 ran at once"
+    );
+}
