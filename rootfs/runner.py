@@ -5,12 +5,26 @@ protocol from the host, fd 1 = the protocol to the host, fd 2 = a diagnostics pi
 The protocol is newline-delimited UTF-8 JSON, one object per line:
 
   host -> runner   {"type":"start","tools":[{"name","stub","summary","private"}...],
-                    "limits":{"stdout_keep","stdout_stop","error_chars"}}
+                    "limits":{"stdout_keep","stdout_stop","error_chars","max_line"}}
                    {"type":"cell","code":"..."}
                    {"type":"result","id":7,"ok":true,"value":"..."}
                    {"type":"result","id":8,"ok":false,"error":"..."}
   runner -> host   {"type":"call","id":7,"tool":"add","args":{...}}
+                   {"type":"output","text":"...","truncated":false}
                    {"type":"done","stdout":"...","error":null,"truncated":false,"stopped":false}
+
+`output` streams what the capture keeps, as the code writes it, so the host still has it
+when it must stop the cell (deadline, memory, crash). It is line-buffered: one message when a
+write ends a line, on flush(), and before each call (so at most one per print); none once
+nothing more is kept, and all texts of a cell together are at most `stdout_keep` bytes.
+`truncated` becomes true, once, on the message after which output is dropped (its text may be
+empty). None is sent after the cell's `done`, whose `stdout` is the whole kept output and
+authoritative. A start without `max_line` (the host's line cap) means 1 MiB.
+
+Every string sent is valid Unicode (no lone surrogates: the host's JSON reader refuses them),
+and a call whose line the host could not read as sent (a lone surrogate, NaN, an integer
+outside -2**63..2**64-1, nesting past the host's reader, a line over `max_line`) raises
+ToolError in the code instead of being sent.
 
 The host treats every line from here as untrusted: the code runs in this process and can
 reach the private descriptors, so nothing here is a security boundary. What this file
@@ -53,6 +67,7 @@ import json  # noqa: E402
 import keyword  # noqa: E402
 import linecache  # noqa: E402
 import queue  # noqa: E402
+import re  # noqa: E402
 import threading  # noqa: E402
 import traceback  # noqa: E402
 import types  # noqa: E402
@@ -60,8 +75,21 @@ import types  # noqa: E402
 RUNNER_FILE = __file__
 CODE_FILE = "<code>"
 RUNNER_NAMES = ("ToolError", "TOOLS", "search_tools")
-DEFAULT_LIMITS = {"stdout_keep": 8192, "stdout_stop": 1048576, "error_chars": 2000}
+DEFAULT_LIMITS = {
+    "stdout_keep": 8192,
+    "stdout_stop": 1048576,
+    "error_chars": 2000,
+    "max_line": 1048576,
+}
 TRACEBACK_LINES = 20
+# Integers the host's JSON reader (serde_json) keeps exactly: i64 and u64. Others would be
+# rounded to a float, or refused as a line that is not JSON.
+MIN_INT, MAX_INT = -(1 << 63), (1 << 64) - 1
+# Nesting of `args` the host's reader takes (its limit is 128 levels for the whole line).
+MAX_ARGS_DEPTH = 100
+# A real dunder (`__class__`); `__`, `____` and `__class___` are not.
+DUNDER = re.compile(r"__[^_](?:.*[^_])?__")
+SURROGATES = re.compile("[\ud800-\udfff]")
 
 
 def diag(text):
@@ -77,15 +105,48 @@ def bad_host_line(reason):
     os._exit(2)
 
 
+def scalar(text):
+    """`text` with each lone surrogate replaced by U+FFFD (the host takes only valid Unicode)."""
+    return SURROGATES.sub("\ufffd", text)
+
+
+def utf8(text):
+    """`text` as UTF-8, a lone surrogate written as U+FFFD."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return scalar(text).encode("utf-8")
+
+
+def reserved(name):
+    """Whether a tool may not take `name`: a keyword (soft ones too), a builtin, a real dunder
+    or one of the runner's names. The host's `is_reserved` (src/bridge/names.rs) is the same
+    rule, so a name it hands out is never refused here."""
+    return (
+        keyword.iskeyword(name)
+        or name in keyword.softkwlist
+        or hasattr(builtins, name)
+        or DUNDER.fullmatch(name) is not None
+        or name in RUNNER_NAMES
+    )
+
+
 # ---------------------------------------------------------------------------------------
 # Writing to the host: whole lines, one writer at a time.
 
-_send_lock = threading.Lock()
+# One lock for the protocol pipe and the output capture, always taken first, so a thread
+# that prints (and so sends `output`) never waits on a thread that waits on it. Reentrant: a
+# signal handler may print in the middle of a send on its own thread; `_writing` then tells
+# the capture to hold its output back rather than write inside a line.
+_send_lock = threading.RLock()
+_writing = False
 
 
 def encode(message):
-    """One protocol line; ASCII only. Raises TypeError/ValueError on values JSON lacks."""
-    return (json.dumps(message, ensure_ascii=True, allow_nan=False) + "\n").encode("ascii")
+    """One protocol line, UTF-8. Raises TypeError/ValueError on values JSON lacks, and
+    UnicodeEncodeError (a ValueError) on a lone surrogate."""
+    text = json.dumps(message, ensure_ascii=False, allow_nan=False)
+    return text.encode("utf-8") + b"\n"
 
 
 def send(message):
@@ -93,14 +154,18 @@ def send(message):
 
 
 def write_line(data):
+    global _writing
     with _send_lock:
         view = memoryview(data)
+        outer, _writing = _writing, True
         try:
             while view:
                 view = view[os.write(PROTO_OUT, view) :]
         except OSError as error:  # the host is gone: nobody is left to tell
             diag("failed to write to the host: " + str(error))
             os._exit(1)
+        finally:
+            _writing = outer
 
 
 # ---------------------------------------------------------------------------------------
@@ -136,12 +201,7 @@ def _check_start(msg):
         ):
             bad_host_line("each tool needs a string name, stub and summary")
         name = tool["name"]
-        if (
-            not name.isidentifier()
-            or keyword.iskeyword(name)
-            or (name.startswith("__") and name.endswith("__"))
-            or name in RUNNER_NAMES
-        ):
+        if not name.isidentifier() or reserved(name):
             bad_host_line("tool name is not a free Python identifier: " + name[:64])
     limits = msg.get("limits", DEFAULT_LIMITS)
     if not isinstance(limits, dict):
@@ -202,21 +262,67 @@ def _reader():
 # Tool calls.
 
 _ids = itertools.count(1)
+_limits = dict(DEFAULT_LIMITS)  # as the host's start sets them
+_capture = None  # the Capture behind sys.stdout and sys.stderr
+
+
+def _unsendable(why):
+    return ToolError("arguments cannot be sent as JSON: " + why)
+
+
+def _number(value):
+    text = str(value)
+    return text if len(text) <= 40 else "of %d digits" % len(text.lstrip("-"))
+
+
+def call_line(call_id, tool, params):
+    """The `call` line, or ToolError when the host could not read it as sent."""
+    message = {"type": "call", "id": call_id, "tool": tool, "args": params}
+    try:
+        text = json.dumps(message, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as error:
+        raise _unsendable(str(error)[:200]) from None
+    try:
+        line = text.encode("utf-8") + b"\n"
+    except UnicodeEncodeError as error:
+        char = error.object[error.start]
+        raise _unsendable("a string holds the lone surrogate U+%04X" % ord(char)) from None
+    if len(line) - 1 > _limits["max_line"]:
+        raise ToolError(
+            "arguments too large to send: the call would be a line of %d bytes; the limit is %s"
+            % (len(line) - 1, _size(_limits["max_line"]))
+        )
+    # Read it back as the host will: integers exactly, and not nested too deep.
+    try:
+        pending = [(json.loads(text)["args"], 1)]
+    except RecursionError:
+        raise _unsendable("nested too deep") from None
+    while pending:
+        value, depth = pending.pop()
+        if type(value) is int and not MIN_INT <= value <= MAX_INT:
+            raise _unsendable(
+                "the integer %s is outside -2**63..2**64-1 (send it as a string)" % _number(value)
+            )
+        if isinstance(value, (dict, list)):
+            if depth > MAX_ARGS_DEPTH:
+                raise _unsendable("nested more than %d levels deep" % MAX_ARGS_DEPTH)
+            items = value.values() if isinstance(value, dict) else value
+            pending.extend((item, depth + 1) for item in items)
+    return line
 
 
 async def _call(tool, params):
     loop = asyncio.get_running_loop()
     future = loop.create_future()
     call_id = next(_ids)
-    try:
-        line = encode({"type": "call", "id": call_id, "tool": tool, "args": params})
-    except (TypeError, ValueError, RecursionError) as error:
-        raise ToolError("arguments are not JSON: " + str(error)[:200]) from None
+    line = call_line(call_id, tool, params)
     if _eof.is_set():
         diag("a tool call after the host closed the protocol")
         os._exit(0)
     with _pending_lock:
         _pending[call_id] = (loop, future)
+    if _capture is not None:  # the host has the output so far if the call never returns
+        _capture.flush()
     write_line(line)
     try:
         return await future
@@ -255,19 +361,33 @@ def _make_search(catalog):
 
 
 class Capture(io.TextIOBase):
-    """Keeps the first `keep` bytes of UTF-8 output; at `stop` bytes ends the process."""
+    """Keeps the first `keep` bytes of output as UTF-8 text and streams them to the host as
+    `output` messages (line-buffered); at `stop` bytes written ends the process.
+
+    Any thread may write. A signal handler may also write in the middle of a write on its own
+    thread (the lock is reentrant): its bytes wait in `later` until the write it interrupted
+    is over, so what is kept and what is streamed stay in the same order."""
 
     def __init__(self, limits):
         self.keep = limits["stdout_keep"]
         self.stop = limits["stdout_stop"]
-        self.lock = threading.RLock()
+        self.lock = _send_lock  # see _send_lock: the capture sends while holding it
         self.buffer = _RawCapture(self)
+        self.busy = False
         self.reset()
 
     def reset(self):
+        """A new cell: nothing kept, and streaming on."""
         with self.lock:
-            self.kept = bytearray()
-            self.total = 0
+            self.kept = []  # pieces of text kept, in order
+            self.kept_bytes = 0
+            self.total = 0  # bytes written, kept or not
+            self.truncated = False  # something was dropped; nothing more is kept
+            self.decoder = codecs.getincrementaldecoder("utf-8")("replace")
+            self.unsent = []  # kept pieces not yet streamed
+            self.told_truncated = False
+            self.streaming = True
+            self.later = []  # bytes written by a signal handler during a write
 
     @property
     def encoding(self):
@@ -286,34 +406,110 @@ class Capture(io.TextIOBase):
     def write(self, text):
         if not isinstance(text, str):
             raise TypeError("write() argument must be str, not " + type(text).__name__)
-        self.write_bytes(text.encode("utf-8", "replace"))
+        self.write_bytes(utf8(text))
         return len(text)
 
     def write_bytes(self, data):
         with self.lock:
-            room = self.keep - len(self.kept)
-            if room > 0:
-                self.kept += data[:room]
-            self.total += len(data)
-            if self.total >= self.stop:
-                # A BaseException could be caught by the code: report and leave at once.
-                error = "output limit of %s exceeded" % _size(self.stop)
-                send(self.done(error, stopped=True))
-                os._exit(0)
+            if self.busy:
+                self.later.append(bytes(data))
+                return
+            self.busy = True
+            try:
+                self._write(data)
+                while self.later:
+                    self._write(self.later.pop(0))
+            finally:
+                self.busy = False
 
-    def done(self, error, stopped=False):
+    def flush(self):
         with self.lock:
-            truncated = self.total > self.keep
-            # Cut on a character boundary: an incomplete last character is dropped.
-            decoder = codecs.getincrementaldecoder("utf-8")("replace")
-            stdout = decoder.decode(bytes(self.kept), final=not truncated)
-        return {
-            "type": "done",
-            "stdout": stdout,
-            "error": error,
-            "truncated": truncated,
-            "stopped": stopped,
-        }
+            if self.busy:
+                return
+            self.busy = True
+            try:
+                self._stream(whole_lines=False)
+            finally:
+                self.busy = False
+
+    def finish(self, error):
+        """Send the cell's `done`; no `output` follows it until the next reset."""
+        with self.lock:
+            self.busy = True
+            try:
+                self._finish(error, stopped=False)
+            finally:
+                self.busy = False
+
+    def _write(self, data):
+        self._take(data)
+        if self.total >= self.stop:
+            # A BaseException could be caught by the code: report and leave at once.
+            if _writing:  # a signal handler printed in the middle of a line
+                diag("output limit exceeded in the middle of a protocol line")
+                os._exit(0)
+            self._finish("output limit of %s exceeded" % _size(self.stop), stopped=True)
+            os._exit(0)
+        self._stream()
+
+    def _take(self, data):
+        """Count `data` and keep what fits of it, cut on a character boundary."""
+        self.total += len(data)
+        if self.truncated:
+            return
+        room = self.keep - self.kept_bytes
+        # Decoding never shortens: past room + 4 bytes the cut is certain.
+        text = self.decoder.decode(data[: room + 4])
+        self._keep(text)
+        if len(data) > room + 4:
+            self.truncated = True
+
+    def _keep(self, text):
+        """Keep what fits of `text` (valid Unicode), cut on a character boundary."""
+        if not text or self.truncated:
+            return
+        data = text.encode("utf-8")
+        room = self.keep - self.kept_bytes
+        if len(data) > room:
+            text = data[:room].decode("utf-8", "ignore")
+            data = text.encode("utf-8")
+            self.truncated = True
+        if text:
+            self.kept.append(text)
+            self.unsent.append(text)
+            self.kept_bytes += len(data)
+
+    def _stream(self, whole_lines=True):
+        """Send what was kept since the last `output` (line-buffered: once it holds a
+        newline, unless flushed), except in the middle of a line to the host on this thread
+        (a signal handler that prints during a call): then a later write or `done` has it."""
+        if not self.streaming or _writing:
+            return
+        if self.truncated == self.told_truncated and not (
+            self.unsent and (not whole_lines or "\n" in self.unsent[-1])
+        ):
+            return
+        text = "".join(self.unsent)
+        self.unsent = []
+        self.told_truncated = self.truncated
+        send({"type": "output", "text": text, "truncated": self.truncated})
+
+    def _finish(self, error, stopped):
+        while self.later:
+            self._take(self.later.pop(0))
+        # An incomplete last character is dropped when output was cut, else replaced.
+        self._keep(self.decoder.decode(b"", final=True))
+        self.streaming = False
+        self.unsent = []
+        send(
+            {
+                "type": "done",
+                "stdout": "".join(self.kept),
+                "error": None if error is None else scalar(error),
+                "truncated": self.truncated,
+                "stopped": stopped,
+            }
+        )
 
 
 class _RawCapture(io.RawIOBase):
@@ -329,6 +525,9 @@ class _RawCapture(io.RawIOBase):
         data = bytes(data)
         self.capture.write_bytes(data)
         return len(data)
+
+    def flush(self):
+        self.capture.flush()
 
 
 def _size(n):
@@ -388,6 +587,7 @@ def run_cell(code_text, namespace, loop):
 
 
 def main():
+    global _capture
     threading.Thread(target=_reader, name="protocol-reader", daemon=True).start()
 
     start = _inbox.get()
@@ -396,6 +596,7 @@ def main():
     if start["type"] != "start":
         bad_host_line("the first message must be start")
     limits = dict(DEFAULT_LIMITS, **start.get("limits", {}))
+    _limits.update(limits)
     run_cell.error_chars = limits["error_chars"]
     catalog = start["tools"]
 
@@ -411,7 +612,7 @@ def main():
     sys.modules["__main__"] = module
     sys.argv = [""]
 
-    capture = Capture(limits)
+    capture = _capture = Capture(limits)
     sys.stdout = sys.stderr = capture
     loop = asyncio.new_event_loop()
 
@@ -426,7 +627,7 @@ def main():
         asyncio.set_event_loop(loop)
         capture.reset()
         error = run_cell(msg["code"], namespace, loop)
-        send(capture.done(error))
+        capture.finish(error)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,8 @@
 //!
 //! Host → runner ([`HostMessage`]):
 //! ```text
-//! {"type":"start","tools":[{"name":"add","stub":"…","summary":"…","private":false}],"limits":{…}}
+//! {"type":"start","tools":[{"name":"add","stub":"…","summary":"…","private":false}],
+//!  "limits":{"stdout_keep":8192,"stdout_stop":1048576,"error_chars":2000,"max_line":1048576}}
 //! {"type":"cell","code":"…"}
 //! {"type":"result","id":7,"ok":true,"value":"{\"sum\": 5}"}
 //! {"type":"result","id":8,"ok":false,"error":"…"}
@@ -17,8 +18,19 @@
 //! Runner → host ([`RunnerMessage`]):
 //! ```text
 //! {"type":"call","id":7,"tool":"add","args":{"a":2,"b":3}}
+//! {"type":"output","text":"…","truncated":false}
 //! {"type":"done","stdout":"…","error":null,"truncated":false,"stopped":false}
 //! ```
+//!
+//! `output` streams the output the runner keeps, as the code writes it (line-buffered), so a
+//! cell the host has to stop (deadline, memory, protocol violation, crash) still returns what
+//! it printed. Its texts add up to at most [`STDOUT_KEEP_BYTES`] per cell ([`StreamedOutput`]
+//! holds the runner to that); `truncated` says output was dropped. On `done`, `done.stdout`
+//! is the whole kept output and the streamed texts are discarded.
+//!
+//! The runner sends only what the host can read as sent: no lone surrogates, and it refuses
+//! in the code (`ToolError`) a call holding NaN, an integer outside `i64`/`u64`, or a line
+//! over `limits.max_line`. The host parses strictly all the same: such a line is a violation.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -50,6 +62,8 @@ pub struct RunnerLimits {
     pub stdout_stop: usize,
     /// Characters of traceback tail kept in `error`.
     pub error_chars: usize,
+    /// Longest line the host reads; the runner refuses a longer `call` in the code.
+    pub max_line: usize,
 }
 
 impl Default for RunnerLimits {
@@ -58,6 +72,7 @@ impl Default for RunnerLimits {
             stdout_keep: STDOUT_KEEP_BYTES,
             stdout_stop: crate::limits::STDOUT_STOP_BYTES,
             error_chars: MAX_DONE_ERROR_CHARS,
+            max_line: MAX_PROTOCOL_LINE_BYTES,
         }
     }
 }
@@ -129,6 +144,13 @@ pub enum RunnerMessage {
         /// The arguments as sent.
         args: Value,
     },
+    /// Output the runner kept, as it was written.
+    Output {
+        /// The text kept since the last `output`.
+        text: String,
+        /// Output was dropped: the cap was reached.
+        truncated: bool,
+    },
     /// The cell finished.
     Done(Done),
 }
@@ -148,6 +170,34 @@ pub enum ProtocolViolation {
     /// Output past the cap, which the runner never sends.
     #[error("more than {STDOUT_KEEP_BYTES} bytes of output in one message")]
     OutputTooLong,
+    /// `output` messages past the cap, added up over one cell.
+    #[error("more than {STDOUT_KEEP_BYTES} bytes of output in one cell")]
+    OutputOverCap,
+}
+
+/// The `output` a cell streamed so far: what a stopped cell returns as its `stdout`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StreamedOutput {
+    /// The texts, joined.
+    pub text: String,
+    /// The runner said it dropped output.
+    pub truncated: bool,
+}
+
+impl StreamedOutput {
+    /// Add one `output` message.
+    ///
+    /// # Errors
+    /// [`ProtocolViolation::OutputOverCap`] when the texts add up to more than
+    /// [`STDOUT_KEEP_BYTES`]; nothing is added then.
+    pub fn add(&mut self, text: &str, truncated: bool) -> Result<(), ProtocolViolation> {
+        if self.text.len() + text.len() > STDOUT_KEEP_BYTES {
+            return Err(ProtocolViolation::OutputOverCap);
+        }
+        self.text.push_str(text);
+        self.truncated |= truncated;
+        Ok(())
+    }
 }
 
 #[derive(Deserialize)]
@@ -158,13 +208,21 @@ struct WireCall {
     args: Value,
 }
 
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WireOutput {
+    text: String,
+    truncated: bool,
+}
+
 /// Parse one line (without its `\n`) from the runner, strictly.
 ///
 /// # Errors
 /// A [`ProtocolViolation`] for a line over [`MAX_PROTOCOL_LINE_BYTES`], invalid JSON, a
-/// `type` other than `call` or `done`, missing or extra fields, wrong field types, or a
-/// `done` whose `stdout` exceeds the kept-output cap or whose `error` exceeds
-/// [`MAX_DONE_ERROR_CHARS`].
+/// `type` other than `call`, `output` or `done`, missing or extra fields, wrong field types,
+/// an `output` text or `done` stdout over the kept-output cap, or a `done` whose `error`
+/// exceeds [`MAX_DONE_ERROR_CHARS`]. The cap over a cell's `output` messages together is
+/// [`StreamedOutput::add`]'s.
 pub fn parse_runner_line(line: &[u8]) -> Result<RunnerMessage, ProtocolViolation> {
     if line.len() > MAX_PROTOCOL_LINE_BYTES {
         return Err(ProtocolViolation::TooLong);
@@ -185,6 +243,17 @@ pub fn parse_runner_line(line: &[u8]) -> Result<RunnerMessage, ProtocolViolation
                 id: call.id,
                 tool: call.tool,
                 args: call.args,
+            })
+        }
+        "output" => {
+            let output: WireOutput = serde_json::from_value(Value::Object(map))
+                .map_err(|_| ProtocolViolation::Shape("bad output"))?;
+            if output.text.len() > STDOUT_KEEP_BYTES {
+                return Err(ProtocolViolation::OutputTooLong);
+            }
+            Ok(RunnerMessage::Output {
+                text: output.text,
+                truncated: output.truncated,
             })
         }
         "done" => {
@@ -241,6 +310,11 @@ mod tests {
             br#"{"type":"call","id":1,"tool":5,"args":{}}"#,
             br#"{"type":"done","stdout":"","error":null,"truncated":false}"#,
             br#"{"type":"done","stdout":1,"error":null,"truncated":false,"stopped":false}"#,
+            br#"{"type":"output","text":"x"}"#,
+            br#"{"type":"output","text":"x","truncated":false,"more":1}"#,
+            br#"{"type":"output","text":null,"truncated":false}"#,
+            br#"{"type":"done","stdout":"","error":"\ud800","truncated":false,"stopped":false}"#,
+            br#"{"type":"call","id":1,"tool":"add","args":{"a":1e400}}"#,
             b"\xff\xfe",
         ] {
             assert!(parse_runner_line(line).is_err(), "{line:?}");
@@ -259,6 +333,48 @@ mod tests {
             parse_runner_line(line.as_bytes()),
             Err(ProtocolViolation::OutputTooLong)
         );
+    }
+
+    #[test]
+    fn output_messages_add_up_to_the_cap_and_no_further() {
+        let m = parse_runner_line(br#"{"type":"output","text":"hi\n","truncated":false}"#);
+        assert_eq!(
+            m,
+            Ok(RunnerMessage::Output {
+                text: "hi\n".into(),
+                truncated: false
+            })
+        );
+        let mut so_far = StreamedOutput::default();
+        let half = "x".repeat(STDOUT_KEEP_BYTES / 2);
+        assert_eq!(so_far.add(&half, false), Ok(()));
+        assert_eq!(so_far.add(&half, false), Ok(()));
+        assert_eq!(so_far.add("", true), Ok(()));
+        assert_eq!(
+            so_far.add("y", false),
+            Err(ProtocolViolation::OutputOverCap)
+        );
+        assert_eq!(so_far.text.len(), STDOUT_KEEP_BYTES);
+        assert!(so_far.truncated);
+
+        let line = format!(
+            r#"{{"type":"output","text":"{}","truncated":true}}"#,
+            "x".repeat(STDOUT_KEEP_BYTES + 1)
+        );
+        assert_eq!(
+            parse_runner_line(line.as_bytes()),
+            Err(ProtocolViolation::OutputTooLong)
+        );
+    }
+
+    #[test]
+    fn the_start_limits_carry_the_line_cap() {
+        let start = HostMessage::Start {
+            tools: Vec::new(),
+            limits: RunnerLimits::default(),
+        };
+        let line = String::from_utf8(start.to_line()).unwrap();
+        assert!(line.contains(r#""max_line":1048576"#), "{line}");
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! One run: a sandbox, the code, its calls, the deadline, the result.
 //!
 //! The host sends `start` and one `cell`, then reads the runner's lines until `done`, a
-//! protocol violation, the sandbox's exit, or the deadline. Calls are served concurrently
+//! protocol violation, the sandbox's exit, or the deadline. A cell that does not end in `done`
+//! returns the output the runner streamed until then. Calls are served concurrently
 //! (at most [`MAX_CALLS_IN_FLIGHT`] at once; past that the host stops reading until one
 //! finishes). The deadline covers everything, calls included: at the deadline the sandbox is
 //! killed and calls still in flight are cancelled.
@@ -23,13 +24,21 @@ use futures::FutureExt;
 use crate::bridge::refusal::CallError;
 use crate::bridge::{Bridge, CallBudget};
 use crate::limits::MAX_PROTOCOL_LINE_BYTES;
-use crate::protocol::{HostMessage, RunnerLimits, RunnerMessage, parse_runner_line};
+use crate::protocol::{
+    HostMessage, RunnerLimits, RunnerMessage, StreamedOutput, parse_runner_line,
+};
 use crate::sandbox::{Backend, Ending, Sandbox, SandboxError};
 
 /// Tool calls of one run served at the same time.
 pub const MAX_CALLS_IN_FLIGHT: usize = 16;
-/// Time a runner has to exit after `done` before it is killed.
+/// Time a runner has to exit after `done`, or after closing its pipe, before it is killed.
 const EXIT_GRACE: Duration = Duration::from_millis(500);
+/// Characters of the sandbox's stderr logged when it exits without `done`.
+const STDERR_LOG_CHARS: usize = 2000;
+/// Characters of it quoted in the result when the runner refused a host line (status 2).
+const STDERR_QUOTE_CHARS: usize = 300;
+/// The runner's exit status for a line from the host it cannot take (runner.py).
+const BAD_HOST_LINE_STATUS: i32 = 2;
 
 /// The result of one run: `{"stdout", "error", "truncated", "stopped"}`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -60,11 +69,11 @@ impl RunResult {
         self.error.is_none() && !self.stopped
     }
 
-    fn stopped(stdout: String, error: String) -> Self {
+    fn stopped(output: StreamedOutput, error: String) -> Self {
         Self {
-            stdout,
+            stdout: output.text,
             error: Some(error),
-            truncated: false,
+            truncated: output.truncated,
             stopped: true,
         }
     }
@@ -187,7 +196,7 @@ impl HeldSandbox {
         let budget = Arc::new(CallBudget::new(max_calls));
         let result = match (&self.dead, &self.to_runner) {
             (Some(_), _) | (None, None) => RunResult::stopped(
-                String::new(),
+                StreamedOutput::default(),
                 format!(
                     "the sandbox is gone: {}",
                     self.dead.as_deref().unwrap_or("closed")
@@ -195,6 +204,7 @@ impl HeldSandbox {
             ),
             (None, Some(to_runner)) => {
                 let to_runner = to_runner.clone();
+                let mut output = StreamedOutput::default();
                 let _ = to_runner
                     .send(
                         HostMessage::Cell {
@@ -210,23 +220,29 @@ impl HeldSandbox {
                     deadline,
                     length,
                     budget.clone(),
+                    &mut output,
                 )
                 .await
                 {
                     Ok(result) => result,
+                    Err(reason) if reason.is_empty() => {
+                        // It closed its pipe: let it exit, so its own status is reported.
+                        let ending =
+                            match tokio::time::timeout(EXIT_GRACE, self.control.wait()).await {
+                                Ok(ending) => ending,
+                                Err(_) => {
+                                    self.control.kill().await;
+                                    self.control.wait().await
+                                }
+                            };
+                        self.dead = Some("it ended".into());
+                        ended_early(ending, output)?
+                    }
                     Err(reason) => {
                         self.control.kill().await;
-                        let ending = self.control.wait().await;
-                        self.dead = Some(if reason.is_empty() {
-                            "it ended".into()
-                        } else {
-                            reason.clone()
-                        });
-                        if reason.is_empty() {
-                            ended_early(ending)?
-                        } else {
-                            RunResult::stopped(String::new(), reason)
-                        }
+                        self.control.wait().await;
+                        self.dead = Some(reason.clone());
+                        RunResult::stopped(output, reason)
                     }
                 }
             }
@@ -256,8 +272,8 @@ impl HeldSandbox {
     }
 }
 
-/// Serve one cell's calls until `done`; `Err(reason)` when the sandbox must be killed
-/// (an empty reason: it closed its pipe).
+/// Serve one cell's calls until `done`, gathering its streamed `output`; `Err(reason)` when
+/// the sandbox must be killed (an empty reason: it closed its pipe).
 async fn serve_cell(
     bridge: &Arc<Bridge>,
     reader: &mut BufReader<Box<dyn AsyncRead + Send + Unpin>>,
@@ -265,6 +281,7 @@ async fn serve_cell(
     deadline: Instant,
     length: Duration,
     budget: Arc<CallBudget>,
+    output: &mut StreamedOutput,
 ) -> Result<RunResult, String> {
     let slots = Arc::new(Semaphore::new(MAX_CALLS_IN_FLIGHT));
     let mut calls = JoinSet::new();
@@ -289,6 +306,11 @@ async fn serve_cell(
         };
         match message {
             Err(violation) => break Err(format!("protocol violation: {violation}")),
+            Ok(RunnerMessage::Output { text, truncated }) => {
+                if let Err(violation) = output.add(&text, truncated) {
+                    break Err(format!("protocol violation: {violation}"));
+                }
+            }
             Ok(RunnerMessage::Done(done)) => {
                 break Ok(RunResult {
                     stdout: done.stdout,
@@ -337,10 +359,18 @@ async fn serve_cell(
     outcome
 }
 
-/// The sandbox closed its pipe without `done`.
-fn ended_early(ending: Ending) -> Result<RunResult, SandboxError> {
+/// The sandbox closed its pipe without `done`; `output` is what it streamed.
+fn ended_early(ending: Ending, output: StreamedOutput) -> Result<RunResult, SandboxError> {
     if ending.status == Some(125) && ending.stderr.starts_with("launcher:") {
         return Err(SandboxError::Spawn(ending.stderr));
+    }
+    if !ending.stderr.is_empty() {
+        // The runner's diagnostics (why it left), or Python's own fatal error.
+        tracing::warn!(
+            status = ?ending.status,
+            stderr = ?tail(&ending.stderr, STDERR_LOG_CHARS),
+            "the sandbox exited without a result"
+        );
     }
     let why = if ending.memory_limit_hit {
         format!(
@@ -354,11 +384,23 @@ fn ended_early(ending: Ending) -> Result<RunResult, SandboxError> {
                 "the sandbox was killed by signal {} without a result",
                 s - 128
             ),
+            Some(BAD_HOST_LINE_STATUS) if !ending.stderr.is_empty() => format!(
+                "the sandbox exited with status {BAD_HOST_LINE_STATUS} without a result: {}",
+                tail(&ending.stderr, STDERR_QUOTE_CHARS)
+            ),
             Some(s) => format!("the sandbox exited with status {s} without a result"),
             None => "the sandbox ended without a result".to_owned(),
         }
     };
-    Ok(RunResult::stopped(String::new(), why))
+    Ok(RunResult::stopped(output, why))
+}
+
+/// The last `chars` characters of `text`.
+fn tail(text: &str, chars: usize) -> &str {
+    let skip = text.chars().count().saturating_sub(chars);
+    text.char_indices()
+        .nth(skip)
+        .map_or("", |(at, _)| &text[at..])
 }
 
 async fn write_loop(
@@ -392,5 +434,64 @@ async fn read_line<R: AsyncRead + Unpin>(
         }
         Ok(_) if line.len() > MAX_PROTOCOL_LINE_BYTES => Err(LineError::TooLong),
         Ok(_) => Err(LineError::Eof),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ending(status: i32, stderr: &str) -> Ending {
+        Ending {
+            status: Some(status),
+            memory_limit_hit: false,
+            stderr: stderr.into(),
+        }
+    }
+
+    #[test]
+    fn a_sandbox_that_ends_early_keeps_the_output_it_streamed() {
+        let output = StreamedOutput {
+            text: "spinning\n".into(),
+            truncated: true,
+        };
+        let result = ended_early(ending(0, ""), output).unwrap();
+        assert_eq!(result.stdout, "spinning\n");
+        assert!(result.truncated && result.stopped);
+        assert_eq!(
+            result.error.as_deref(),
+            Some("the sandbox exited without a result")
+        );
+    }
+
+    #[test]
+    fn status_two_quotes_the_tail_of_the_runners_diagnostics() {
+        let stderr = format!(
+            "{}runner: bad line from the host: tool name is not a free Python identifier: é",
+            "x".repeat(1000)
+        );
+        let result = ended_early(ending(2, &stderr), StreamedOutput::default()).unwrap();
+        let error = result.error.unwrap();
+        let (head, quoted) = error.split_once(": ").unwrap();
+        assert_eq!(head, "the sandbox exited with status 2 without a result");
+        assert_eq!(quoted.chars().count(), STDERR_QUOTE_CHARS);
+        assert!(quoted.ends_with("identifier: é"), "{quoted}");
+        // Other statuses say only the status.
+        let result = ended_early(
+            ending(1, "runner: internal error"),
+            StreamedOutput::default(),
+        );
+        assert_eq!(
+            result.unwrap().error.as_deref(),
+            Some("the sandbox exited with status 1 without a result")
+        );
+    }
+
+    #[test]
+    fn tail_counts_characters() {
+        assert_eq!(tail("héllo", 3), "llo");
+        assert_eq!(tail("héllo", 4), "éllo");
+        assert_eq!(tail("hi", 5), "hi");
+        assert_eq!(tail("", 5), "");
     }
 }

@@ -5,6 +5,9 @@
 //! leading `_`; a name that would shadow a keyword (soft keywords included), a builtin, a
 //! dunder or a name the runner defines gets a trailing `_`. Two tools that end up with the
 //! same name stop startup ([`crate::bridge::catalog`] checks).
+//!
+//! runner.py refuses a `start` whose tools take a reserved name, by the same rule
+//! ([`is_reserved`]; its `reserved`), so every name [`python_name`] gives is one it takes.
 
 /// Separator between a server's name and its tool's name under `--config`.
 pub const SERVER_SEPARATOR: &str = "__";
@@ -201,14 +204,25 @@ pub fn python_name(server: Option<&str>, tool: &str) -> String {
     name
 }
 
-/// Whether `name` would shadow a keyword, a builtin, a dunder or a runner name.
+/// Whether `name` would shadow a keyword, a builtin, a dunder or a runner name: runner.py's
+/// `reserved`, the same rule.
 pub fn is_reserved(name: &str) -> bool {
-    let dunder = name.len() > 4 && name.starts_with("__") && name.ends_with("__");
-    dunder
+    is_dunder(name)
         || KEYWORDS.contains(&name)
         || SOFT_KEYWORDS.contains(&name)
         || BUILTINS.contains(&name)
         || RUNNER_NAMES.contains(&name)
+}
+
+/// Whether `name` is a real dunder, `^__[^_](.*[^_])?__$`: `__class__` is, `__`, `____` and
+/// `__class___` (the renamed one) are not.
+fn is_dunder(name: &str) -> bool {
+    let bytes = name.as_bytes();
+    bytes.len() >= 5
+        && name.starts_with("__")
+        && name.ends_with("__")
+        && bytes[2] != b'_'
+        && bytes[bytes.len() - 3] != b'_'
 }
 
 /// Whether `name` can be written bare as a Python parameter name in a stub.
@@ -241,12 +255,66 @@ mod tests {
             ("match", "match_"),
             ("__builtins__", "__builtins___"),
             ("__import__", "__import___"),
+            ("__class__", "__class___"),
+            ("__a__", "__a___"),
+            ("____", "____"),
+            ("_____", "_____"),
+            ("___x__", "___x__"),
+            ("__x___", "__x___"),
+            ("_", "__"),
+            ("type", "type_"),
             ("ToolError", "ToolError_"),
             ("TOOLS", "TOOLS_"),
             ("search_tools", "search_tools_"),
             ("add", "add"),
         ] {
             assert_eq!(python_name(None, tool), want, "{tool}");
+        }
+    }
+
+    #[test]
+    fn only_real_dunders_count_as_dunders() {
+        for name in ["__class__", "__a__", "__init__", "__x_y__"] {
+            assert!(is_dunder(name), "{name}");
+        }
+        for name in [
+            "__",
+            "___",
+            "____",
+            "_____",
+            "__a",
+            "a__",
+            "__a_",
+            "___a__",
+            "__a___",
+            "__class___",
+        ] {
+            assert!(!is_dunder(name), "{name}");
+        }
+    }
+
+    #[test]
+    fn no_name_given_out_is_reserved() {
+        for tool in [
+            "",
+            "_",
+            "__",
+            "___",
+            "____",
+            "__class__",
+            "__builtins__",
+            "print",
+            "None",
+            "match",
+            "ToolError",
+            "1",
+            "-",
+            "__a__",
+            "a-b",
+            "é",
+        ] {
+            let name = python_name(None, tool);
+            assert!(!is_reserved(&name), "{tool} -> {name}");
         }
     }
 

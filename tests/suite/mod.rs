@@ -9,6 +9,7 @@ mod golden;
 mod layers;
 mod misbehaving_servers;
 mod probes;
+mod runner_edge_cases;
 mod runner_protocol;
 mod seed_features;
 mod skill;

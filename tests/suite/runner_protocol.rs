@@ -14,6 +14,8 @@ struct Runner {
     child: Child,
     stdin: Option<ChildStdin>,
     lines: Receiver<String>,
+    /// The `output` messages `recv` passed over since the last `take_output`.
+    outputs: Vec<Value>,
 }
 
 impl Runner {
@@ -70,6 +72,7 @@ impl Runner {
             child,
             stdin,
             lines,
+            outputs: Vec::new(),
         }
     }
 
@@ -89,13 +92,30 @@ impl Runner {
         self.send(&json!({"type": "cell", "code": code}));
     }
 
-    /// The next line from the runner, parsed; panics after `WAIT`.
-    fn recv(&self) -> Value {
+    /// The next line from the runner that is not `output`, parsed; panics after `WAIT`.
+    /// The `output` messages on the way are kept for `take_output`.
+    fn recv(&mut self) -> Value {
+        loop {
+            let message = self.recv_any();
+            if message["type"] != "output" {
+                return message;
+            }
+            self.outputs.push(message);
+        }
+    }
+
+    /// The next line from the runner, whatever its type, parsed; panics after `WAIT`.
+    fn recv_any(&self) -> Value {
         let line = self
             .lines
             .recv_timeout(WAIT)
             .expect("a line from the runner in time");
         serde_json::from_str(&line).expect("the runner writes JSON lines")
+    }
+
+    /// The `output` messages received since the last call.
+    fn take_output(&mut self) -> Vec<Value> {
+        std::mem::take(&mut self.outputs)
     }
 
     /// Runs a cell that makes no calls and returns its `done`.
@@ -217,7 +237,7 @@ fn arguments_json_cannot_hold_fail_in_the_code_not_on_the_wire() {
     let done = runner.run("await add({'a': float('nan')})");
     let error = done["error"].as_str().unwrap();
     assert!(
-        error.contains("ToolError: arguments are not JSON"),
+        error.contains("ToolError: arguments cannot be sent as JSON"),
         "{error}"
     );
     // Nothing was sent: the next line is the next cell's done.
@@ -460,4 +480,296 @@ fn eof_before_and_between_cells_exits_cleanly() {
     runner.stdin.take();
     assert_eq!(runner.recv(), ok_done("last\n"));
     assert_eq!(wait_exit(&mut runner.child), 0);
+}
+
+/// The `text` of `output` messages, joined; checks each is well formed.
+fn joined(outputs: &[Value]) -> String {
+    outputs
+        .iter()
+        .map(|o| {
+            assert_eq!(o.as_object().map(|m| m.len()), Some(3), "{o}");
+            assert!(o["truncated"].is_boolean(), "{o}");
+            o["text"].as_str().expect("output text").to_string()
+        })
+        .collect()
+}
+
+#[test]
+fn lone_surrogates_in_an_error_become_replacement_characters() {
+    let mut runner = Runner::start();
+    let done = runner.run("print('kept')\nraise ValueError('\\ud800')");
+    assert_eq!(done["stdout"], "kept\n");
+    let error = done["error"].as_str().unwrap();
+    assert!(error.ends_with("ValueError: \u{fffd}"), "{error}");
+    let done = runner.run("raise Exception(b'a\\xff'.decode('utf-8', 'surrogateescape'))");
+    let error = done["error"].as_str().unwrap();
+    assert!(error.ends_with("Exception: a\u{fffd}"), "{error}");
+    // Printed ones too (print would raise on a real stdout; here they are replaced).
+    assert_eq!(runner.run("print('\\udcff!')"), ok_done("\u{fffd}!\n"));
+}
+
+#[test]
+fn arguments_the_host_could_not_read_as_sent_are_refused_in_the_code() {
+    let mut runner = Runner::start();
+    let cases = [
+        (
+            "{'text': '\\ud800'}",
+            "a string holds the lone surrogate U+D800",
+        ),
+        ("{'\\udc80': 1}", "a string holds the lone surrogate U+DC80"),
+        (
+            "{'a': 10**309, 'b': 0}",
+            "the integer of 310 digits is outside",
+        ),
+        (
+            "{'x': 2**64 + 1}",
+            "the integer 18446744073709551617 is outside",
+        ),
+        (
+            "{'x': [-2**63 - 1]}",
+            "the integer -9223372036854775809 is outside",
+        ),
+        ("{'x': float('inf')}", "Out of range float values"),
+        ("{'x': 10**5000}", "Exceeds the limit"),
+        ("deep(101)", "nested more than 100 levels deep"),
+    ];
+    for (args, why) in cases {
+        let code = format!(
+            "def deep(n):\n    v = []\n    for _ in range(n - 1):\n        v = [v]\n    return v\n\
+             try:\n    await echo({args})\nexcept ToolError as e:\n    print(e)"
+        );
+        let done = runner.run(&code);
+        let printed = done["stdout"].as_str().unwrap();
+        assert!(
+            printed.starts_with("arguments cannot be sent as JSON: ") && printed.contains(why),
+            "{args}: {printed}"
+        );
+    }
+    // The edges of the range, and 100 levels, are sent exactly.
+    runner.cell(
+        "def deep(n):\n    v = []\n    for _ in range(n - 1):\n        v = [v]\n    return v\n\
+         print(await echo({'x': [2**64 - 1, -2**63], 'd': deep(99)}))",
+    );
+    let call = runner.recv();
+    assert_eq!(call["type"], "call", "{call}");
+    assert_eq!(
+        call["args"]["x"],
+        json!([u64::MAX, i64::MIN]),
+        "the line is read exactly"
+    );
+    runner.answer(&call["id"], "sent");
+    assert_eq!(runner.recv(), ok_done("sent\n"));
+}
+
+#[test]
+fn a_call_over_the_line_cap_is_refused_in_the_code() {
+    // This start has no max_line: the runner takes 1 MiB, the host's cap.
+    let mut runner = Runner::start();
+    let code = "for args in ({'text': 'x' * (1 << 20)}, {str(i): i for i in range(100_000)}):\n    \
+                try:\n        await echo(args)\n    except ToolError as e:\n        print(e)";
+    let done = runner.run(code);
+    let printed = done["stdout"].as_str().unwrap();
+    assert_eq!(printed.lines().count(), 2, "{printed}");
+    for line in printed.lines() {
+        assert!(
+            line.starts_with("arguments too large to send: the call would be a line of ")
+                && line.ends_with("bytes; the limit is 1 MiB"),
+            "{line}"
+        );
+    }
+    // A smaller cap from the host holds exactly: a line of max_line bytes goes out.
+    let mut runner = Runner::start_with(
+        json!({"stdout_keep": 8192, "stdout_stop": 1048576, "error_chars": 2000, "max_line": 100}),
+    );
+    let overhead = r#"{"type": "call", "id": 1, "tool": "echo", "args": {"text": ""}}"#.len();
+    let fits = 100 - overhead;
+    runner.cell(&format!(
+        "try:\n    await echo({{'text': 'y' * {}}})\nexcept ToolError as e:\n    print(e)\n\
+         print(await echo({{'text': 'y' * {fits}}}))",
+        fits + 1
+    ));
+    let call = runner.recv();
+    assert_eq!(call["type"], "call", "{call}");
+    assert_eq!(call["args"]["text"].as_str().unwrap().len(), fits);
+    runner.answer(&call["id"], "ok");
+    let done = runner.recv();
+    assert_eq!(
+        done["stdout"],
+        format!(
+            "arguments too large to send: the call would be a line of 101 bytes; the limit is 100 bytes\nok\n"
+        )
+    );
+}
+
+#[test]
+fn output_is_streamed_line_by_line_as_it_is_kept() {
+    let mut runner = Runner::start();
+    runner.cell(
+        "print('one', 'two')\nprint('part', end='')\nprint(' flushed', end='', flush=True)\n\
+         print(await add({'a': 1, 'b': 2}))\nprint('tail', end='')",
+    );
+    // Before the call is sent, what was written so far has been streamed.
+    let call = runner.recv();
+    assert_eq!(call["type"], "call");
+    let before: Vec<String> = runner
+        .take_output()
+        .iter()
+        .map(|o| o["text"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(before, ["one two\n", "part flushed"]);
+    runner.answer(&call["id"], "3");
+    let done = runner.recv();
+    assert_eq!(done, ok_done("one two\npart flushed3\ntail"));
+    // The unterminated tail is carried by `done` alone; nothing is sent after `done`.
+    assert_eq!(joined(&runner.take_output()), "3\n");
+    runner.stdin.take();
+    assert_eq!(wait_exit(&mut runner.child), 0);
+    assert!(runner.lines.try_recv().is_err(), "a line after done");
+}
+
+#[test]
+fn streamed_output_stops_at_the_cap_and_says_it_was_cut() {
+    let mut runner = Runner::start();
+    runner.cell("for i in range(2000):\n    print('line', i)");
+    let done = runner.recv();
+    let outputs = runner.take_output();
+    let streamed = joined(&outputs);
+    assert_eq!(streamed, done["stdout"].as_str().unwrap());
+    assert!(streamed.len() <= 8192);
+    assert_eq!(done["truncated"], true);
+    let last = outputs.last().unwrap();
+    assert_eq!(last["truncated"], true, "{last}");
+    assert!(
+        outputs[..outputs.len() - 1]
+            .iter()
+            .all(|o| o["truncated"] == false)
+    );
+    // At most one message per print.
+    assert!(outputs.len() <= 2000, "{}", outputs.len());
+
+    // Invalid bytes become U+FFFD, which is longer: the cap still holds on the text.
+    let done = runner.run("import sys\nsys.stdout.buffer.write(b'\\xff' * 9000)");
+    assert_eq!(done["truncated"], true);
+    let stdout = done["stdout"].as_str().unwrap();
+    assert_eq!(stdout, "\u{fffd}".repeat(8192 / 3));
+    assert_eq!(joined(&runner.take_output()), stdout);
+    // Bytes split over writes are joined; a character cut at the end is replaced.
+    let done = runner.run(
+        "import sys\nsys.stdout.buffer.write(b'\\xe2\\x82')\nsys.stdout.buffer.write(b'\\xac\\n\\xe2')",
+    );
+    assert_eq!(done, ok_done("\u{20ac}\n\u{fffd}"));
+}
+
+#[test]
+fn printing_threads_and_signal_handlers_never_break_a_line() {
+    let mut runner = Runner::start();
+    runner.cell(
+        "import asyncio, signal, threading\n\
+         ticks = []\n\
+         signal.signal(signal.SIGALRM, lambda *a: print('tick'))\n\
+         signal.setitimer(signal.ITIMER_REAL, 0.0005, 0.0005)\n\
+         def chatter():\n    for i in range(300):\n        print('thread', i)\n\
+         t = threading.Thread(target=chatter)\nt.start()\n\
+         results = await asyncio.gather(*(add({'a': i, 'b': 0}) for i in range(20)))\n\
+         for i in range(300):\n    print('main', i)\n\
+         t.join()\nsignal.setitimer(signal.ITIMER_REAL, 0)\nprint(len(results))",
+    );
+    let mut answered = 0;
+    let done = loop {
+        let message = runner.recv();
+        match message["type"].as_str() {
+            Some("call") => {
+                runner.answer(&message["id"], "0");
+                answered += 1;
+            }
+            _ => break message,
+        }
+    };
+    assert_eq!(answered, 20);
+    assert_eq!(done["type"], "done", "{done}");
+    let stdout = done["stdout"].as_str().unwrap();
+    assert!(stdout.starts_with(&joined(&runner.take_output())));
+}
+
+#[test]
+fn every_name_the_host_gives_a_tool_is_one_the_runner_takes() {
+    // The host's python3 is the rootfs's: its builtins and keywords are the runner's.
+    let out = Command::new(host_python())
+        .args([
+            "-c",
+            "import builtins, json, keyword\n\
+             print(json.dumps(dir(builtins) + keyword.kwlist + keyword.softkwlist))",
+        ])
+        .output()
+        .expect("run python3");
+    let mut awkward: Vec<String> = serde_json::from_slice(&out.stdout).expect("names");
+    for name in [
+        "",
+        "_",
+        "__",
+        "___",
+        "____",
+        "_____",
+        "__class__",
+        "__builtins__",
+        "__init__",
+        "__a__",
+        "___x__",
+        "__x___",
+        "ToolError",
+        "TOOLS",
+        "search_tools",
+        "1st",
+        "get-weather",
+        "héllo",
+        "a.b",
+        "__main__",
+        "__name__",
+        "__doc__",
+        "__import__",
+        "__debug__",
+    ] {
+        awkward.push(name.to_string());
+    }
+    let mut names: Vec<String> = awkward
+        .iter()
+        .map(|n| mcp_code_mode::bridge::names::python_name(None, n))
+        .collect();
+    names.sort();
+    names.dedup();
+    for name in [
+        "__class___",
+        "__builtins___",
+        "____",
+        "__",
+        "print_",
+        "match_",
+    ] {
+        assert!(names.contains(&name.to_string()), "{name} in {names:?}");
+    }
+
+    let mut runner = Runner::spawn();
+    let tools: Vec<Value> = names
+        .iter()
+        .map(|n| json!({"name": n, "stub": "", "summary": "", "private": false}))
+        .collect();
+    runner.send(&json!({"type": "start", "tools": tools}));
+    runner.cell("print(len(TOOLS))\nprint(await globals()['__class___']({}))");
+    let call = runner.recv();
+    assert_eq!(call["tool"], "__class___", "{call}");
+    runner.answer(&call["id"], "renamed");
+    assert_eq!(
+        runner.recv(),
+        ok_done(&format!("{}\nrenamed\n", names.len()))
+    );
+    assert_eq!(runner.finish(), 0);
+
+    // Real dunders, keywords, builtins and the runner's names are still refused.
+    for name in ["__class__", "__a__", "match", "print", "TOOLS", "None"] {
+        let mut runner = Runner::spawn();
+        runner.send(&json!({"type": "start", "tools": [
+            {"name": name, "stub": "", "summary": "", "private": false}
+        ]}));
+        assert_eq!(wait_exit(&mut runner.child), 2, "{name}");
+    }
 }

@@ -1,0 +1,180 @@
+//! Edge cases of the runner ⇄ host protocol, end to end through `exec` on each backend:
+//! values JSON readers do not keep, lines over the cap, output of a cell that is stopped, a
+//! runner that leaves on its own, and tools whose names are dunders.
+
+use super::common::{Exec, ExecOptions, example, exec_with};
+
+fn run(backend: &str, code: &str, args: &[&str]) -> Exec {
+    exec_with(
+        code,
+        ExecOptions {
+            backend,
+            args: args.iter().map(|s| s.to_string()).collect(),
+            ..Default::default()
+        },
+    )
+}
+
+crate::on_both_backends!(
+    an_error_holding_lone_surrogates_keeps_what_was_printed,
+    arguments_json_cannot_carry_exactly_raise_tool_error_and_never_reach_the_server,
+    a_call_over_the_line_cap_raises_tool_error,
+    output_printed_before_the_deadline_is_returned,
+    output_printed_before_a_protocol_violation_is_returned,
+    output_printed_before_the_memory_limit_is_returned,
+    a_runner_that_exits_by_itself_reports_its_own_status,
+    a_runner_refusing_a_host_line_says_why,
+    dunder_named_tools_are_renamed_and_callable,
+);
+
+fn an_error_holding_lone_surrogates_keeps_what_was_printed(backend: &str) {
+    let r = run(backend, "print('before')\nraise ValueError('\\ud800')", &[]);
+    assert_eq!(r.printed(), "before\n", "{r:?}");
+    assert!(!r.stopped(), "{r:?}");
+    assert!(r.error().ends_with("ValueError: \u{fffd}"), "{r:?}");
+    let r = run(
+        backend,
+        "raise Exception(b'\\xff'.decode('utf-8', 'surrogateescape'))",
+        &[],
+    );
+    assert!(r.error().ends_with("Exception: \u{fffd}"), "{r:?}");
+}
+
+fn arguments_json_cannot_carry_exactly_raise_tool_error_and_never_reach_the_server(backend: &str) {
+    let code = r#"
+for tool, args in ((echo, {"text": "\ud800"}), (add, {"a": 10**309, "b": 0}), (echo, {"x": 2**64 + 1}), (add, {"a": float("nan"), "b": 1})):
+    try:
+        await tool(args)
+        print("sent")
+    except ToolError as e:
+        print("refused:", str(e).split(":")[0])
+print(await calls({}))
+"#;
+    let r = run(backend, code, &[]);
+    assert_eq!(
+        r.printed(),
+        "refused: arguments cannot be sent as JSON\n".repeat(4) + "1\n",
+        "{r:?}"
+    );
+}
+
+fn a_call_over_the_line_cap_raises_tool_error(backend: &str) {
+    let code = r#"
+for args in ({"text": "x" * (1 << 20)}, {str(i): i for i in range(100_000)}):
+    try:
+        await echo(args)
+    except ToolError as e:
+        print(str(e).split(":")[0])
+print(await calls({}))
+"#;
+    let r = run(backend, code, &[]);
+    assert_eq!(
+        r.printed(),
+        "arguments too large to send\n".repeat(2) + "1\n",
+        "{r:?}"
+    );
+}
+
+fn output_printed_before_the_deadline_is_returned(backend: &str) {
+    let r = run(
+        backend,
+        "print('spinning')\nprint('x' * 9000)\nwhile True:\n    pass",
+        &["--deadline", "3"],
+    );
+    assert!(r.stopped(), "{r:?}");
+    assert!(r.error().contains("deadline"), "{r:?}");
+    assert!(r.printed().starts_with("spinning\nxxx"), "{r:?}");
+    assert_eq!(r.printed().len(), 8192, "{r:?}");
+    assert_eq!(r.result()["truncated"], true, "{r:?}");
+}
+
+fn output_printed_before_a_protocol_violation_is_returned(backend: &str) {
+    let code = "print('before')\nimport os\nfor fd in range(3, 64):\n    try:\n        os.write(fd, b'not json\\n')\n    except OSError:\n        pass\nimport time\ntime.sleep(5)";
+    let r = run(backend, code, &[]);
+    assert!(r.stopped(), "{r:?}");
+    assert!(r.error().starts_with("protocol violation"), "{r:?}");
+    assert_eq!(r.printed(), "before\n", "{r:?}");
+    assert_eq!(r.result()["truncated"], false, "{r:?}");
+}
+
+fn output_printed_before_the_memory_limit_is_returned(backend: &str) {
+    // Killed by the memory limit, or (rlimit fallback) a MemoryError: the print survives both.
+    let r = run(
+        backend,
+        "print('before')\nx = b'x' * (1 << 30)\nprint(len(x))",
+        &["--deadline", "20"],
+    );
+    assert_eq!(r.printed(), "before\n", "{r:?}");
+    assert!(r.stopped() || r.error().contains("MemoryError"), "{r:?}");
+}
+
+fn a_runner_that_exits_by_itself_reports_its_own_status(backend: &str) {
+    let r = run(backend, "print('bye')\nimport os\nos._exit(0)", &[]);
+    assert!(r.stopped(), "{r:?}");
+    assert_eq!(r.error(), "the sandbox exited without a result", "{r:?}");
+    assert_eq!(r.printed(), "bye\n", "{r:?}");
+    // Its pipe closes a moment before it exits: the host waits for the exit, not kills it.
+    let code =
+        "import os, time\nos.close(add.__globals__['PROTO_OUT'])\ntime.sleep(0.2)\nos._exit(0)";
+    let r = run(backend, code, &[]);
+    assert_eq!(r.error(), "the sandbox exited without a result", "{r:?}");
+    let r = run(backend, "import os\nos._exit(3)", &[]);
+    assert_eq!(
+        r.error(),
+        "the sandbox exited with status 3 without a result",
+        "{r:?}"
+    );
+}
+
+fn a_runner_refusing_a_host_line_says_why(backend: &str) {
+    // The code plays the runner: its diagnostics pipe, then status 2 (a bad host line).
+    let code = "import os\nos.write(add.__globals__['DIAG'], b'runner: bad line from the host: forged\\n')\nos._exit(2)";
+    let r = run(backend, code, &[]);
+    assert_eq!(
+        r.error(),
+        "the sandbox exited with status 2 without a result: runner: bad line from the host: forged",
+        "{r:?}"
+    );
+    assert!(
+        r.stderr.contains("the sandbox exited without a result")
+            && r.stderr.contains("runner: bad line from the host: forged"),
+        "the host logs the runner's diagnostics: {}",
+        r.stderr
+    );
+}
+
+fn dunder_named_tools_are_renamed_and_callable(backend: &str) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let scenario = dir.path().join("dunders.json");
+    let reply =
+        |text: &str| serde_json::json!([{"reply": {"content": [{"type": "text", "text": text}]}}]);
+    let tools: Vec<_> = ["__class__", "__builtins__", "____", "print", ""]
+        .iter()
+        .map(|name| serde_json::json!({"name": name, "inputSchema": {"type": "object"}}))
+        .collect();
+    let script = serde_json::json!({
+        "tools": tools,
+        "on": {
+            "tools/call:__class__": reply("class"),
+            "tools/call:____": reply("underscores"),
+            "tools/call:": reply("empty"),
+        },
+    });
+    std::fs::write(&scenario, script.to_string()).expect("write the scenario");
+    let r = exec_with(
+        "print(sorted(TOOLS))\nprint(await __class___({}), await ____({}), await globals()['__']({}))",
+        ExecOptions {
+            backend,
+            server: vec![
+                example("scripted_server").display().to_string(),
+                scenario.display().to_string(),
+            ],
+            ..Default::default()
+        },
+    );
+    assert_eq!(
+        r.printed(),
+        "['__', '____', '__builtins___', '__class___', 'print_']\nclass underscores empty\n",
+        "{r:?}"
+    );
+}
