@@ -168,11 +168,17 @@ pub fn target_dir() -> PathBuf {
 }
 
 /// A Python with the MCP SDK 2.x and `mcp-server-time` installed, made on first use in
-/// `target/py-venv` (pip from PyPI); `None` when it cannot be made.
+/// `target/py-venv-system` (pip from PyPI); `None` when it cannot be made.
 pub fn venv_python() -> Option<PathBuf> {
     static PY: OnceLock<Option<PathBuf>> = OnceLock::new();
     PY.get_or_init(|| {
-        let venv = target_dir().join("py-venv");
+        // Debian's python3 when there is one: a venv made from it is usable by every user
+        // (one made from a python under /root is not), which the unprivileged run needs.
+        let base = ["/usr/bin/python3", "python3"]
+            .into_iter()
+            .find(|p| !p.starts_with('/') || std::path::Path::new(p).exists())
+            .unwrap_or("python3");
+        let venv = target_dir().join("py-venv-system");
         let python = venv.join("bin").join("python");
         let ready = |p: &PathBuf| {
             Command::new(p)
@@ -187,7 +193,7 @@ pub fn venv_python() -> Option<PathBuf> {
         if ready(&python) {
             return Some(python);
         }
-        let made = Command::new("python3")
+        let made = Command::new(base)
             .arg("-m")
             .arg("venv")
             .arg(&venv)

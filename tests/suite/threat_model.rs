@@ -116,6 +116,14 @@ fn nothing_from_the_hosts_environment_reaches_the_code(backend: &str) {
             env: vec![
                 ("SECRET_TOKEN".into(), SECRET.into()),
                 ("HOME".into(), "/home/host-user".into()),
+                // The rootfs cache stays where it was before HOME was changed.
+                (
+                    "MCP_CODE_MODE_ROOTFS".into(),
+                    mcp_code_mode::rootfs::cache_root(None)
+                        .expect("a rootfs cache directory")
+                        .display()
+                        .to_string(),
+                ),
             ],
             ..Default::default()
         },
