@@ -53,6 +53,7 @@ async def bench_backend(binary, toy, backend, runs):
     params = StdioServerParameters(
         command="sh",
         args=["-c", f'echo $$ > {pid_file}; exec "$@"', "sh", binary, "serve", "--backend", backend, "--", toy],
+        env={**os.environ, "MCP_CODE_MODE_LOG": "warn"},
     )
     results = {}
     async with stdio_client(params) as (read, write):
