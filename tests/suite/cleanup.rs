@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 
+use super::common::native_client_ready;
 use super::common::{
     bin, docker_available, native_available, python_client, require, toy, unprivileged, venv_python,
 };
@@ -83,12 +84,7 @@ fn hundred_runs(backend: &str) -> u32 {
 
 #[test]
 fn a_hundred_native_runs_leave_nothing_behind() {
-    if !require(native_available(), "user namespaces are not available here")
-        || !require(
-            venv_python().is_some(),
-            "could not install the Python MCP SDK from PyPI",
-        )
-    {
+    if !native_client_ready() {
         return;
     }
     let pid = hundred_runs("native");

@@ -276,3 +276,21 @@ macro_rules! on_both_backends {
         }
     };
 }
+
+/// Whether the native sandbox and the Python MCP SDK are both here (skips loudly if not).
+pub fn native_client_ready() -> bool {
+    require(native_available(), "user namespaces are not available here")
+        && require(
+            venv_python().is_some(),
+            "could not install the Python MCP SDK from PyPI",
+        )
+}
+
+/// `mcp-code-mode serve ARGS… -- <toy server>` as a command line.
+pub fn serve_command(args: &[&str]) -> Vec<String> {
+    let mut command = vec![bin().display().to_string(), "serve".to_owned()];
+    command.extend(args.iter().map(|a| a.to_string()));
+    command.push("--".into());
+    command.extend(toy());
+    command
+}

@@ -1,6 +1,7 @@
 //! The main job, end to end: `exec` and `serve` over the toy server.
 
 use super::common::{bin, exec, native_available, python_client, require, toy, venv_python};
+use super::common::{native_client_ready, serve_command};
 
 const QUICK_START: &str = "import asyncio, json\n\nsums = await asyncio.gather(*(add({\"a\": n, \"b\": 10}) for n in range(3)))\nprint([json.loads(s)[\"sum\"] for s in sums])\n";
 
@@ -28,22 +29,10 @@ fn a_structured_result_reaches_the_code_as_json() {
 
 #[test]
 fn a_real_mcp_client_sees_one_tool_and_gets_the_result_object() {
-    if !require(native_available(), "user namespaces are not available")
-        || !require(
-            venv_python().is_some(),
-            "could not install the Python MCP SDK from PyPI",
-        )
-    {
+    if !native_client_ready() {
         return;
     }
-    let mut serve = vec![
-        bin().display().to_string(),
-        "serve".into(),
-        "--allow".into(),
-        "add".into(),
-        "--".into(),
-    ];
-    serve.extend(toy());
+    let serve = serve_command(&["--allow", "add"]);
     let out = python_client(&[QUICK_START], &serve);
     assert_eq!(out["tools"], serde_json::json!(["run_python"]), "{out}");
     let call = &out["calls"][0];
@@ -95,12 +84,7 @@ fn a_third_party_server_works_behind_serve() {
 
 #[test]
 fn serve_runs_at_most_four_sandboxes_at_once() {
-    if !require(native_available(), "user namespaces are not available here")
-        || !require(
-            venv_python().is_some(),
-            "could not install the Python MCP SDK from PyPI",
-        )
-    {
+    if !native_client_ready() {
         return;
     }
     let script = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))

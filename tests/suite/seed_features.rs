@@ -4,9 +4,8 @@
 
 use std::process::Command;
 
-use super::common::{
-    ExecOptions, bin, exec_with, native_available, python_client, require, toy, venv_python,
-};
+use super::common::{ExecOptions, bin, exec_with, python_client, require, toy, venv_python};
+use super::common::{native_client_ready, serve_command};
 
 fn run(backend: &str, code: &str, args: &[&str], server: Vec<String>) -> super::common::Exec {
     exec_with(
@@ -308,8 +307,7 @@ fn the_description_falls_back_to_summaries() {
     ) {
         return;
     }
-    let mut serve = vec![bin().display().to_string(), "serve".into(), "--".into()];
-    serve.extend(toy());
+    let mut serve = serve_command(&[]);
     serve.extend(["--many".into(), "100".into()]);
     let out = python_client(&[], &serve);
     let d = out["description"].as_str().unwrap();
@@ -320,22 +318,10 @@ fn the_description_falls_back_to_summaries() {
 
 #[test]
 fn after_a_private_call_only_private_tools_work_in_any_later_run() {
-    if !require(native_available(), "user namespaces are not available here")
-        || !require(
-            venv_python().is_some(),
-            "could not install the Python MCP SDK from PyPI",
-        )
-    {
+    if !native_client_ready() {
         return;
     }
-    let mut serve = vec![
-        bin().display().to_string(),
-        "serve".into(),
-        "--private".into(),
-        "secret".into(),
-        "--".into(),
-    ];
-    serve.extend(toy());
+    let serve = serve_command(&["--private", "secret"]);
     let out = python_client(
         &[
             "print(await add({'a': 1, 'b': 1}))",
