@@ -150,15 +150,21 @@ pub fn exec_with(code: &str, opts: ExecOptions<'_>) -> Exec {
     }
 }
 
-/// `exec` on the native backend with the toy server and extra CLI args.
-pub fn exec(code: &str, args: &[&str]) -> Exec {
+/// `exec` on `backend` with the toy server and extra CLI args.
+pub fn exec_on(backend: &str, code: &str, args: &[&str]) -> Exec {
     exec_with(
         code,
         ExecOptions {
+            backend,
             args: args.iter().map(|s| s.to_string()).collect(),
             ..Default::default()
         },
     )
+}
+
+/// `exec` on the native backend with the toy server and extra CLI args.
+pub fn exec(code: &str, args: &[&str]) -> Exec {
+    exec_on("native", code, args)
 }
 
 /// The cargo target directory (`target/`).

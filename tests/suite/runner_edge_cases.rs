@@ -2,17 +2,10 @@
 //! values JSON readers do not keep, lines over the cap, output of a cell that is stopped, a
 //! runner that leaves on its own, and tools whose names are dunders.
 
-use super::common::{Exec, ExecOptions, example, exec_with};
+use super::common::{ExecOptions, example, exec_with};
 
-fn run(backend: &str, code: &str, args: &[&str]) -> Exec {
-    exec_with(
-        code,
-        ExecOptions {
-            backend,
-            args: args.iter().map(|s| s.to_string()).collect(),
-            ..Default::default()
-        },
-    )
+fn run(backend: &str, code: &str, args: &[&str]) -> super::common::Exec {
+    super::common::exec_on(backend, code, args)
 }
 
 crate::on_both_backends!(

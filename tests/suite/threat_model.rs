@@ -9,14 +9,7 @@ use std::time::{Duration, Instant};
 use super::common::{ExecOptions, exec_with, unprivileged};
 
 fn run(backend: &str, code: &str, args: &[&str]) -> super::common::Exec {
-    exec_with(
-        code,
-        ExecOptions {
-            backend,
-            args: args.iter().map(|s| s.to_string()).collect(),
-            ..Default::default()
-        },
-    )
+    super::common::exec_on(backend, code, args)
 }
 
 fn ready(backend: &str) -> bool {
