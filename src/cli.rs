@@ -20,7 +20,7 @@ use crate::run::{RunOptions, run_code};
 use crate::sandbox::Backend;
 use crate::sandbox::docker::DockerBackend;
 use crate::sandbox::native::NativeBackend;
-use crate::server::CodeModeServer;
+use crate::serve::CodeModeServer;
 
 /// Code mode for any MCP server: model-written Python in a sandbox, every tool call checked.
 #[derive(Parser, Debug)]

@@ -2,13 +2,13 @@
 //!
 //! A model writes Python that calls a wrapped MCP server's tools as async functions; the code
 //! runs in a locked-down sandbox ([`sandbox`]), and every call it makes passes the host-side
-//! [`bridge`], which checks it before the wrapped server sees it. [`server`] serves all of it
+//! [`bridge`], which checks it before the wrapped server sees it. [`serve`] serves all of it
 //! as one MCP tool, `run_python`.
 //!
 //! The library is the Rust form of the seed's Python API: open a [`bridge::Bridge`] over one
 //! server or several ([`config::load_config`]), read its [`bridge::Bridge::stubs`] for your
 //! own prompt, run code with [`run::run_code`], build the run_python server without starting
-//! it with [`server::CodeModeServer::new`], or hold one sandbox across cells with
+//! it with [`serve::CodeModeServer::new`], or hold one sandbox across cells with
 //! [`run::HeldSandbox`] (variables kept, each cell with its own call budget).
 //!
 //! The native sandbox re-executes the running program as its launcher, so a program that
@@ -52,18 +52,24 @@
 //! }
 //! ```
 
+// The data flow: serve → run → sandbox → bridge (docs in each module).
+/// The host-side checks on every tool call, and the wrapped servers behind them.
 pub mod bridge;
+/// The run loop between the sandbox's runner and the bridge, and the runner protocol.
+pub mod run;
+/// Where the code runs: the native launcher or a Docker container.
+pub mod sandbox;
+/// The MCP server (`run_python`) and its tool description.
+pub mod serve;
+
 pub mod cli;
 pub mod config;
-pub mod description;
 pub mod doctor;
 pub mod limits;
-pub mod protocol;
 pub mod pyjson;
 pub mod rootfs;
-pub mod run;
-pub mod sandbox;
-pub mod server;
+
+pub use serve::description;
 
 /// Run the sandbox launcher and exit, when this process was started as one
 /// (`PROGRAM __launcher …`); return at once otherwise.

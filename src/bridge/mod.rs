@@ -8,14 +8,10 @@
 //! flight, the first private call to be sent refuses every non-private call sent after it.
 
 pub mod catalog;
-pub mod names;
 pub mod refusal;
-pub mod result;
-pub mod schema;
-pub mod stub;
-pub mod transport;
-pub mod types;
 pub mod upstream;
+
+pub use catalog::names;
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -251,7 +247,7 @@ impl Bridge {
         {
             CallOutcome::Result(result) => {
                 if result.is_error == Some(true) {
-                    let text = result::content_text(&result);
+                    let text = upstream::result::content_text(&result);
                     let text = if text.trim().is_empty() {
                         format!("{py_name} failed (the server gave no message)")
                     } else {
@@ -259,7 +255,7 @@ impl Bridge {
                     };
                     return Err(CallError::ToolFailed(text));
                 }
-                let text = result::result_text(&result);
+                let text = upstream::result::result_text(&result);
                 if text.len() > MAX_RESULT_BYTES {
                     return refused(format!(
                         "{py_name}'s result is {} bytes, over the {} KiB limit; it was refused, not cut",

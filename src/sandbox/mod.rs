@@ -4,10 +4,8 @@
 //! its stdin/stdout, its stderr drained by the host (bounded). The MCP layer knows only this
 //! trait; `native` spawns our launcher, `docker` runs the same rootfs as an image.
 
-pub mod cgroup;
 pub mod docker;
 pub mod native;
-pub mod seccomp_json;
 pub mod spawner;
 
 use std::future::Future;

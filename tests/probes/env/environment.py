@@ -1,5 +1,5 @@
 # ENV: the environment holds nothing of the host's. Native: empty. Docker: PATH (Docker's
-# default), HOSTNAME=sandbox, HOME=/nonexistent (README, src/sandbox/docker.rs).
+# default), HOSTNAME=sandbox, HOME=/nonexistent (README, src/sandbox/docker/mod.rs).
 documented = {"PATH": None, "HOSTNAME": "sandbox", "HOME": "/nonexistent"}
 env = dict(os.environ)
 leaks = [k for k, v in env.items() if k not in documented or documented[k] not in (None, v)]

@@ -7,6 +7,8 @@
 //! sandbox's pid namespace with it), every process left in the cgroup is killed, and the
 //! cgroup is removed.
 
+pub mod cgroup;
+
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -14,12 +16,12 @@ use std::sync::{Arc, Mutex};
 
 use tokio::process::{Child, Command};
 
-use super::cgroup::{CgroupHost, CgroupLimits, RunCgroup};
-use super::{
+use self::cgroup::{CgroupHost, CgroupLimits, RunCgroup};
+use crate::limits::{CPUS, MAX_OPEN_FILES, MAX_PIDS, MEMORY_BYTES, TMP_BYTES};
+use crate::sandbox::{
     Backend, BoxFuture, Ending, Sandbox, SandboxControl, SandboxError, drain_stderr, exit_code,
     spawner, stderr_text, take_pipes,
 };
-use crate::limits::{CPUS, MAX_OPEN_FILES, MAX_PIDS, MEMORY_BYTES, TMP_BYTES};
 
 /// The hidden subcommand that turns this binary into the launcher.
 pub const LAUNCHER_SUBCOMMAND: &str = "__launcher";

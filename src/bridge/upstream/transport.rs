@@ -367,7 +367,7 @@ fn decode(mut value: Value, pending: &PendingMap) -> Decoded {
             .into(),
             Some(id) if is_request && key.is_some() => Decoded::Refuse(
                 id,
-                super::refusal::cap(&format!("invalid request: {e}"), 300),
+                crate::bridge::refusal::cap(&format!("invalid request: {e}"), 300),
             ),
             _ => Decoded::Junk,
         },
@@ -375,7 +375,7 @@ fn decode(mut value: Value, pending: &PendingMap) -> Decoded {
 }
 
 fn error_reply(id: Value, message: &str) -> Option<ServerJsonRpcMessage> {
-    let message = super::refusal::cap(message, 300);
+    let message = crate::bridge::refusal::cap(message, 300);
     serde_json::from_value(json!({
         "jsonrpc": "2.0",
         "id": id,
@@ -572,7 +572,7 @@ fn repair_result(kind: Pending, result: &mut Value) {
                             .get("type")
                             .and_then(Value::as_str)
                             .unwrap_or("unknown");
-                        let kind = super::refusal::cap(kind, 40);
+                        let kind = crate::bridge::refusal::cap(kind, 40);
                         *block = json!({"type": "text", "text": format!("[a content block of type {kind:?} that this bridge cannot read]")});
                     }
                 }

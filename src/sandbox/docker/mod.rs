@@ -3,7 +3,7 @@
 //! Per backend: the rootfs directory is imported as a local image tagged by its content digest
 //! (no registry; [`build_image`]), containers left by an earlier process that died are
 //! removed, and the launcher's seccomp policy is written as Docker's profile JSON to a private
-//! temp file ([`super::seccomp_json`]). Per run: `docker run -i` (the container's
+//! temp file ([`seccomp_json`]). Per run: `docker run -i` (the container's
 //! stdin/stdout are the protocol) with no network, a read-only root, a small /tmp, uid 65534,
 //! no capabilities, no_new_privs, the exported seccomp profile, and the limits of
 //! [`crate::limits`]. The docker client gets only `PATH`, `HOME`, `DOCKER_HOST` and
@@ -18,6 +18,8 @@
 //! resolver); /sys, /dev/pts and /dev/mqueue are covered by empty read-only tmpfs mounts.
 //! /dev holds Docker's default nodes (null, zero, full, random, urandom, tty) and the fd links.
 
+pub mod seccomp_json;
+
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -30,7 +32,7 @@ use tokio::process::{Child, Command};
 use super::native::MAX_FILE_BYTES;
 use super::{
     Backend, BoxFuture, Ending, Sandbox, SandboxControl, SandboxError, drain_stderr, exit_code,
-    seccomp_json, spawner, stderr_text, take_pipes,
+    spawner, stderr_text, take_pipes,
 };
 use crate::limits::{CPUS, MAX_OPEN_FILES, MAX_PIDS, MEMORY_BYTES, TMP_BYTES};
 use crate::rootfs::Rootfs;

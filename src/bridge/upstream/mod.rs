@@ -26,6 +26,9 @@
 //! cannot read is refused by the transport. An `initialize` answer with an older or an
 //! unknown protocol version is accepted.
 
+pub mod result;
+pub mod transport;
+
 use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -41,7 +44,7 @@ use rmcp::{ClientHandler, ServiceExt};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 use tokio::process::{Child, Command};
 
-use super::transport::{CloseReason, ReaderTask, line_transport};
+use self::transport::{CloseReason, ReaderTask, line_transport};
 
 /// Time allowed for a server to start and answer `initialize` and `tools/list`.
 pub const STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
@@ -334,7 +337,7 @@ impl Upstream {
                     tracing::warn!(server = %self.spec.name, "{e}");
                     return Err(format!(
                         "{why}, and restarting it failed: {}",
-                        super::refusal::cap(&restart_failure(&e), 200)
+                        crate::bridge::refusal::cap(&restart_failure(&e), 200)
                     ));
                 }
             }
@@ -420,7 +423,8 @@ async fn connect(spec: &ServerSpec) -> Result<Live, UpstreamError> {
                     Ok(0) | Err(_) => break,
                     Ok(_) => {
                         let text = String::from_utf8_lossy(&buf);
-                        let line = super::refusal::cap(text.trim_end(), MAX_STDERR_LINE_CHARS);
+                        let line =
+                            crate::bridge::refusal::cap(text.trim_end(), MAX_STDERR_LINE_CHARS);
                         tracing::info!(server = %name, "stderr: {line}");
                         tail.push(line);
                     }

@@ -5,15 +5,20 @@
 //! deep or cannot be compiled is left out with a warning. Startup stops when two kept tools
 //! would get the same Python name, when an allowlist or a private label names no kept tool.
 
+pub mod names;
+pub mod schema;
+pub mod stub;
+pub mod types;
+
 use std::collections::HashMap;
 
 use rmcp::model::Tool;
 use serde_json::Value;
 
-use super::names::python_name;
-use super::schema::ArgsValidator;
-use super::stub::{StubInput, stub, summary};
-use crate::protocol::ToolEntry;
+use self::names::python_name;
+use self::schema::ArgsValidator;
+use self::stub::{StubInput, stub, summary};
+use crate::run::protocol::ToolEntry;
 
 /// Which tools of a server are labelled private.
 #[derive(Debug, Clone, PartialEq, Default)]

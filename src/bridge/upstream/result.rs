@@ -7,7 +7,7 @@
 
 use rmcp::model::{CallToolResult, ContentBlock, ResourceContents};
 
-use super::refusal::cap;
+use crate::bridge::refusal::cap;
 use crate::pyjson;
 
 /// Longest URI or name quoted in a bracketed block line, in characters.

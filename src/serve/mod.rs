@@ -7,6 +7,8 @@
 //! `isError: true` (a JSON-RPC error is kept for malformed requests: an unknown tool name or
 //! arguments without a string `code`).
 
+pub mod description;
+
 use std::sync::Arc;
 
 use rmcp::model::{
@@ -17,8 +19,8 @@ use rmcp::service::{RequestContext, RoleServer};
 use rmcp::{ErrorData as McpError, ServerHandler, ServiceExt};
 use serde_json::{Value, json};
 
+use self::description::describe;
 use crate::bridge::Bridge;
-use crate::description::describe;
 use crate::run::{RunOptions, run_code};
 use crate::sandbox::Backend;
 

@@ -19,9 +19,9 @@ use tokio::io::AsyncReadExt;
 use crate::limits::{CPUS, MAX_PIDS, MEMORY_BYTES};
 use crate::rootfs::{self, PYTHON_FLAGS, PYTHON_IN_ROOTFS, Rootfs, Source};
 use crate::sandbox::Backend;
-use crate::sandbox::cgroup::{CgroupHost, CgroupLimits};
 use crate::sandbox::docker;
 use crate::sandbox::native::NativeBackend;
+use crate::sandbox::native::cgroup::{CgroupHost, CgroupLimits};
 
 /// One layer of the sandbox (or of the Docker backend) that doctor checks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

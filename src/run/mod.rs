@@ -7,6 +7,8 @@
 //! finishes). The deadline covers everything, calls included: at the deadline the sandbox is
 //! killed and calls still in flight are cancelled.
 
+pub mod protocol;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,12 +23,10 @@ use std::panic::AssertUnwindSafe;
 
 use futures::FutureExt;
 
+use self::protocol::{HostMessage, RunnerLimits, RunnerMessage, StreamedOutput, parse_runner_line};
 use crate::bridge::refusal::CallError;
 use crate::bridge::{Bridge, CallBudget};
 use crate::limits::MAX_PROTOCOL_LINE_BYTES;
-use crate::protocol::{
-    HostMessage, RunnerLimits, RunnerMessage, StreamedOutput, parse_runner_line,
-};
 use crate::sandbox::{Backend, Ending, Sandbox, SandboxError};
 
 /// Tool calls of one run served at the same time.
