@@ -8,9 +8,14 @@ use std::sync::OnceLock;
 
 use serde_json::Value;
 
-/// The `mcp-code-mode` binary under test.
+/// The `mcp-code-mode` binary under test: the one cargo built, or `MCP_CODE_MODE_BIN` when
+/// set (an installed binary, e.g. `/usr/local/bin/mcp-code-mode`, which an AppArmor profile
+/// may allow user namespaces that the build's binary is refused).
 pub fn bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_mcp-code-mode"))
+    match std::env::var_os("MCP_CODE_MODE_BIN") {
+        Some(path) if !path.is_empty() => PathBuf::from(path),
+        _ => PathBuf::from(env!("CARGO_BIN_EXE_mcp-code-mode")),
+    }
 }
 
 /// An example binary built by `cargo test` (e.g. `toy_server`).
@@ -52,10 +57,20 @@ pub fn require(ok: bool, why: &str) -> bool {
     ok
 }
 
-/// Whether the native sandbox can run here (user namespaces).
+/// Whether the native sandbox can run here (user namespaces). With `MCP_CODE_MODE_BIN` set,
+/// the binary under test answers (`doctor` exits 2 only when the native backend cannot
+/// run): an AppArmor profile may allow it what `unshare(1)` is refused.
 pub fn native_available() -> bool {
     static OK: OnceLock<bool> = OnceLock::new();
     *OK.get_or_init(|| {
+        if std::env::var_os("MCP_CODE_MODE_BIN").is_some_and(|p| !p.is_empty()) {
+            return Command::new(bin())
+                .arg("doctor")
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.code().is_some_and(|c| c < 2));
+        }
         Command::new("unshare")
             .args(["--user", "--map-root-user", "true"])
             .stdout(Stdio::null())
