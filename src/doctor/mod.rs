@@ -1165,7 +1165,7 @@ fn cgroup_facts() -> CgroupFacts {
         pids: MAX_PIDS,
         cpus: CPUS,
     };
-    let name = format!("mcp-code-mode-doctor-{}", std::process::id());
+    let name = crate::sandbox::owner::RunName::next().to_string();
     let probe = match CgroupHost::system().create(&name, &limits) {
         Ok(Some(run)) => {
             let held: Vec<String> = run.held().iter().map(|h| h.to_string()).collect();

@@ -6,6 +6,7 @@
 
 pub mod docker;
 pub mod native;
+pub mod owner;
 pub mod spawner;
 
 use std::future::Future;

@@ -23,7 +23,6 @@ pub mod seccomp_json;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -36,17 +35,17 @@ use super::{
 };
 use crate::limits::{CPUS, MAX_OPEN_FILES, MAX_PIDS, MEMORY_BYTES, TMP_BYTES};
 use crate::rootfs::Rootfs;
+use crate::sandbox::owner::{Owner, RunName};
 
 /// Repository of the images built from rootfs directories; the tag is the first 16 hex
 /// characters of the rootfs digest.
 pub const IMAGE_REPOSITORY: &str = "mcp-code-mode-rootfs";
 /// Image label holding the full rootfs digest.
 pub const DIGEST_LABEL: &str = "mcp-code-mode.rootfs-digest";
-/// Container label naming the process that started the container:
-/// `<boot id>/<pid namespace>/<pid>/<start time>` (see [`owner_id`]).
+/// Container label marking our containers; its value is the process that started the
+/// container, as [`Owner`] writes it. The container's name is a [`RunName`], by which
+/// [`remove_strays`] judges it.
 pub const OWNER_LABEL: &str = "mcp-code-mode.owner";
-/// Prefix of container names: `mcp-code-mode-<pid>-<seq>`.
-pub const CONTAINER_PREFIX: &str = "mcp-code-mode-";
 /// The only variables of our environment the docker client receives.
 pub const CLIENT_ENV: [&str; 4] = ["PATH", "HOME", "DOCKER_HOST", "DOCKER_CONTEXT"];
 /// uid and gid of the code inside (the rootfs's /etc/passwd entry `nobody`).
@@ -214,57 +213,9 @@ fn image_exists(tag: &str) -> Result<bool, DockerError> {
         .is_empty())
 }
 
-/// Who we are, for [`OWNER_LABEL`]: `<boot id>/<pid namespace>/<pid>/<start time>`, so a
-/// later process can tell whether we still live (the pid alone can be reused).
-pub fn owner_id() -> String {
-    owner_of(std::process::id())
-}
-
-fn owner_of(pid: u32) -> String {
-    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
-        .map(|s| s.trim().to_owned())
-        .unwrap_or_else(|_| "unknown".into());
-    let pidns = std::fs::read_link("/proc/self/ns/pid")
-        .map(|p| p.display().to_string())
-        .unwrap_or_else(|_| "unknown".into());
-    let start = start_time(pid).unwrap_or_else(|| "gone".into());
-    format!("{boot}/{pidns}/{pid}/{start}")
-}
-
-/// Field 22 of /proc/<pid>/stat (start time in clock ticks since boot), or `None` when
-/// the process does not exist.
-fn start_time(pid: u32) -> Option<String> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name (field 2) may hold spaces and parentheses: fields resume after the
-    // last ')'. Field 3 is the first after it, so field 22 is the 20th.
-    let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(19).map(str::to_owned)
-}
-
-/// Whether the owner named by an [`OWNER_LABEL`] value is certainly dead: another boot, or
-/// our boot and pid namespace but no such process (or another process under that pid).
-/// Owners in another pid namespace are never judged dead (we cannot see them).
-pub fn owner_is_dead(label: &str) -> bool {
-    let ours = owner_id();
-    let ours: Vec<&str> = ours.split('/').collect();
-    let theirs: Vec<&str> = label.split('/').collect();
-    let (&[boot, pidns, pid, start], &[our_boot, our_pidns, ..]) = (&theirs[..], &ours[..]) else {
-        return false;
-    };
-    if boot != our_boot {
-        return our_boot != "unknown";
-    }
-    if pidns != our_pidns {
-        return false;
-    }
-    match pid.parse::<u32>() {
-        Ok(pid) => start_time(pid).is_none_or(|now| now != start),
-        Err(_) => false,
-    }
-}
-
-/// Removes the containers whose [`OWNER_LABEL`] names a dead process (a serve or exec that
-/// was killed before it could clean up). Returns how many were removed.
+/// Removes the containers with an [`OWNER_LABEL`] whose name is a [`RunName`] of a dead
+/// process (a serve or exec that was killed before it could clean up). Returns how many
+/// were removed.
 ///
 /// # Errors
 /// [`DockerError::Command`] when docker cannot list or remove them.
@@ -273,13 +224,12 @@ pub fn remove_strays() -> Result<usize, DockerError> {
     list.args(["ps", "--all", "--no-trunc", "--filter"])
         .arg(format!("label={OWNER_LABEL}"))
         .arg("--format")
-        .arg(format!("{{{{.Names}}}}\t{{{{.Label \"{OWNER_LABEL}\"}}}}"));
+        .arg("{{.Names}}");
     let listed = run_bounded(list, "list the sandbox containers")?;
     let strays: Vec<&str> = listed
         .lines()
-        .filter_map(|line| line.split_once('\t'))
-        .filter(|(_, owner)| owner_is_dead(owner))
-        .map(|(name, _)| name)
+        .map(str::trim)
+        .filter(|name| RunName::is_stray(name))
         .collect();
     if strays.is_empty() {
         return Ok(0);
@@ -371,7 +321,7 @@ impl DockerBackend {
             argv: rootfs.argv(),
             seccomp,
             _seccomp_temp: seccomp_temp,
-            owner: owner_id(),
+            owner: Owner::current().to_string(),
             cpu_seconds,
         })
     }
@@ -451,19 +401,10 @@ pub fn run_args(
     args
 }
 
-fn next_container_name() -> String {
-    static SEQ: AtomicU64 = AtomicU64::new(0);
-    format!(
-        "{CONTAINER_PREFIX}{}-{}",
-        std::process::id(),
-        SEQ.fetch_add(1, Ordering::SeqCst)
-    )
-}
-
 impl Backend for DockerBackend {
     fn spawn(&self) -> BoxFuture<'_, Result<Sandbox, SandboxError>> {
         Box::pin(async move {
-            let name = next_container_name();
+            let name = RunName::next().to_string();
             let mut command = Command::new("docker");
             command
                 .args(self.run_args(&name))
@@ -623,8 +564,8 @@ mod tests {
             .map(String::from)
             .to_vec();
         let args = run_args(
-            "mcp-code-mode-1-0",
-            "boot/pid:[1]/1/2",
+            "mcp-code-mode-1-2-3-0badcafe-0",
+            "1-2-3-0badcafe",
             Path::new("/tmp/p.json"),
             95,
             "mcp-code-mode-rootfs:0123456789abcdef",
@@ -645,8 +586,8 @@ mod tests {
             "--ulimit=fsize=16777216:16777216",
             "--ulimit=cpu=95:95",
             "--tmpfs=/tmp:rw,noexec,nosuid,nodev,size=16777216,uid=65534,gid=65534",
-            "--label=mcp-code-mode.owner=boot/pid:[1]/1/2",
-            "--name=mcp-code-mode-1-0",
+            "--label=mcp-code-mode.owner=1-2-3-0badcafe",
+            "--name=mcp-code-mode-1-2-3-0badcafe-0",
             "--pull=never",
             "--tmpfs=/dev/pts:ro,noexec,nosuid,nodev,size=4096",
             "--tmpfs=/dev/mqueue:ro,noexec,nosuid,nodev,size=4096",
@@ -674,33 +615,6 @@ mod tests {
             &argv[..],
             "the command follows the image"
         );
-    }
-
-    #[test]
-    fn we_are_alive_and_an_owner_without_a_process_is_dead() {
-        assert!(!owner_is_dead(&owner_id()));
-        let ours = owner_id();
-        let parts: Vec<&str> = ours.split('/').collect();
-        // Our pid with another start time: the pid was reused, the owner is dead.
-        let reused = format!("{}/{}/{}/1", parts[0], parts[1], parts[2]);
-        assert!(owner_is_dead(&reused));
-        // A pid above pid_max never exists.
-        let gone = format!("{}/{}/4294967295/1", parts[0], parts[1]);
-        assert!(owner_is_dead(&gone));
-        // Another boot: dead. Another pid namespace: we cannot tell, so alive.
-        assert!(owner_is_dead(&format!("other-boot/{}/1/1", parts[1])));
-        assert!(!owner_is_dead(&format!(
-            "{}/pid:[1]/4294967295/1",
-            parts[0]
-        )));
-        assert!(!owner_is_dead("garbage"));
-    }
-
-    #[test]
-    fn the_start_time_is_read_after_the_command_name() {
-        let ours = start_time(std::process::id()).expect("our own stat");
-        assert!(ours.parse::<u64>().is_ok(), "{ours}");
-        assert_eq!(start_time(u32::MAX), None);
     }
 
     #[test]

@@ -11,13 +11,13 @@ pub mod cgroup;
 
 use std::path::PathBuf;
 use std::process::Stdio;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tokio::process::{Child, Command};
 
 use self::cgroup::{CgroupHost, CgroupLimits, RunCgroup};
 use crate::limits::{CPUS, MAX_OPEN_FILES, MAX_PIDS, MEMORY_BYTES, TMP_BYTES};
+use crate::sandbox::owner::RunName;
 use crate::sandbox::{
     Backend, BoxFuture, Ending, Sandbox, SandboxControl, SandboxError, drain_stderr, exit_code,
     spawner, stderr_text, take_pipes,
@@ -111,15 +111,6 @@ impl NativeBackend {
     }
 }
 
-fn next_cgroup_name() -> String {
-    static SEQ: AtomicU64 = AtomicU64::new(0);
-    format!(
-        "mcp-code-mode-{}-{}",
-        std::process::id(),
-        SEQ.fetch_add(1, Ordering::SeqCst)
-    )
-}
-
 impl Backend for NativeBackend {
     fn spawn(&self) -> BoxFuture<'_, Result<Sandbox, SandboxError>> {
         Box::pin(async move {
@@ -128,7 +119,7 @@ impl Backend for NativeBackend {
                 pids: MAX_PIDS,
                 cpus: CPUS,
             };
-            let cgroup = match self.cgroups.create(&next_cgroup_name(), &limits) {
+            let cgroup = match self.cgroups.create(&RunName::next().to_string(), &limits) {
                 Ok(cg) => cg,
                 Err(e) => {
                     tracing::warn!("no cgroup for this run, falling back to rlimits: {e}");

@@ -1,0 +1,254 @@
+//! The cgroup module against a fake cgroupfs in a temp dir, and once against the real one.
+
+use std::path::{Path, PathBuf};
+
+use super::*;
+use crate::sandbox::owner::{Owner, RunName};
+
+const LIMITS: CgroupLimits = CgroupLimits {
+    memory_bytes: 256 << 20,
+    pids: 64,
+    cpus: 1,
+};
+
+/// A fake v1 cgroupfs: memory below a parent the machine set up, pids and cpu at the top.
+fn fake_v1(memsw: bool) -> (tempfile::TempDir, CgroupHost) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("fs");
+    let mem = root.join("memory/machine/slot");
+    std::fs::create_dir_all(&mem).unwrap();
+    std::fs::write(mem.join("memory.limit_in_bytes"), "").unwrap();
+    if memsw {
+        std::fs::write(mem.join("memory.memsw.limit_in_bytes"), "").unwrap();
+    }
+    std::fs::create_dir_all(root.join("pids")).unwrap();
+    std::fs::create_dir_all(root.join("cpu,cpuacct")).unwrap();
+    let self_file = dir.path().join("self");
+    std::fs::write(
+        &self_file,
+        "9:name=systemd:/\n8:pids:/\n4:memory:/machine/slot\n1:cpu,cpuacct:/\n0::/\n",
+    )
+    .unwrap();
+    (dir, CgroupHost::with_roots(root, self_file))
+}
+
+fn fake_v2(own: &str, controllers: &str) -> (tempfile::TempDir, CgroupHost) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("fs");
+    let own_dir = root.join(own.trim_start_matches('/'));
+    std::fs::create_dir_all(&own_dir).unwrap();
+    std::fs::write(root.join("cgroup.controllers"), "memory pids cpu io").unwrap();
+    std::fs::write(own_dir.join("cgroup.controllers"), controllers).unwrap();
+    std::fs::write(own_dir.join("cgroup.subtree_control"), "").unwrap();
+    std::fs::write(own_dir.join("cgroup.procs"), "4242\n").unwrap();
+    let self_file = dir.path().join("self");
+    std::fs::write(&self_file, format!("0::{own}\n")).unwrap();
+    (dir, CgroupHost::with_roots(root, self_file))
+}
+
+fn read(path: impl AsRef<Path>) -> String {
+    std::fs::read_to_string(path).unwrap()
+}
+
+#[test]
+fn on_v1_each_controller_gets_a_child_below_our_own_cgroup_with_its_limits() {
+    let (dir, host) = fake_v1(true);
+    let run = host.create("run-1", &LIMITS).unwrap().unwrap();
+    let fs = dir.path().join("fs");
+    let mem = fs.join("memory/machine/slot/run-1");
+    assert_eq!(read(mem.join("memory.limit_in_bytes")), "268435456");
+    assert_eq!(read(mem.join("memory.memsw.limit_in_bytes")), "268435456");
+    assert_eq!(read(fs.join("pids/run-1/pids.max")), "64");
+    assert_eq!(
+        read(fs.join("cpu,cpuacct/run-1/cpu.cfs_quota_us")),
+        "100000"
+    );
+    assert_eq!(
+        read(fs.join("cpu,cpuacct/run-1/cpu.cfs_period_us")),
+        "100000"
+    );
+    assert_eq!(run.held(), ["memory", "swap", "pids", "cpu"]);
+    assert_eq!(run.procs_files().len(), 3);
+    assert!(run.procs_files().contains(&mem.join("cgroup.procs")));
+}
+
+#[test]
+fn on_v1_without_swap_accounting_swap_is_not_claimed() {
+    let (_dir, host) = fake_v1(false);
+    let run = host.create("run-1", &LIMITS).unwrap().unwrap();
+    assert_eq!(run.held(), ["memory", "pids", "cpu"]);
+}
+
+#[test]
+fn removing_a_run_cgroup_leaves_nothing_behind() {
+    let (dir, host) = fake_v1(true);
+    let fs = dir.path().join("fs");
+    let run = host.create("run-1", &LIMITS).unwrap().unwrap();
+    // The fake fs has files in the dirs (a real cgroupfs would not block rmdir on them).
+    for f in run.procs_files() {
+        for entry in std::fs::read_dir(f.parent().unwrap()).unwrap() {
+            std::fs::remove_file(entry.unwrap().path()).unwrap();
+        }
+    }
+    run.remove().unwrap();
+    assert!(!fs.join("memory/machine/slot/run-1").exists());
+    assert!(!fs.join("pids/run-1").exists());
+    assert!(!fs.join("cpu,cpuacct/run-1").exists());
+}
+
+#[test]
+fn an_unwritable_host_gives_no_cgroup_not_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let self_file = dir.path().join("self");
+    std::fs::write(&self_file, "4:memory:/not/there\n").unwrap();
+    std::fs::create_dir_all(dir.path().join("fs/memory")).unwrap();
+    let host = CgroupHost::with_roots(dir.path().join("fs"), self_file);
+    assert!(host.create("run-1", &LIMITS).unwrap().is_none());
+}
+
+#[test]
+fn names_that_are_not_one_path_component_are_refused() {
+    let (_dir, host) = fake_v1(true);
+    for bad in ["", ".", "..", "a/b", HOST_LEAF] {
+        assert!(
+            matches!(host.create(bad, &LIMITS), Err(CgroupError::BadName(_))),
+            "{bad}"
+        );
+    }
+}
+
+#[test]
+fn on_v2_we_move_into_a_leaf_enable_controllers_and_set_the_limits() {
+    let (dir, host) = fake_v2("/user.slice/serve", "memory pids cpu");
+    let own = dir.path().join("fs/user.slice/serve");
+    std::fs::create_dir_all(own.join(HOST_LEAF)).unwrap();
+    let run = host.create("run-1", &LIMITS).unwrap().unwrap();
+    assert_eq!(read(own.join(HOST_LEAF).join("cgroup.procs")), "4242");
+    assert_eq!(
+        read(own.join("cgroup.subtree_control")),
+        "+memory +pids +cpu"
+    );
+    let run_dir = own.join("run-1");
+    assert_eq!(read(run_dir.join("memory.max")), "268435456");
+    assert_eq!(read(run_dir.join("pids.max")), "64");
+    assert_eq!(read(run_dir.join("cpu.max")), "100000 100000");
+    assert_eq!(run.held(), ["memory", "pids", "cpu"]);
+    assert_eq!(run.procs_files(), [run_dir.join("cgroup.procs")]);
+}
+
+#[test]
+fn on_v2_once_in_our_leaf_runs_go_next_to_it() {
+    let (dir, host) = fake_v2(&format!("/svc/{HOST_LEAF}"), "");
+    let svc = dir.path().join("fs/svc");
+    std::fs::write(svc.join("cgroup.controllers"), "pids").unwrap();
+    std::fs::write(svc.join("cgroup.subtree_control"), "pids").unwrap();
+    let run = host.create("run-2", &LIMITS).unwrap().unwrap();
+    assert_eq!(run.procs_files(), [svc.join("run-2/cgroup.procs")]);
+    assert_eq!(run.held(), ["pids"]);
+}
+
+#[test]
+fn the_memory_limit_counts_as_hit_only_after_an_oom() {
+    let (dir, host) = fake_v1(true);
+    let run = host.create("run-1", &LIMITS).unwrap().unwrap();
+    let mem = dir.path().join("fs/memory/machine/slot/run-1");
+    std::fs::write(
+        mem.join("memory.oom_control"),
+        "oom_kill_disable 0\nunder_oom 0\noom_kill 0\n",
+    )
+    .unwrap();
+    assert!(!run.memory_limit_hit());
+    std::fs::write(
+        mem.join("memory.oom_control"),
+        "oom_kill_disable 0\nunder_oom 0\noom_kill 1\n",
+    )
+    .unwrap();
+    assert!(run.memory_limit_hit());
+}
+
+/// On the real machine, as root: create, join, limits visible, remove leaves nothing.
+#[test]
+fn a_real_run_cgroup_holds_a_process_and_is_gone_after_remove() {
+    let host = CgroupHost::system();
+    let name = RunName::next().to_string();
+    let Ok(Some(run)) = host.create(&name, &LIMITS) else {
+        if std::env::var("CI").as_deref() == Ok("true") {
+            panic!("no writable cgroup under CI=true: {:?}", host.placement());
+        }
+        eprintln!("SKIPPED: no writable cgroup: {:?}", host.placement());
+        return;
+    };
+    let mut sleeper = std::process::Command::new("sleep")
+        .arg("30")
+        .spawn()
+        .unwrap();
+    for f in run.procs_files() {
+        std::fs::write(&f, sleeper.id().to_string()).unwrap();
+        assert_eq!(read(&f).trim(), sleeper.id().to_string());
+    }
+    let dirs: Vec<PathBuf> = run
+        .procs_files()
+        .iter()
+        .map(|f| f.parent().unwrap().to_owned())
+        .collect();
+    for d in &dirs {
+        if let Ok(v) = std::fs::read_to_string(d.join("memory.limit_in_bytes")) {
+            assert_eq!(v.trim(), "268435456");
+        }
+        if let Ok(v) = std::fs::read_to_string(d.join("pids.max")) {
+            assert_eq!(v.trim(), "64");
+        }
+    }
+    assert!(!run.memory_limit_hit());
+    run.remove().unwrap();
+    let status = sleeper.wait().unwrap();
+    assert!(!status.success(), "the process in the cgroup was killed");
+    assert!(dirs.iter().all(|d| !d.exists()), "{dirs:?}");
+}
+
+/// A run cgroup named for `owner`, below `parent`, holding no files (as rmdir needs).
+fn run_dir(parent: &Path, owner: &Owner) -> PathBuf {
+    let dir = parent.join(
+        RunName {
+            owner: owner.clone(),
+            seq: 0,
+        }
+        .to_string(),
+    );
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[test]
+fn only_the_run_cgroups_of_dead_owners_are_removed_as_strays() {
+    let (dir, host) = fake_v1(true);
+    let fs = dir.path().join("fs");
+    let memory = fs.join("memory/machine/slot");
+    let dead = Owner {
+        pid: u32::MAX,
+        ..Owner::current().clone()
+    };
+    let stray = run_dir(&memory, &dead);
+    let stray_pids = run_dir(&fs.join("pids"), &dead);
+    let ours = run_dir(&memory, Owner::current());
+    let foreign = memory.join("mcp-code-mode-123-4");
+    std::fs::create_dir_all(&foreign).unwrap();
+    assert_eq!(host.remove_strays(), 2);
+    assert!(!stray.exists() && !stray_pids.exists());
+    assert!(ours.exists(), "a live owner's run stays");
+    assert!(foreign.exists(), "a name that is not a run name stays");
+}
+
+#[test]
+fn on_v2_strays_are_found_next_to_our_leaf() {
+    let (dir, host) = fake_v2(&format!("/svc/{HOST_LEAF}"), "");
+    let svc = dir.path().join("fs/svc");
+    let dead = Owner {
+        pid: u32::MAX,
+        ..Owner::current().clone()
+    };
+    let stray = run_dir(&svc, &dead);
+    assert_eq!(host.remove_strays(), 1);
+    assert!(!stray.exists());
+    assert!(svc.join(HOST_LEAF).exists(), "our leaf stays");
+}
