@@ -1,7 +1,8 @@
 //! The integration suite: one test binary, modules under `suite/`.
 //!
 //! Tests drive the real binaries (`mcp-code-mode`, the toy server). A test that needs
-//! something this host lacks prints why and returns when run by a person; under `CI=true`
-//! it fails instead (see `suite::common::require`).
+//! something this host lacks prints `SKIPPED` (past the harness's capture) and returns when
+//! run by a person; under `CI=true` or `CI=1` it fails instead (`testkit::require`, the one
+//! skip rule of the workspace). Golden files follow `testkit::golden`.
 
 mod suite;

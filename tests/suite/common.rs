@@ -39,23 +39,9 @@ pub fn toy() -> Vec<String> {
     vec![example("toy_server").display().to_string()]
 }
 
-/// Whether this run is CI, where a missing host feature is a failure, not a skip.
-pub fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
-}
-
-/// Skip loudly (print why) when `ok` is false; under CI fail instead. Returns `ok`.
-pub fn require(ok: bool, why: &str) -> bool {
-    if !ok {
-        assert!(!in_ci(), "required under CI: {why}");
-        // Past the test harness's capture, so a skip is seen even when the test passes.
-        use std::io::Write;
-        if let Ok(mut tty) = std::fs::OpenOptions::new().write(true).open("/dev/stderr") {
-            let _ = writeln!(tty, "SKIPPED: {why}");
-        }
-    }
-    ok
-}
+/// The one skip rule of the workspace (see the `testkit` crate): `require(ok,
+/// why)` prints SKIPPED past the harness's capture when `ok` is false, and fails under CI.
+pub use testkit::require;
 
 /// Whether the native sandbox can run here (user namespaces). With `MCP_CODE_MODE_BIN` set,
 /// the binary under test answers (`doctor` exits 2 only when the native backend cannot

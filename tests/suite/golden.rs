@@ -1,5 +1,6 @@
 //! Golden files for generated contracts: the run_python description and the stubs.
-//! Rewrite them with `UPDATE_GOLDEN=1 cargo test golden` and review the diff.
+//! Rewrite them with `UPDATE_GOLDEN=1 cargo test golden` and review the diff (refused under
+//! CI; `scripts/test` fails if a run left tests/golden changed).
 
 use std::path::PathBuf;
 
@@ -31,17 +32,7 @@ fn check(name: &str, actual: &str) {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("tests/golden")
         .join(name);
-    if std::env::var("UPDATE_GOLDEN").is_ok_and(|v| v == "1") {
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(&path, actual).unwrap();
-        return;
-    }
-    let expected = std::fs::read_to_string(&path)
-        .unwrap_or_else(|_| panic!("{} is missing; run with UPDATE_GOLDEN=1", path.display()));
-    assert!(
-        expected == actual,
-        "{name} differs from its golden file; if the change is intended, run with UPDATE_GOLDEN=1 and review the diff.\n--- actual ---\n{actual}"
-    );
+    testkit::golden(&path, actual);
 }
 
 #[tokio::test]

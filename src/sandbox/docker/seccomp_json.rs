@@ -226,22 +226,14 @@ mod tests {
 
     #[test]
     fn the_export_equals_the_golden_copy() {
-        if std::env::consts::ARCH != "x86_64" {
-            eprintln!("SKIPPED: the golden copy is the x86_64 profile");
+        if !testkit::require(
+            std::env::consts::ARCH == "x86_64",
+            "the golden copy is the x86_64 profile",
+        ) {
             return;
         }
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("tests/golden/docker-seccomp.json");
-        let text = export_text(&policy()).unwrap();
-        if std::env::var_os("UPDATE_GOLDEN").is_some() {
-            std::fs::write(&path, &text).unwrap();
-            return;
-        }
-        let golden = std::fs::read_to_string(&path).unwrap_or_default();
-        assert!(
-            golden == text,
-            "{} differs from the export; review the change and rewrite it with UPDATE_GOLDEN=1",
-            path.display()
-        );
+        testkit::golden(&path, &export_text(&policy()).unwrap());
     }
 }
