@@ -8,7 +8,10 @@
 //!
 //! Options (for tests): `--many N` adds N extra tools `tool_0…` with long descriptions;
 //! `--hostile` adds tools with awkward names and schemas; `--name-prefix P` prefixes every
-//! tool name with P; `--only a,b` lists only those tools.
+//! tool name with P; `--only a,b` lists only those tools; `--journal FILE` appends one line
+//! per event to FILE, so a test can see what reached the server: `call <tool> <arguments
+//! JSON>` when a call arrives, `done <tool>` when it was answered, `cancelled <request id>`
+//! for each `notifications/cancelled`.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -26,6 +29,22 @@ use serde_json::{Value, json};
 struct Toy {
     tools: Vec<Tool>,
     calls: Arc<AtomicU64>,
+    journal: Option<Arc<std::path::PathBuf>>,
+}
+
+impl Toy {
+    /// Append `line` to the journal, if there is one.
+    fn note(&self, line: &str) {
+        use std::io::Write;
+        if let Some(path) = &self.journal
+            && let Ok(mut file) = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path.as_path())
+        {
+            let _ = writeln!(file, "{line}");
+        }
+    }
 }
 
 fn object(v: Value) -> Arc<serde_json::Map<String, Value>> {
@@ -116,6 +135,17 @@ impl ServerHandler for Toy {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
     }
 
+    async fn on_cancelled(
+        &self,
+        notification: rmcp::model::CancelledNotificationParam,
+        _context: rmcp::service::NotificationContext<RoleServer>,
+    ) {
+        let id = notification
+            .request_id
+            .map_or_else(|| "?".to_owned(), |id| id.to_string());
+        self.note(&format!("cancelled {id}"));
+    }
+
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
@@ -134,6 +164,7 @@ impl ServerHandler for Toy {
         let int = |k: &str| args.get(k).and_then(Value::as_i64).unwrap_or(0);
         let text = |k: &str| args.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
         let name = request.name.to_string();
+        self.note(&format!("call {name} {}", Value::Object(args.clone())));
         let base = name.rsplit("__").next().unwrap_or(&name).to_owned();
         let result = match base.as_str() {
             "add" => {
@@ -162,6 +193,7 @@ impl ServerHandler for Toy {
             "exit" => std::process::exit(3),
             _ => CallToolResult::success(vec![ContentBlock::text(format!("ok {name}"))]),
         };
+        self.note(&format!("done {name}"));
         Ok(CallToolResponse::Complete(result))
     }
 }
@@ -172,6 +204,7 @@ async fn main() -> anyhow::Result<()> {
     let mut tools = base_tools();
     let mut prefix = String::new();
     let mut only: Option<Vec<String>> = None;
+    let mut journal = None;
     let mut i = 0;
     while i < args.len() {
         match args[i].as_str() {
@@ -197,6 +230,10 @@ async fn main() -> anyhow::Result<()> {
                     .map(|s| s.split(',').map(str::to_owned).collect());
                 i += 1;
             }
+            "--journal" => {
+                journal = args.get(i + 1).map(|p| Arc::new(p.into()));
+                i += 1;
+            }
             other => anyhow::bail!("unknown option {other}"),
         }
         i += 1;
@@ -210,6 +247,7 @@ async fn main() -> anyhow::Result<()> {
     let toy = Toy {
         tools,
         calls: Arc::default(),
+        journal,
     };
     let service = toy.serve(rmcp::transport::stdio()).await?;
     service.waiting().await?;

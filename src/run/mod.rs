@@ -18,6 +18,7 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWrite
 use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 use std::panic::AssertUnwindSafe;
 
@@ -98,6 +99,45 @@ impl Default for RunOptions {
     }
 }
 
+/// The error of a run that was cancelled: by the client's `notifications/cancelled` for its
+/// request, or because the client went away.
+pub const CANCELLED: &str = "the run was cancelled by the client; the sandbox was killed";
+
+/// How a caller steers one run while it lasts: it may cancel the run, and it hears what
+/// the run does ([`RunEvent`]).
+#[derive(Debug, Clone, Default)]
+pub struct Steering {
+    /// Cancelled: a run not started yet never starts; a running sandbox is killed at once,
+    /// the calls it has in flight are dropped (rmcp then sends `notifications/cancelled`
+    /// to their servers), and nothing it sends later reaches a server.
+    pub cancel: CancellationToken,
+    /// Where [`RunEvent`]s go, if anyone listens.
+    pub events: Option<mpsc::UnboundedSender<RunEvent>>,
+}
+
+impl Steering {
+    fn tell(&self, event: RunEvent) {
+        if let Some(events) = &self.events {
+            let _ = events.send(event);
+        }
+    }
+}
+
+/// What happens in a run, as it happens (for progress notifications).
+#[derive(Debug, Clone, PartialEq)]
+pub enum RunEvent {
+    /// The sandbox started and was sent the code.
+    Started,
+    /// A tool call finished (answered, refused or failed); `calls` is how many calls of
+    /// this run have finished so far, `tool` the Python name of this one.
+    CallFinished {
+        /// Calls finished so far in this run, this one included.
+        calls: u32,
+        /// The tool's Python name.
+        tool: String,
+    },
+}
+
 /// What a run reports besides its result.
 #[derive(Debug, Clone)]
 pub struct RunReport {
@@ -120,12 +160,53 @@ pub async fn run_code(
     code: &str,
     options: &RunOptions,
 ) -> Result<RunReport, SandboxError> {
+    run_steered(bridge, backend, code, options, &Steering::default()).await
+}
+
+/// [`run_code`], steered: cancelled by `steering.cancel`, its events sent to
+/// `steering.events`. A run cancelled while its sandbox starts or runs returns a stopped
+/// result with the error [`CANCELLED`] as soon as its sandbox is killed; the sandbox's
+/// remains (its exit, cgroup or container) are cleared in the background.
+///
+/// # Errors
+/// As [`run_code`].
+pub async fn run_steered(
+    bridge: &Arc<Bridge>,
+    backend: &dyn Backend,
+    code: &str,
+    options: &RunOptions,
+    steering: &Steering,
+) -> Result<RunReport, SandboxError> {
+    let cancelled = || RunReport {
+        result: RunResult::stopped(StreamedOutput::default(), CANCELLED.into()),
+        limits: String::new(),
+        calls: 0,
+    };
+    if steering.cancel.is_cancelled() {
+        return Ok(cancelled());
+    }
     let deadline = Instant::now() + options.deadline;
-    let mut held = HeldSandbox::start(bridge.clone(), backend).await?;
+    let started = tokio::select! {
+        biased;
+        () = steering.cancel.cancelled() => return Ok(cancelled()),
+        started = HeldSandbox::start(bridge.clone(), backend) => started,
+    };
+    let mut held = started?;
+    steering.tell(RunEvent::Started);
     let report = held
-        .cell_until(code, options.max_calls, deadline, options.deadline)
+        .cell_until(
+            code,
+            options.max_calls,
+            deadline,
+            options.deadline,
+            steering,
+        )
         .await;
-    held.close().await;
+    if held.cancelled {
+        held.discard();
+    } else {
+        held.close().await;
+    }
     report
 }
 
@@ -141,6 +222,8 @@ pub struct HeldSandbox {
     control: Box<dyn crate::sandbox::SandboxControl>,
     limits: String,
     dead: Option<String>,
+    /// The last cell was cancelled (its sandbox killed).
+    cancelled: bool,
 }
 
 impl HeldSandbox {
@@ -169,6 +252,7 @@ impl HeldSandbox {
             limits: control.limits(),
             control,
             dead: None,
+            cancelled: false,
         })
     }
 
@@ -182,8 +266,14 @@ impl HeldSandbox {
         max_calls: u32,
         deadline: Duration,
     ) -> Result<RunReport, SandboxError> {
-        self.cell_until(code, max_calls, Instant::now() + deadline, deadline)
-            .await
+        self.cell_until(
+            code,
+            max_calls,
+            Instant::now() + deadline,
+            deadline,
+            &Steering::default(),
+        )
+        .await
     }
 
     async fn cell_until(
@@ -192,6 +282,7 @@ impl HeldSandbox {
         max_calls: u32,
         deadline: Instant,
         length: Duration,
+        steering: &Steering,
     ) -> Result<RunReport, SandboxError> {
         let budget = Arc::new(CallBudget::new(max_calls));
         let result = match (&self.dead, &self.to_runner) {
@@ -221,11 +312,21 @@ impl HeldSandbox {
                     length,
                     budget.clone(),
                     &mut output,
+                    steering,
                 )
                 .await
                 {
                     Ok(result) => result,
-                    Err(reason) if reason.is_empty() => {
+                    Err(CellEnd::Cancelled) => {
+                        // Nothing it sends is read any more; `discard` kills it in the
+                        // background, so the run ends now (`docker kill` alone can take
+                        // a second under load).
+                        tracing::info!("a run was cancelled; its sandbox is killed");
+                        self.cancelled = true;
+                        self.dead = Some(CANCELLED.into());
+                        RunResult::stopped(output, CANCELLED.into())
+                    }
+                    Err(CellEnd::Closed) => {
                         // It closed its pipe: let it exit, so its own status is reported.
                         let ending =
                             match tokio::time::timeout(EXIT_GRACE, self.control.wait()).await {
@@ -238,7 +339,7 @@ impl HeldSandbox {
                         self.dead = Some("it ended".into());
                         ended_early(ending, output)?
                     }
-                    Err(reason) => {
+                    Err(CellEnd::Stop(reason)) => {
                         self.control.kill().await;
                         self.control.wait().await;
                         self.dead = Some(reason.clone());
@@ -270,10 +371,36 @@ impl HeldSandbox {
         self.writer.abort();
         self.control.kill().await;
     }
+
+    /// End the sandbox without waiting: kill it now, and leave reaping it (and removing its
+    /// cgroup or container) to a background task.
+    pub fn discard(self) {
+        let Self {
+            mut control,
+            writer,
+            ..
+        } = self;
+        writer.abort();
+        tokio::spawn(async move {
+            control.kill().await;
+            control.wait().await;
+        });
+    }
 }
 
-/// Serve one cell's calls until `done`, gathering its streamed `output`; `Err(reason)` when
-/// the sandbox must be killed (an empty reason: it closed its pipe).
+/// How a cell ended without `done`.
+enum CellEnd {
+    /// The runner closed its pipe.
+    Closed,
+    /// The sandbox must be killed, for this reason.
+    Stop(String),
+    /// The caller cancelled the run.
+    Cancelled,
+}
+
+/// Serve one cell's calls until `done`, gathering its streamed `output`; how it ended
+/// otherwise. Calls still in flight when it ends are dropped.
+#[allow(clippy::too_many_arguments)]
 async fn serve_cell(
     bridge: &Arc<Bridge>,
     reader: &mut BufReader<Box<dyn AsyncRead + Send + Unpin>>,
@@ -282,33 +409,41 @@ async fn serve_cell(
     length: Duration,
     budget: Arc<CallBudget>,
     output: &mut StreamedOutput,
-) -> Result<RunResult, String> {
+    steering: &Steering,
+) -> Result<RunResult, CellEnd> {
     let slots = Arc::new(Semaphore::new(MAX_CALLS_IN_FLIGHT));
+    let finished = Arc::new(std::sync::atomic::AtomicU32::new(0));
     let mut calls = JoinSet::new();
     let mut line = Vec::new();
     let late = || {
-        format!(
+        CellEnd::Stop(format!(
             "deadline of {} s exceeded; the sandbox was killed",
             length.as_secs_f64()
-        )
+        ))
     };
+    let cancel = &steering.cancel;
     let outcome = loop {
         line.clear();
-        let message = match tokio::time::timeout_at(deadline, read_line(reader, &mut line)).await {
+        let read = tokio::select! {
+            biased;
+            () = cancel.cancelled() => break Err(CellEnd::Cancelled),
+            read = tokio::time::timeout_at(deadline, read_line(reader, &mut line)) => read,
+        };
+        let message = match read {
             Err(_) => break Err(late()),
-            Ok(Err(LineError::Eof)) => break Err(String::new()),
+            Ok(Err(LineError::Eof)) => break Err(CellEnd::Closed),
             Ok(Err(LineError::TooLong)) => {
-                break Err(format!(
+                break Err(CellEnd::Stop(format!(
                     "protocol violation: a line of more than {MAX_PROTOCOL_LINE_BYTES} bytes"
-                ));
+                )));
             }
             Ok(Ok(())) => parse_runner_line(&line),
         };
         match message {
-            Err(violation) => break Err(format!("protocol violation: {violation}")),
+            Err(violation) => break Err(CellEnd::Stop(format!("protocol violation: {violation}"))),
             Ok(RunnerMessage::Output { text, truncated }) => {
                 if let Err(violation) = output.add(&text, truncated) {
-                    break Err(format!("protocol violation: {violation}"));
+                    break Err(CellEnd::Stop(format!("protocol violation: {violation}")));
                 }
             }
             Ok(RunnerMessage::Done(done)) => {
@@ -320,14 +455,19 @@ async fn serve_cell(
                 });
             }
             Ok(RunnerMessage::Call { id, tool, args }) => {
-                let Ok(Ok(permit)) =
-                    tokio::time::timeout_at(deadline, slots.clone().acquire_owned()).await
-                else {
+                let waited = tokio::select! {
+                    biased;
+                    () = cancel.cancelled() => break Err(CellEnd::Cancelled),
+                    waited = tokio::time::timeout_at(deadline, slots.clone().acquire_owned()) => waited,
+                };
+                let Ok(Ok(permit)) = waited else {
                     break Err(late());
                 };
                 let bridge = bridge.clone();
                 let budget = budget.clone();
                 let to_runner = to_runner.clone();
+                let finished = finished.clone();
+                let steering = steering.clone();
                 calls.spawn(async move {
                     // A bug on the host side must still answer the call: the code sees only
                     // the fault's type name, never its details (THREAT-MODEL.md).
@@ -350,6 +490,8 @@ async fn serve_cell(
                         },
                     };
                     let _ = to_runner.send(reply.to_line()).await;
+                    let calls = finished.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+                    steering.tell(RunEvent::CallFinished { calls, tool });
                     drop(permit);
                 });
             }

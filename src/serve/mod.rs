@@ -8,6 +8,7 @@
 //! arguments without a string `code`).
 
 pub mod description;
+pub mod progress;
 
 use std::sync::Arc;
 
@@ -18,11 +19,13 @@ use rmcp::model::{
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::{ErrorData as McpError, ServerHandler, ServiceExt};
 use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
 
 use self::description::describe;
 use crate::bridge::Bridge;
-use crate::run::{RunOptions, run_code};
+use crate::run::{CANCELLED, RunOptions, Steering, run_steered};
 use crate::sandbox::Backend;
+use progress::ProgressReporter;
 
 /// `_meta` key of a run_python result that says which resource limits held in its sandbox.
 pub const LIMITS_META_KEY: &str = "mcp-code-mode/limits";
@@ -40,6 +43,8 @@ pub struct CodeModeServer {
     options: RunOptions,
     tool: Tool,
     slots: Arc<tokio::sync::Semaphore>,
+    /// Cancelled when the client goes away (stdin reaches its end): every run is cancelled.
+    disconnected: CancellationToken,
 }
 
 /// The run_python tool definition for `bridge` with these run options.
@@ -88,6 +93,7 @@ impl CodeModeServer {
             slots: Arc::new(tokio::sync::Semaphore::new(
                 crate::limits::MAX_CONCURRENT_RUNS,
             )),
+            disconnected: CancellationToken::new(),
         }
     }
 
@@ -95,16 +101,40 @@ impl CodeModeServer {
     ///
     /// # Errors
     /// The transport's or the handshake's error.
+    ///
+    /// When stdin reaches its end, every run (queued or running) is cancelled at once, so
+    /// the service ends without waiting for them (rmcp would wait up to 5 s).
     pub async fn serve_stdio(self) -> anyhow::Result<()> {
-        let service = self.serve(rmcp::transport::stdio()).await?;
+        let (stdin, stdout) = rmcp::transport::stdio_pipes();
+        let stdin = StdinWatch::new(stdin, self.disconnected.clone());
+        let disconnected = self.disconnected.clone();
+        let service = self.serve((stdin, stdout)).await?;
         service.waiting().await?;
+        disconnected.cancel();
         Ok(())
     }
 
-    async fn run(&self, code: &str) -> CallToolResult {
-        // The semaphore is never closed, so acquiring only waits.
-        let _slot = self.slots.acquire().await;
-        match run_code(&self.bridge, self.backend.as_ref(), code, &self.options).await {
+    /// Run `code` once a slot is free, steered by `steering`.
+    async fn run(&self, code: &str, steering: &Steering) -> CallToolResult {
+        // The semaphore is never closed, so acquiring only waits; a run cancelled while it
+        // waits never starts.
+        let _slot = tokio::select! {
+            biased;
+            () = steering.cancel.cancelled() => {
+                tracing::info!("a queued run was cancelled before it started");
+                return cancelled_result();
+            }
+            slot = self.slots.acquire() => slot,
+        };
+        match run_steered(
+            &self.bridge,
+            self.backend.as_ref(),
+            code,
+            &self.options,
+            steering,
+        )
+        .await
+        {
             Ok(report) => {
                 tracing::info!(limits = %report.limits, calls = report.calls, "run finished");
                 let text = report.result.to_json();
@@ -131,6 +161,20 @@ impl CodeModeServer {
     }
 }
 
+/// The result of a run cancelled before it started (the client never reads it: rmcp drops
+/// the response to a cancelled request).
+fn cancelled_result() -> CallToolResult {
+    let result = crate::run::RunResult {
+        stdout: String::new(),
+        error: Some(CANCELLED.into()),
+        truncated: false,
+        stopped: true,
+    };
+    let mut out = CallToolResult::error(vec![ContentBlock::text(result.to_json())]);
+    out.structured_content = serde_json::to_value(&result).ok();
+    out
+}
+
 impl ServerHandler for CodeModeServer {
     fn get_info(&self) -> ServerConfig {
         let mut config = ServerConfig::new(ServerCapabilities::builder().enable_tools().build());
@@ -152,7 +196,7 @@ impl ServerHandler for CodeModeServer {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         if request.name != TOOL_NAME {
             return Err(McpError::invalid_params(
@@ -171,6 +215,75 @@ impl ServerHandler for CodeModeServer {
             .ok_or_else(|| {
                 McpError::invalid_params("run_python needs a string argument \"code\"", None)
             })?;
-        Ok(CallToolResponse::Complete(self.run(code).await))
+        // One token for the run: cancelled by the client's notifications/cancelled for
+        // this request (rmcp cancels `context.ct`) or by the client going away.
+        let cancel = self.disconnected.child_token();
+        let cancelled_at = Arc::new(std::sync::OnceLock::new());
+        let watch = {
+            let (request, run, at) = (context.ct.clone(), cancel.clone(), cancelled_at.clone());
+            tokio::spawn(async move {
+                tokio::select! {
+                    () = request.cancelled() => {}
+                    () = run.cancelled() => {}
+                }
+                let _ = at.set(std::time::Instant::now());
+                run.cancel();
+            })
+        };
+        let progress = ProgressReporter::start(&context, self.options.deadline);
+        let steering = Steering {
+            cancel: cancel.clone(),
+            events: progress.as_ref().map(ProgressReporter::events),
+        };
+        let result = self.run(code, &steering).await;
+        watch.abort();
+        if let Some(progress) = progress {
+            progress.finish().await;
+        }
+        if let Some(at) = cancelled_at.get() {
+            tracing::info!(
+                "run_python request {} was cancelled; its slot was free {} ms after the cancel",
+                context.id,
+                at.elapsed().as_millis()
+            );
+        }
+        Ok(CallToolResponse::Complete(result))
+    }
+}
+
+/// The client's end of the conversation: reads pass through, and the end of input (or a
+/// read error) cancels `disconnected`.
+struct StdinWatch<R> {
+    inner: R,
+    disconnected: CancellationToken,
+}
+
+impl<R> StdinWatch<R> {
+    fn new(inner: R, disconnected: CancellationToken) -> Self {
+        Self {
+            inner,
+            disconnected,
+        }
+    }
+}
+
+impl<R: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for StdinWatch<R> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let asked = buf.remaining() > 0;
+        let polled = std::pin::Pin::new(&mut self.inner).poll_read(cx, buf);
+        match &polled {
+            std::task::Poll::Ready(Ok(())) if asked && buf.filled().len() == before => {
+                tracing::info!("the client closed its input; cancelling every run");
+                self.disconnected.cancel();
+            }
+            std::task::Poll::Ready(Err(_)) => self.disconnected.cancel(),
+            _ => {}
+        }
+        polled
     }
 }

@@ -10,7 +10,7 @@ use super::common::{
 };
 
 /// The run cgroups a serve process with this pid could have made (v1 and v2 layouts).
-fn cgroups_of(pid: u32) -> Vec<PathBuf> {
+pub(super) fn cgroups_of(pid: u32) -> Vec<PathBuf> {
     let mut found = Vec::new();
     let prefix = format!("mcp-code-mode-{pid}-");
     let mut stack = vec![PathBuf::from("/sys/fs/cgroup")];

@@ -13,4 +13,5 @@ mod runner_edge_cases;
 mod runner_protocol;
 mod seed_features;
 mod skill;
+mod steering;
 mod threat_model;

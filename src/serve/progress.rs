@@ -1,0 +1,185 @@
+//! Progress of a run_python request, sent as MCP `notifications/progress` (MCP 2025-11-25,
+//! basic/utilities/progress) when the request carried a `progressToken` in its `_meta`.
+//!
+//! What is sent, in order: `progress` 0 with the message `the sandbox started`; after each
+//! finished tool call (answered, refused or failed), `progress` = calls finished so far and
+//! the message = the tool's Python name; and when nothing was sent for [`HEARTBEAT`], a
+//! heartbeat whose message says how long the run has been going. The spec requires
+//! `progress` to increase with every notification, so a heartbeat adds the share of the
+//! deadline used so far (below 1) to the calls finished: with N calls finished it lies
+//! strictly between N and N + 1. `total` is never sent (a run's call count is not known in
+//! advance). A client that resets its request timeout on progress (the TypeScript SDK's
+//! `resetTimeoutOnProgress`) therefore keeps a run alive however long its deadline is.
+
+use std::time::Duration;
+
+use rmcp::model::{ProgressNotificationParam, ProgressToken};
+use rmcp::service::{Peer, RequestContext, RoleServer};
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+
+use crate::run::RunEvent;
+
+/// Longest time between two progress notifications of a run.
+pub const HEARTBEAT: Duration = Duration::from_secs(4);
+
+/// Sends one request's progress notifications from a background task.
+pub struct ProgressReporter {
+    events: mpsc::UnboundedSender<RunEvent>,
+    stop: oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl ProgressReporter {
+    /// Start reporting for the request of `context`, whose run has `deadline`; `None` when
+    /// the request carries no progress token.
+    pub fn start(context: &RequestContext<RoleServer>, deadline: Duration) -> Option<Self> {
+        let token = context.meta.get_progress_token()?;
+        let (events, rx) = mpsc::unbounded_channel();
+        let (stop, stopped) = oneshot::channel();
+        let task = tokio::spawn(report(context.peer.clone(), token, deadline, rx, stopped));
+        Some(Self { events, stop, task })
+    }
+
+    /// Where the run sends its events.
+    pub fn events(&self) -> mpsc::UnboundedSender<RunEvent> {
+        self.events.clone()
+    }
+
+    /// Send what the run reported until now, then stop (before the response is sent, so
+    /// every notification of a request comes before its result).
+    pub async fn finish(self) {
+        let _ = self.stop.send(());
+        let mut task = self.task;
+        if tokio::time::timeout(Duration::from_secs(1), &mut task)
+            .await
+            .is_err()
+        {
+            task.abort();
+        }
+    }
+}
+
+async fn report(
+    peer: Peer<RoleServer>,
+    token: ProgressToken,
+    deadline: Duration,
+    mut events: mpsc::UnboundedReceiver<RunEvent>,
+    mut stopped: oneshot::Receiver<()>,
+) {
+    let begun = Instant::now();
+    let mut state = Progress::default();
+    let mut next_heartbeat = begun + HEARTBEAT;
+    loop {
+        let (progress, message) = tokio::select! {
+            biased;
+            event = events.recv() => match event {
+                Some(event) => state.event(event),
+                None => return,
+            },
+            _ = &mut stopped => {
+                while let Ok(event) = events.try_recv() {
+                    let (progress, message) = state.event(event);
+                    send(&peer, &token, progress, message).await;
+                }
+                return;
+            }
+            () = tokio::time::sleep_until(next_heartbeat) => {
+                let used = begun.elapsed();
+                state.heartbeat(used, deadline)
+            }
+        };
+        send(&peer, &token, progress, message).await;
+        next_heartbeat = Instant::now() + HEARTBEAT;
+    }
+}
+
+async fn send(peer: &Peer<RoleServer>, token: &ProgressToken, progress: f64, message: String) {
+    let param = ProgressNotificationParam::new(token.clone(), progress).with_message(message);
+    if let Err(e) = peer.notify_progress(param).await {
+        tracing::debug!("failed to send a progress notification: {e}");
+    }
+}
+
+/// The numbers of one request's notifications: strictly increasing `progress`.
+#[derive(Debug, Default)]
+struct Progress {
+    calls: u32,
+    last: Option<f64>,
+}
+
+impl Progress {
+    fn event(&mut self, event: RunEvent) -> (f64, String) {
+        match event {
+            RunEvent::Started => (
+                self.next(f64::from(self.calls)),
+                "the sandbox started".into(),
+            ),
+            RunEvent::CallFinished { tool, .. } => {
+                self.calls += 1;
+                (self.next(f64::from(self.calls)), tool)
+            }
+        }
+    }
+
+    fn heartbeat(&mut self, used: Duration, deadline: Duration) -> (f64, String) {
+        let share = (used.as_secs_f64() / deadline.as_secs_f64().max(1e-3)).clamp(0.0, 0.999);
+        let progress = self.next(f64::from(self.calls) + share);
+        (
+            progress,
+            format!(
+                "running for {} s of the {} s deadline",
+                used.as_secs(),
+                deadline.as_secs()
+            ),
+        )
+    }
+
+    /// `wanted`, nudged above the last value sent when it would not increase.
+    fn next(&mut self, wanted: f64) -> f64 {
+        let value = match self.last {
+            Some(last) if wanted <= last => last + (f64::from(self.calls) + 1.0 - last) / 2.0,
+            _ => wanted,
+        };
+        self.last = Some(value);
+        value
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn progress_counts_calls_and_heartbeats_stay_between_them() {
+        let mut p = Progress::default();
+        let deadline = Duration::from_secs(10);
+        assert_eq!(
+            p.event(RunEvent::Started),
+            (0.0, "the sandbox started".into())
+        );
+        let (beat, message) = p.heartbeat(Duration::from_secs(4), deadline);
+        assert!((beat - 0.4).abs() < 1e-9, "{beat}");
+        assert_eq!(message, "running for 4 s of the 10 s deadline");
+        let call = |tool: &str| RunEvent::CallFinished {
+            calls: 0,
+            tool: tool.into(),
+        };
+        assert_eq!(p.event(call("add")), (1.0, "add".into()));
+        assert_eq!(p.event(call("echo")), (2.0, "echo".into()));
+        let (beat, _) = p.heartbeat(Duration::from_secs(8), deadline);
+        assert!(beat > 2.0 && beat < 3.0, "{beat}");
+    }
+
+    #[test]
+    fn progress_always_increases_even_past_the_deadline() {
+        let mut p = Progress::default();
+        let deadline = Duration::from_secs(1);
+        let mut last = p.event(RunEvent::Started).0;
+        for secs in [5, 5, 6, 100] {
+            let (now, _) = p.heartbeat(Duration::from_secs(secs), deadline);
+            assert!(now > last && now < 1.0, "{now} after {last}");
+            last = now;
+        }
+    }
+}
