@@ -14,12 +14,14 @@ Prints one JSON object with what was observed (times in seconds, from time.monot
                `echo` with "queued-side-effect", cancel it while it waits, let the 4 finish.
   progress     one run with a progress callback: 3 calls, then 9 s of sleep; the
                notifications received.
-  disconnect   start a run that calls `echo`, then sleeps 60 s; leave (close stdin) once the
-               call reached the server; how long leaving took.
+  disconnect   start a run that starts a child (its command line ends with "steer-" and
+               the name of JOURNAL's directory), calls `echo`, then sleeps 60 s; leave
+               (close stdin) once the call reached the server; how long leaving took.
 """
 
 import asyncio
 import json
+import os
 import sys
 import time
 
@@ -103,7 +105,13 @@ async def main() -> None:
         async with ClientSession(read, write) as session:
             await session.initialize()
             if scenario == "disconnect":
-                code = "import time\nawait echo({'text': 'running'})\ntime.sleep(60)"
+                # A child whose command line names this journal, for the test to look for.
+                marker = "steer-" + os.path.basename(os.path.dirname(JOURNAL))
+                code = (
+                    "import subprocess, time\n"
+                    f"subprocess.Popen(['/usr/bin/python3', '-c', 'import time; time.sleep(60)', {marker!r}])\n"
+                    "await echo({'text': 'running'})\ntime.sleep(60)"
+                )
                 asyncio.create_task(session.call_tool("run_python", {"code": code}))
                 await journal_shows("call echo")
                 await asyncio.sleep(0.5)

@@ -16,6 +16,8 @@ struct Steered {
     journal: String,
     log: String,
     serve_pid: u32,
+    /// The last argument of the child the disconnect scenario's run starts.
+    marker: String,
 }
 
 fn steer(scenario: &str, backend: &str) -> Steered {
@@ -59,6 +61,10 @@ fn steer(scenario: &str, backend: &str) -> Steered {
         journal: read(&journal),
         serve_pid: read(&pid_file).trim().parse().unwrap_or(0),
         log,
+        marker: format!(
+            "steer-{}",
+            dir.path().file_name().unwrap_or_default().to_string_lossy()
+        ),
     }
 }
 
@@ -216,7 +222,7 @@ fn a_client_that_goes_away_ends_every_run_and_leaves_nothing(backend: &str) {
                 "run cgroups left"
             );
             let sleeping = Command::new("pgrep")
-                .args(["-f", "time.sleep\\(60\\)"])
+                .args(["-f", &s.marker])
                 .output()
                 .unwrap();
             assert!(
