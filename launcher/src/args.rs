@@ -28,6 +28,9 @@ pub struct Config {
     pub tmp_size: u64,
     /// `--seccomp-errno N`: errno for syscalls the seccomp filter denies (default EPERM).
     pub seccomp_errno: i32,
+    /// `--report-fd N`: an inherited socket on which the launcher reports the sandbox's pidfd
+    /// and any failure to the host ([`crate::report`]); made close-on-exec at once.
+    pub report_fd: Option<i32>,
     /// After `--`: the absolute path of the program inside the new root, then its arguments.
     pub program: Vec<OsString>,
 }
@@ -70,6 +73,7 @@ impl Config {
             cpu_seconds: None,
             tmp_size: 16 * MIB,
             seccomp_errno: libc::EPERM,
+            report_fd: None,
             program: Vec::new(),
         };
         while let Some(arg) = args.next() {
@@ -90,6 +94,7 @@ impl Config {
                 "--cpu-seconds" => "--cpu-seconds",
                 "--tmp-size" => "--tmp-size",
                 "--seccomp-errno" => "--seccomp-errno",
+                "--report-fd" => "--report-fd",
                 _ => return Err(ArgsError::Unknown(arg)),
             };
             let value = args.next().ok_or(ArgsError::MissingValue(name))?;
@@ -111,6 +116,17 @@ impl Config {
                 "--fsize" => cfg.fsize = number()?,
                 "--cpu-seconds" => cfg.cpu_seconds = Some(number()?),
                 "--tmp-size" => cfg.tmp_size = number()?,
+                "--report-fd" => {
+                    cfg.report_fd = Some(
+                        i32::try_from(number()?)
+                            .ok()
+                            .filter(|fd| *fd > 2)
+                            .ok_or_else(|| ArgsError::NotANumber {
+                                option: name,
+                                value: value.clone(),
+                            })?,
+                    )
+                }
                 _ => {
                     cfg.seccomp_errno = i32::try_from(number()?)
                         .ok()
@@ -175,6 +191,8 @@ mod tests {
             "40",
             "--seccomp-errno",
             "77",
+            "--report-fd",
+            "3",
             "--",
             "/p",
             "--x",
@@ -190,6 +208,7 @@ mod tests {
             (10, 20, 30, 40)
         );
         assert_eq!((cfg.cpu_seconds, cfg.seccomp_errno), (Some(5), 77));
+        assert_eq!(cfg.report_fd, Some(3));
         assert_eq!(
             cfg.program,
             vec![OsString::from("/p"), OsString::from("--x")]

@@ -3,6 +3,8 @@
 //! close_range(2) from 3 to the top, so nothing the launcher or the host leaked (even a
 //! descriptor without O_CLOEXEC) reaches the program.
 
+use std::os::fd::RawFd;
+
 use crate::sys;
 
 /// The first descriptor that is closed.
@@ -19,10 +21,22 @@ pub enum FdError {
     HandOver(std::io::Error),
 }
 
-/// Closes every descriptor from 3 up. Any `OwnedFd` still alive above 2 must not be used
-/// or dropped afterwards (callers consume theirs before this stage).
-pub fn close_all_but_stdio() -> Result<(), FdError> {
-    sys::close_from(FIRST_CLOSED).map_err(FdError::CloseRange)
+/// Closes every descriptor from 3 up except `keep` (the launcher's report socket, which is
+/// close-on-exec and so never reaches the program). Any other `OwnedFd` still alive above 2
+/// must not be used or dropped afterwards (callers consume theirs before this stage).
+pub fn close_all_but_stdio(keep: Option<RawFd>) -> Result<(), FdError> {
+    match keep.and_then(|fd| u32::try_from(fd).ok()) {
+        Some(keep) if keep >= FIRST_CLOSED => {
+            if keep > FIRST_CLOSED {
+                sys::close_range(FIRST_CLOSED, keep - 1).map_err(FdError::CloseRange)?;
+            }
+            match keep.checked_add(1) {
+                Some(next) => sys::close_from(next).map_err(FdError::CloseRange),
+                None => Ok(()),
+            }
+        }
+        _ => sys::close_from(FIRST_CLOSED).map_err(FdError::CloseRange),
+    }
 }
 
 /// In the outer launcher, after the clone: point fds 0 and 1 at /dev/null. The sandbox
@@ -43,14 +57,21 @@ mod tests {
     use std::os::fd::IntoRawFd;
 
     #[test]
-    fn descriptors_other_than_stdio_are_closed_before_exec() {
+    fn descriptors_other_than_stdio_and_the_report_socket_are_closed_before_exec() {
         let exit = in_child(|| {
             // A leaked descriptor without O_CLOEXEC, as a careless host might pass on.
             let leaked = std::fs::File::open("/dev/null").unwrap().into_raw_fd();
             assert!(sys::is_open(leaked));
-            close_all_but_stdio().unwrap();
-            match (sys::is_open(leaked), (0..3).all(sys::is_open)) {
-                (false, true) => 0,
+            let kept = std::fs::File::open("/dev/null").unwrap().into_raw_fd();
+            let above = std::fs::File::open("/dev/null").unwrap().into_raw_fd();
+            close_all_but_stdio(Some(kept)).unwrap();
+            match (
+                sys::is_open(leaked),
+                sys::is_open(above),
+                sys::is_open(kept),
+                (0..3).all(sys::is_open),
+            ) {
+                (false, false, true, true) => 0,
                 _ => 1,
             }
         });

@@ -23,6 +23,7 @@ pub mod mounts;
 pub mod namespaces;
 pub mod privs;
 pub mod probe;
+pub mod report;
 pub mod rlimits;
 pub mod seccomp;
 mod sys;
@@ -67,19 +68,39 @@ pub enum LaunchError {
     Seccomp(#[from] seccomp::SeccompError),
     #[error(transparent)]
     Exec(#[from] exec::ExecError),
+    /// Sending the sandbox's pidfd to the host failed.
+    #[error("failed to report the sandbox to the host: {0}")]
+    Report(std::io::Error),
 }
 
 /// Parses the arguments after `__launcher` and runs the sandbox.
 ///
 /// On success the sandbox process execs the program and the outer launcher returns the
-/// program's exit status (128 + N when killed by signal N). On failure it prints one line
-/// `launcher: failed to <step>: <why>` on stderr and returns [`FAILURE_STATUS`] (125).
+/// program's exit status (128 + N when killed by signal N). On failure it returns
+/// [`FAILURE_STATUS`] (125) and says `failed to <step>: <why>`: on the report socket when
+/// `--report-fd` was given (the only failure the host believes, see [`report`]), else as one
+/// line `launcher: failed to ...` on stderr.
 pub fn run_from_args(args: impl Iterator<Item = OsString>) -> i32 {
-    match Config::parse(args)
-        .map_err(LaunchError::from)
-        .and_then(|cfg| run(&cfg))
-    {
+    let cfg = match Config::parse(args) {
+        Ok(cfg) => cfg,
+        Err(e) => {
+            eprintln!("launcher: {e}");
+            return FAILURE_STATUS;
+        }
+    };
+    let reporter = match report::Reporter::adopt(cfg.report_fd) {
+        Ok(reporter) => reporter,
+        Err(e) => {
+            eprintln!("launcher: failed to take the report descriptor: {e}");
+            return FAILURE_STATUS;
+        }
+    };
+    match run(&cfg, &reporter) {
         Ok(status) => status,
+        Err(e) if reporter.is_active() => {
+            reporter.failed(&e.to_string());
+            FAILURE_STATUS
+        }
         Err(e) => {
             eprintln!("launcher: {e}");
             FAILURE_STATUS
@@ -89,7 +110,7 @@ pub fn run_from_args(args: impl Iterator<Item = OsString>) -> i32 {
 
 /// The stages, in order. Returns the program's exit status in the outer launcher; in the
 /// sandbox process it returns only on failure.
-pub fn run(cfg: &Config) -> Result<i32, LaunchError> {
+pub fn run(cfg: &Config, reporter: &report::Reporter) -> Result<i32, LaunchError> {
     // 0. Die with the host thread that spawned us (SIGKILL), re-checked after arming.
     namespaces::die_with_parent()?;
     // 1. Join the run's cgroups, so every sandbox process is born inside them.
@@ -101,15 +122,24 @@ pub fn run(cfg: &Config) -> Result<i32, LaunchError> {
     let (uid, gid) = idmap::caller();
     idmap::drop_groups_if_root(uid)?;
     match namespaces::clone_sandbox()? {
-        Side::Outer(sandbox) => outer(sandbox, uid, gid),
-        Side::Inner(gate) => inner(cfg, gate).map(|never| match never {}),
+        Side::Outer(sandbox) => outer(sandbox, uid, gid, reporter),
+        Side::Inner(gate) => inner(cfg, gate, reporter).map(|never| match never {}),
     }
 }
 
 /// The outer launcher, still in the initial namespaces.
-fn outer(sandbox: Sandbox, uid: u32, gid: u32) -> Result<i32, LaunchError> {
-    // 3. Write the child's uid/gid maps from here (setgroups "deny" first), then release it.
+fn outer(
+    sandbox: Sandbox,
+    uid: u32,
+    gid: u32,
+    reporter: &report::Reporter,
+) -> Result<i32, LaunchError> {
+    // 3. Write the child's uid/gid maps from here (setgroups "deny" first), hand the host a
+    //    pidfd of the child (before any of the program's code can run), then release it.
     idmap::write(sandbox.pid(), &idmap::plan(uid, gid))?;
+    reporter
+        .started(sandbox.pid())
+        .map_err(LaunchError::Report)?;
     sandbox.release()?;
     // Leave the protocol pipes to the sandbox alone, so the host sees EOF when it closes them.
     fds::hand_over_protocol_pipes()?;
@@ -119,7 +149,7 @@ fn outer(sandbox: Sandbox, uid: u32, gid: u32) -> Result<i32, LaunchError> {
 
 /// The sandbox process: pid 1 of the new pid namespace, full capabilities in its own user
 /// namespace until stage 7.
-fn inner(cfg: &Config, gate: Gate) -> Result<Infallible, LaunchError> {
+fn inner(cfg: &Config, gate: Gate, reporter: &report::Reporter) -> Result<Infallible, LaunchError> {
     // 3. Wait for the id maps; if the outer launcher failed, it already said why.
     if gate.wait_for_release().is_err() {
         std::process::exit(FAILURE_STATUS);
@@ -133,8 +163,8 @@ fn inner(cfg: &Config, gate: Gate) -> Result<Infallible, LaunchError> {
     mounts::install(&mounts::plan(&cfg.rootfs, cfg.tmp_size))?;
     // 5b. Resource limits: NPROC, NOFILE, FSIZE, CORE 0, STACK, optional DATA and CPU.
     rlimits::install(&rlimits::plan(cfg))?;
-    // 6. Close every descriptor but 0, 1 and 2.
-    fds::close_all_but_stdio()?;
+    // 6. Close every descriptor but 0, 1, 2 and the report socket (close-on-exec).
+    fds::close_all_but_stdio(reporter.raw_fd())?;
     // 7. Drop every capability: bounding, ambient, inheritable, effective, permitted.
     capabilities::drop_all()?;
     // 8. no_new_privs.
@@ -215,6 +245,9 @@ mod tests {
                 std::env::current_dir().unwrap() == Path::new("/tmp"),
                 // /dev has exactly the four nodes (+ links), read-only, and /dev/null works
                 errno(std::fs::write("/dev/null", "x")).is_none(),
+                // the host's device nodes keep their metadata
+                errno(sys::touch(Path::new("/dev/null"))) == Some(libc::EROFS),
+                errno(sys::touch(Path::new("/dev/urandom"))) == Some(libc::EROFS),
                 std::fs::read_dir("/dev").unwrap().count() == 8,
                 errno(std::fs::write("/dev/new", "x")) == Some(libc::EROFS),
                 // a fresh /proc of our pid namespace: we are pid 1

@@ -3,7 +3,8 @@
 //! The root is a read-only, non-recursive bind of the rootfs directory (so no host mount below
 //! it comes along); `/tmp` is a small tmpfs (noexec, nosuid, nodev); `/dev` is a read-only
 //! tmpfs holding only null, zero, urandom and random (bind-mounted from the host: device nodes
-//! made inside a user namespace would not open) and the /dev/fd symlinks; `/proc` is a fresh
+//! made inside a user namespace would not open; each bind read-only, so the host's inode
+//! keeps its times, mode and owner) and the /dev/fd symlinks; `/proc` is a fresh
 //! procfs of the new pid namespace. No /sys. Sources: mount(2), mount_namespaces(7),
 //! pivot_root(2) ("pivot_root(".", ".")" idiom), proc(5) ("subset=pid").
 
@@ -99,6 +100,12 @@ pub fn plan(rootfs: &Path, tmp_size: u64) -> Vec<Step> {
         steps.push(Step::Bind {
             source: Path::new("/dev").join(name),
             target: dev.join(name),
+        });
+        // The node is the host's own inode: read-only, the code cannot change its times,
+        // mode or owner (EROFS). Reads and writes of a device node ignore the read-only flag.
+        steps.push(Step::RemountReadOnly {
+            target: dev.join(name),
+            flags: libc::MS_NOSUID | libc::MS_NOEXEC,
         });
     }
     for (name, to) in [
@@ -316,6 +323,25 @@ mod tests {
                 .iter()
                 .any(|s| format!("{s:?}").contains("sys"))
         );
+    }
+
+    #[test]
+    fn every_bound_device_node_is_remounted_read_only_right_after_its_bind() {
+        let steps = plan(Path::new("/r"), 1);
+        for name in DEVICES {
+            let node = Path::new("/r/dev").join(name);
+            let bind = position(
+                &steps,
+                |s| matches!(s, Step::Bind { target, .. } if *target == node),
+            );
+            assert_eq!(
+                steps[bind + 1],
+                Step::RemountReadOnly {
+                    target: node,
+                    flags: libc::MS_NOSUID | libc::MS_NOEXEC,
+                }
+            );
+        }
     }
 
     #[test]

@@ -22,6 +22,16 @@ pub struct Limit {
 /// Stack size limit, in bytes: 8 MiB, glibc's usual default.
 pub const STACK_BYTES: u64 = 8 * 1024 * 1024;
 
+/// Signals that may be queued at once (RLIMIT_SIGPENDING). The count is a per-user counter
+/// shared with the host user (the caller, or root): every signal queued inside is charged
+/// to each user namespace up to the initial one, so a low limit here keeps the host user's
+/// count out of reach (getrlimit(2), user_namespaces(7)). CPython queues none of its own.
+pub const SIGPENDING: u64 = 64;
+
+/// Bytes of POSIX message queues (RLIMIT_MSGQUEUE): none. mq_open(3) is also refused by
+/// seccomp; the limit keeps the per-user byte count untouched even if that changed.
+pub const MSGQUEUE_BYTES: u64 = 0;
+
 /// Setting a limit failed.
 #[derive(Debug, thiserror::Error)]
 pub enum RlimitError {
@@ -34,8 +44,10 @@ pub enum RlimitError {
     },
 }
 
-/// The limits for `cfg`: NPROC, NOFILE, FSIZE, CORE 0, STACK 8 MiB, then DATA (only with
-/// --memory-rlimit) and CPU (only with --cpu-seconds).
+/// The limits for `cfg`: NPROC, NOFILE, FSIZE, CORE 0, STACK 8 MiB, SIGPENDING 64,
+/// MSGQUEUE 0, then DATA and AS (only with --memory-rlimit) and CPU (only with
+/// --cpu-seconds). RLIMIT_DATA alone misses shared anonymous and grows-down mappings;
+/// RLIMIT_AS bounds every mapping of one process (threads' stacks included).
 pub fn plan(cfg: &Config) -> Vec<Limit> {
     let limit = |resource, name, value| Limit {
         resource,
@@ -48,9 +60,12 @@ pub fn plan(cfg: &Config) -> Vec<Limit> {
         limit(libc::RLIMIT_FSIZE, "RLIMIT_FSIZE", cfg.fsize),
         limit(libc::RLIMIT_CORE, "RLIMIT_CORE", 0),
         limit(libc::RLIMIT_STACK, "RLIMIT_STACK", STACK_BYTES),
+        limit(libc::RLIMIT_SIGPENDING, "RLIMIT_SIGPENDING", SIGPENDING),
+        limit(libc::RLIMIT_MSGQUEUE, "RLIMIT_MSGQUEUE", MSGQUEUE_BYTES),
     ];
     if let Some(bytes) = cfg.memory_rlimit {
         limits.push(limit(libc::RLIMIT_DATA, "RLIMIT_DATA", bytes));
+        limits.push(limit(libc::RLIMIT_AS, "RLIMIT_AS", bytes));
     }
     if let Some(seconds) = cfg.cpu_seconds {
         limits.push(limit(libc::RLIMIT_CPU, "RLIMIT_CPU", seconds));
@@ -89,7 +104,9 @@ mod tests {
                 ("RLIMIT_NOFILE", 64),
                 ("RLIMIT_FSIZE", 16 << 20),
                 ("RLIMIT_CORE", 0),
-                ("RLIMIT_STACK", 8 << 20)
+                ("RLIMIT_STACK", 8 << 20),
+                ("RLIMIT_SIGPENDING", 64),
+                ("RLIMIT_MSGQUEUE", 0),
             ]
         );
     }
@@ -102,7 +119,7 @@ mod tests {
             ..config()
         };
         let names: Vec<_> = plan(&cfg).iter().map(|l| l.name).collect();
-        assert!(names.ends_with(&["RLIMIT_DATA", "RLIMIT_CPU"]));
+        assert!(names.ends_with(&["RLIMIT_DATA", "RLIMIT_AS", "RLIMIT_CPU"]));
     }
 
     #[test]

@@ -147,6 +147,19 @@ pub const REFUSED: &[(&str, &str)] = &[
     ("fanotify_init", "filesystem-wide notification"),
     ("uselib", "obsolete loader"),
     ("execveat", "exec by descriptor; execve suffices"),
+    (
+        "inotify_init",
+        "instances are a per-user host quota, and a watch sees host activity",
+    ),
+    (
+        "inotify_init1",
+        "instances are a per-user host quota, and a watch sees host activity",
+    ),
+    ("inotify_add_watch", "no inotify instance to add to"),
+    (
+        "flock",
+        "a lock on a shared inode (/dev/null, the rootfs) is seen by the host and other runs",
+    ),
 ];
 
 /// Syscalls allowed without conditions: what CPython 3.11 and its subprocesses use on
@@ -189,8 +202,6 @@ const ALLOW: &[&str] = &[
     "dup",
     "dup2",
     "dup3",
-    "fcntl",
-    "flock",
     "fsync",
     "fdatasync",
     "syncfs",
@@ -263,10 +274,6 @@ const ALLOW: &[&str] = &[
     "removexattr",
     "lremovexattr",
     "fremovexattr",
-    "inotify_init",
-    "inotify_init1",
-    "inotify_add_watch",
-    "inotify_rm_watch",
     // polling and events
     "select",
     "pselect6",
@@ -301,7 +308,6 @@ const ALLOW: &[&str] = &[
     "sendmmsg",
     "recvmmsg",
     "shutdown",
-    "setsockopt",
     "getsockopt",
     // processes and threads (clone is in `allow_if`)
     "fork",
@@ -329,7 +335,6 @@ const ALLOW: &[&str] = &[
     "futex",
     "futex_waitv",
     "arch_prctl",
-    "prctl",
     "sched_yield",
     "sched_getaffinity",
     "sched_setaffinity",
@@ -393,6 +398,61 @@ const ALLOW: &[&str] = &[
     "getrandom",
 ];
 
+/// prctl(2) options allowed (by name, value), from include/uapi/linux/prctl.h. CPython
+/// itself calls none (strace of threads, asyncio, subprocess and sqlite3); the C library may
+/// name anonymous mappings (PR_SET_VMA) and threads (PR_SET_NAME); the rest only read.
+/// Never PR_SET_PDEATHSIG (clearing it would let the sandbox outlive its launcher),
+/// PR_SET_CHILD_SUBREAPER, PR_SET_DUMPABLE, PR_SET_MM, PR_SET_SECCOMP, PR_CAP_AMBIENT,
+/// PR_SET_SECUREBITS, PR_SET_NO_NEW_PRIVS or PR_SET_PTRACER.
+pub const PRCTLS: &[(&str, u64)] = &[
+    ("PR_GET_PDEATHSIG", 2),
+    ("PR_GET_DUMPABLE", 3),
+    ("PR_SET_NAME", 15),
+    ("PR_GET_NAME", 16),
+    ("PR_GET_SECCOMP", 21),
+    ("PR_CAPBSET_READ", 23),
+    ("PR_GET_NO_NEW_PRIVS", 39),
+    ("PR_SET_VMA", 0x5356_4d41),
+];
+
+/// fcntl(2) commands allowed (by name, value), from include/uapi/asm-generic/fcntl.h and
+/// linux/fcntl.h: descriptor and status flags, duplication, and POSIX record locks (sqlite3
+/// needs F_SETLK/F_GETLK on its files in /tmp). Never F_SETPIPE_SZ (pipe buffer pages are
+/// a per-user host quota, pipe-user-pages-soft), F_NOTIFY (dnotify watches), F_SETLEASE
+/// (a lease on a shared inode signals on another run's open), F_SETOWN/F_SETSIG.
+pub const FCNTLS: &[(&str, u64)] = &[
+    ("F_DUPFD", 0),
+    ("F_GETFD", 1),
+    ("F_SETFD", 2),
+    ("F_GETFL", 3),
+    ("F_SETFL", 4),
+    ("F_GETLK", 5),
+    ("F_SETLK", 6),
+    ("F_SETLKW", 7),
+    ("F_OFD_GETLK", 36),
+    ("F_OFD_SETLK", 37),
+    ("F_OFD_SETLKW", 38),
+    ("F_DUPFD_CLOEXEC", 1030),
+    ("F_GETPIPE_SZ", 1032),
+];
+
+/// SOL_SOCKET options setsockopt(2) may set (by name, value), from
+/// include/uapi/asm-generic/socket.h. Never SO_SNDBUF/SO_RCVBUF (or their FORCE forms):
+/// raised buffers queue kernel memory that no address-space limit counts (up to
+/// net.core.wmem_max, 4 MiB each, per socket). Other levels mean nothing to AF_UNIX.
+pub const SOCKOPTS: &[(&str, u64)] = &[
+    ("SO_REUSEADDR", 2),
+    ("SO_KEEPALIVE", 9),
+    ("SO_LINGER", 13),
+    ("SO_PASSCRED", 16),
+    ("SO_RCVLOWAT", 18),
+    ("SO_SNDLOWAT", 19),
+    ("SO_RCVTIMEO_OLD", 20),
+    ("SO_SNDTIMEO_OLD", 21),
+    ("SO_RCVTIMEO_NEW", 66),
+    ("SO_SNDTIMEO_NEW", 67),
+];
+
 /// ioctl(2) commands allowed (by name, value): terminal queries and descriptor flags.
 /// Never TIOCSTI (injects input into a terminal) or TIOCLINUX. Values from
 /// include/uapi/asm-generic/ioctls.h.
@@ -445,6 +505,21 @@ pub fn policy() -> Policy {
             why: "personality(2): `unsigned int persona`; only the query 0xffffffff",
         },
     ];
+    allow_if.extend(PRCTLS.iter().map(|&(_, option)| Rule {
+        syscall: "prctl",
+        args: vec![low32(0, option)],
+        why: "prctl(2): `int option`; see PRCTLS",
+    }));
+    allow_if.extend(FCNTLS.iter().map(|&(_, cmd)| Rule {
+        syscall: "fcntl",
+        args: vec![low32(1, cmd)],
+        why: "fcntl(2): `int cmd`; see FCNTLS",
+    }));
+    allow_if.extend(SOCKOPTS.iter().map(|&(_, option)| Rule {
+        syscall: "setsockopt",
+        args: vec![low32(1, libc::SOL_SOCKET as u64), low32(2, option)],
+        why: "setsockopt(2): `int level`, `int optname`; only SOL_SOCKET options in SOCKOPTS",
+    }));
     allow_if.extend(IOCTLS.iter().map(|&(_, cmd)| Rule {
         syscall: "ioctl",
         args: vec![low32(1, cmd)],
@@ -527,7 +602,7 @@ pub fn install(policy: &Policy) -> Result<(), SeccompError> {
 mod tests {
     use super::*;
     use crate::sys::Exit;
-    use crate::testutil::{in_child, raw_syscall};
+    use crate::testutil::{in_child, raw_syscall, raw_syscall5};
     use std::collections::HashSet;
 
     /// A sentinel errno, so a test can tell the filter denied a call (not the kernel).
@@ -535,6 +610,8 @@ mod tests {
 
     fn sandboxed(probe: impl FnOnce() -> i32) -> Exit {
         in_child(move || {
+            // As the launcher leaves it: the death signal armed before the filter.
+            crate::sys::set_parent_death_signal(libc::SIGKILL).unwrap();
             crate::sys::set_no_new_privs().unwrap();
             install(&Policy {
                 default_errno: SENTINEL,
@@ -720,6 +797,116 @@ mod tests {
                 0
             } else {
                 eprintln!("{calls:?} {query:?} {fionread:?}");
+                1
+            }
+        });
+        assert_eq!(exit, Exit::Code(0));
+    }
+
+    #[test]
+    fn the_death_signal_cannot_be_cleared_but_a_thread_can_be_named() {
+        let exit = sandboxed(|| {
+            let denied = [
+                raw_syscall(libc::SYS_prctl, [libc::PR_SET_PDEATHSIG as u64, 0, 0]),
+                raw_syscall(
+                    libc::SYS_prctl,
+                    [libc::PR_SET_PDEATHSIG as u64 | 1 << 32, 0, 0],
+                ),
+                raw_syscall(libc::SYS_prctl, [libc::PR_SET_CHILD_SUBREAPER as u64, 1, 0]),
+                raw_syscall(libc::SYS_prctl, [libc::PR_SET_DUMPABLE as u64, 1, 0]),
+            ];
+            // Positive controls: naming a thread, and reading the death signal back.
+            let named = raw_syscall(
+                libc::SYS_prctl,
+                [libc::PR_SET_NAME as u64, c"x".as_ptr() as u64, 0],
+            );
+            let mut sig: libc::c_int = 0;
+            let read = raw_syscall(
+                libc::SYS_prctl,
+                [libc::PR_GET_PDEATHSIG as u64, &mut sig as *mut _ as u64, 0],
+            );
+            if denied.iter().all(|r| *r == Err(SENTINEL))
+                && named.is_ok()
+                && read.is_ok()
+                && sig == libc::SIGKILL
+            {
+                0
+            } else {
+                eprintln!("{denied:?} {named:?} {read:?} {sig}");
+                1
+            }
+        });
+        assert_eq!(exit, Exit::Code(0));
+    }
+
+    #[test]
+    fn inotify_flock_pipe_resizing_and_socket_buffers_are_refused_but_record_locks_work() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db");
+        let exit = sandboxed(move || {
+            use std::os::fd::AsRawFd;
+            let file = std::fs::File::create(&path).unwrap();
+            let fd = file.as_raw_fd() as u64;
+            let (r, _w) = crate::sys::pipe().unwrap();
+            let denied = [
+                raw_syscall(libc::SYS_inotify_init1, [0, 0, 0]),
+                raw_syscall(libc::SYS_inotify_init, [0, 0, 0]),
+                raw_syscall(libc::SYS_flock, [fd, libc::LOCK_EX as u64, 0]),
+                raw_syscall(
+                    libc::SYS_fcntl,
+                    [r.as_raw_fd() as u64, libc::F_SETPIPE_SZ as u64, 1 << 20],
+                ),
+                raw_syscall(libc::SYS_fcntl, [fd, libc::F_NOTIFY as u64, 0]),
+                raw_syscall(libc::SYS_fcntl, [fd, libc::F_SETLEASE as u64, 0]),
+            ];
+            let one: libc::c_int = 1 << 22;
+            let sndbuf = raw_syscall5(
+                libc::SYS_setsockopt,
+                [
+                    fd,
+                    libc::SOL_SOCKET as u64,
+                    libc::SO_SNDBUF as u64,
+                    &one as *const _ as u64,
+                    4,
+                ],
+            );
+            let rcvbuf = raw_syscall5(
+                libc::SYS_setsockopt,
+                [
+                    fd,
+                    libc::SOL_SOCKET as u64,
+                    libc::SO_RCVBUF as u64,
+                    &one as *const _ as u64,
+                    4,
+                ],
+            );
+            // Positive controls: a POSIX record lock (sqlite3), flags, and the pipe's size.
+            let lock = libc::flock {
+                l_type: libc::F_WRLCK as i16,
+                l_whence: libc::SEEK_SET as i16,
+                l_start: 0,
+                l_len: 0,
+                l_pid: 0,
+            };
+            let locked = raw_syscall(
+                libc::SYS_fcntl,
+                [fd, libc::F_SETLK as u64, &lock as *const _ as u64],
+            );
+            let flags = raw_syscall(libc::SYS_fcntl, [fd, libc::F_GETFL as u64, 0]);
+            let size = raw_syscall(
+                libc::SYS_fcntl,
+                [r.as_raw_fd() as u64, libc::F_GETPIPE_SZ as u64, 0],
+            );
+            if denied.iter().all(|r| *r == Err(SENTINEL))
+                && sndbuf == Err(SENTINEL)
+                && rcvbuf == Err(SENTINEL)
+                && locked.is_ok()
+                && flags.is_ok()
+                && size.is_ok()
+            {
+                0
+            } else {
+                eprintln!("{denied:?} {locked:?} {flags:?} {size:?}");
                 1
             }
         });

@@ -387,6 +387,27 @@ pub fn raw_syscall3(nr: libc::c_long, args: [u64; 3]) -> Result<i64, i32> {
     }
 }
 
+/// A raw syscall with five arguments (tests only: probes).
+#[cfg(test)]
+pub fn raw_syscall5(nr: libc::c_long, args: [u64; 5]) -> Result<i64, i32> {
+    // SAFETY: as raw_syscall3: test probes pass NULL, pointers to live memory, or calls the
+    // filter refuses before the kernel reads any argument.
+    let ret = unsafe { libc::syscall(nr, args[0], args[1], args[2], args[3], args[4]) };
+    if ret == -1 {
+        Err(io::Error::last_os_error().raw_os_error().unwrap_or(0))
+    } else {
+        Ok(ret)
+    }
+}
+
+/// utimensat(2) with the current time on `path` (tests only).
+#[cfg(test)]
+pub fn touch(path: &Path) -> io::Result<()> {
+    let path = path_c(path)?;
+    // SAFETY: `path` is NUL-terminated; a NULL times pointer means "now".
+    check(unsafe { libc::utimensat(libc::AT_FDCWD, path.as_ptr(), std::ptr::null(), 0) }).map(drop)
+}
+
 /// gethostname(2) into `buf` (tests only).
 #[cfg(test)]
 pub fn hostname(buf: &mut [u8]) -> String {
@@ -404,4 +425,179 @@ pub fn kill_pid(pid: libc::pid_t) -> io::Result<()> {
     }
     // SAFETY: plain integer arguments; pid > 0 names exactly one process.
     check(unsafe { libc::kill(pid, libc::SIGKILL) }).map(drop)
+}
+
+/// socketpair(2) AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC: two connected ends that keep message
+/// boundaries (one sendmsg is one recvmsg).
+pub fn seqpacket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: `fds` is a writable array of two c_ints, as socketpair requires.
+    check(unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
+            0,
+            fds.as_mut_ptr(),
+        )
+    })?;
+    // SAFETY: socketpair succeeded, so both descriptors are open and owned by nobody else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// Space for one control message carrying one descriptor.
+const CMSG_SPACE_ONE_FD: usize = 32;
+
+/// sendmsg(2) of `data` on `sock`, with `fd` attached as SCM_RIGHTS when given (unix(7)).
+/// Retries on EINTR; MSG_NOSIGNAL, so a closed peer is EPIPE, not SIGPIPE.
+pub fn send_with_fd(sock: &OwnedFd, data: &[u8], fd: Option<&OwnedFd>) -> io::Result<()> {
+    let mut iov = libc::iovec {
+        iov_base: data.as_ptr() as *mut libc::c_void,
+        iov_len: data.len(),
+    };
+    let mut control = [0u8; CMSG_SPACE_ONE_FD];
+    // SAFETY: msghdr is plain data; all-zero is a valid empty header.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    if let Some(fd) = fd {
+        // SAFETY: CMSG_SPACE is a pure size computation.
+        let space = unsafe { libc::CMSG_SPACE(std::mem::size_of::<libc::c_int>() as u32) };
+        assert!(space as usize <= control.len(), "control buffer too small");
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = space as usize;
+        // SAFETY: msg_control points at `control`, which holds at least one cmsghdr plus one
+        // int (checked above); CMSG_FIRSTHDR/CMSG_DATA stay inside it, and the int is
+        // written unaligned.
+        unsafe {
+            let cmsg = libc::CMSG_FIRSTHDR(&msg);
+            (*cmsg).cmsg_level = libc::SOL_SOCKET;
+            (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+            (*cmsg).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<libc::c_int>() as u32) as usize;
+            std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<libc::c_int>(), fd.as_raw_fd());
+        }
+    }
+    loop {
+        // SAFETY: `msg` points at `iov` (describing `data`) and `control`, all alive here.
+        let n = unsafe { libc::sendmsg(sock.as_raw_fd(), &msg, libc::MSG_NOSIGNAL) };
+        match n {
+            -1 if io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) => continue,
+            -1 => return Err(io::Error::last_os_error()),
+            _ => return Ok(()),
+        }
+    }
+}
+
+/// recvmsg(2) of one message into `buf`: its length (0 at end of file) and the descriptor
+/// it carried (SCM_RIGHTS, received close-on-exec), if any. Retries on EINTR. A message
+/// longer than `buf` is cut (SOCK_SEQPACKET drops the rest).
+pub fn recv_with_fd(sock: &OwnedFd, buf: &mut [u8]) -> io::Result<(usize, Option<OwnedFd>)> {
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    let mut control = [0u8; CMSG_SPACE_ONE_FD];
+    loop {
+        // SAFETY: msghdr is plain data; all-zero is a valid empty header.
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = control.len();
+        // SAFETY: `msg` points at `iov` (describing `buf`) and `control`, both writable and
+        // alive for the call.
+        let n = unsafe { libc::recvmsg(sock.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
+        if n == -1 {
+            if io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+                continue;
+            }
+            return Err(io::Error::last_os_error());
+        }
+        let mut received = None;
+        // SAFETY: the kernel filled `msg.msg_control` up to msg_controllen; CMSG_FIRSTHDR and
+        // CMSG_NXTHDR walk only inside it, and each SCM_RIGHTS payload is read unaligned.
+        unsafe {
+            let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
+            while !cmsg.is_null() {
+                if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_RIGHTS {
+                    let fd = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<libc::c_int>());
+                    // Own it at once (a second one, never sent by the launcher, is closed).
+                    let owned = OwnedFd::from_raw_fd(fd);
+                    if received.is_none() {
+                        received = Some(owned);
+                    }
+                }
+                cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
+            }
+        }
+        return Ok((n as usize, received));
+    }
+}
+
+/// pidfd_open(2): a descriptor that names `pid` for as long as the descriptor lives, even
+/// after the process is reaped and its pid reused (close-on-exec by default).
+pub fn pidfd_open(pid: libc::pid_t) -> io::Result<OwnedFd> {
+    // SAFETY: plain integer arguments.
+    let fd = check_long(unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0u32) })?;
+    // SAFETY: pidfd_open succeeded and returned a new descriptor owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// pidfd_send_signal(2) with SIGKILL: kill exactly the process the pidfd names (ESRCH when
+/// it already exited).
+pub fn pidfd_kill(pidfd: &OwnedFd) -> io::Result<()> {
+    // SAFETY: a valid descriptor, SIGKILL, NULL siginfo and flags 0 (all allowed by the man
+    // page).
+    check_long(unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            pidfd.as_raw_fd(),
+            libc::SIGKILL,
+            std::ptr::null::<libc::siginfo_t>(),
+            0u32,
+        )
+    })
+    .map(drop)
+}
+
+/// fcntl(F_SETFD, FD_CLOEXEC) on `fd`.
+pub fn set_cloexec(fd: RawFd) -> io::Result<()> {
+    // SAFETY: F_SETFD only changes the descriptor's flags; an invalid fd yields EBADF.
+    check(unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) }).map(drop)
+}
+
+/// Makes `command` hand `fd` to its child as descriptor `target` (without close-on-exec):
+/// dup2 in the child between fork and exec. `fd` is closed in the parent when `command` is
+/// dropped.
+pub fn pass_fd(command: &mut std::process::Command, fd: OwnedFd, target: RawFd) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the closure runs in the forked child before exec and calls only dup2 and
+    // fcntl, which are async-signal-safe; it allocates nothing and takes no lock.
+    unsafe {
+        command.pre_exec(move || {
+            let source = fd.as_raw_fd();
+            if source == target {
+                // dup2 onto itself keeps close-on-exec; clear it instead.
+                check(libc::fcntl(target, libc::F_SETFD, 0))?;
+            } else {
+                check(libc::dup2(source, target))?;
+            }
+            Ok(())
+        });
+    }
+}
+
+/// Takes ownership of descriptor `fd`, which the caller must have checked is open (e.g.
+/// with [`set_cloexec`]) and not owned elsewhere in this process (a descriptor inherited
+/// from the host by number).
+pub fn own_fd(fd: RawFd) -> OwnedFd {
+    // SAFETY: the caller guarantees `fd` is open and that nothing else in this process
+    // owns it, so exactly one OwnedFd closes it.
+    unsafe { OwnedFd::from_raw_fd(fd) }
+}
+
+/// close_range(2) from `first` to `last` inclusive.
+pub fn close_range(first: u32, last: u32) -> io::Result<()> {
+    // SAFETY: closing descriptors has no memory-safety effect; the caller keeps no OwnedFd
+    // in the range that it uses again (the next step is execve).
+    check_long(unsafe { libc::syscall(libc::SYS_close_range, first, last, 0u32) }).map(drop)
 }

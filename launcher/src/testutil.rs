@@ -72,6 +72,11 @@ pub fn raw_syscall(nr: libc::c_long, args: [u64; 3]) -> Result<i64, i32> {
     sys::raw_syscall3(nr, args)
 }
 
+/// A raw syscall with five arguments: Ok(return value) or Err(errno).
+pub fn raw_syscall5(nr: libc::c_long, args: [u64; 5]) -> Result<i64, i32> {
+    sys::raw_syscall5(nr, args)
+}
+
 /// A temp dir laid out as an (empty) rootfs: tmp, dev and proc directories, mode 0755.
 pub fn empty_rootfs() -> (tempfile::TempDir, PathBuf) {
     use std::os::unix::fs::PermissionsExt;

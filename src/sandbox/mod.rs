@@ -48,8 +48,13 @@ pub struct Ending {
     pub status: Option<i32>,
     /// The memory limit was hit in this run.
     pub memory_limit_hit: bool,
-    /// The start of what the sandbox wrote to stderr (launcher errors, Python's fatal errors).
+    /// The start of what the sandbox wrote to stderr (Python's fatal errors, the runner's
+    /// diagnostics). Untrusted: the code writes there too.
     pub stderr: String,
+    /// The sandbox could not be started, as the backend itself reported it (the native
+    /// launcher's report socket, which the code never holds; Docker's own failure before the
+    /// container started). Never taken from anything the code can write.
+    pub launcher_failure: Option<String>,
 }
 
 /// Backend-specific control of a running sandbox.
@@ -110,15 +115,51 @@ pub fn drain_stderr(stderr: Option<ChildStderr>) -> Arc<Mutex<Vec<u8>>> {
     kept
 }
 
-/// The kept stderr as text.
+/// The kept stderr as text, control characters escaped ([`escape_controls`]).
 pub fn stderr_text(kept: &Arc<Mutex<Vec<u8>>>) -> String {
     kept.lock()
-        .map(|k| String::from_utf8_lossy(&k).trim().to_owned())
+        .map(|k| escape_controls(String::from_utf8_lossy(&k).trim()))
         .unwrap_or_default()
+}
+
+/// `text` with every control character (C0, DEL, C1) but newline and tab written as
+/// `\u{..}`, so text from a sandbox cannot move a terminal's cursor, retitle its window or
+/// colour what follows when it is printed or logged (ECMA-48: C0 is U+0000-U+001F, C1 is
+/// U+0080-U+009F; ESC and CSI start the sequences).
+pub fn escape_controls(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() && c != '\n' && c != '\t' {
+            out.push_str(&c.escape_unicode().to_string());
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// Exit code of a finished child: the code, or 128+signal.
 pub fn exit_code(status: std::process::ExitStatus) -> Option<i32> {
     use std::os::unix::process::ExitStatusExt;
     status.code().or_else(|| status.signal().map(|s| 128 + s))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_characters_from_a_sandbox_are_escaped_but_lines_stay_lines() {
+        let hostile = "\u{1b}]0;owned\u{7}\u{1b}[31mred\u{9b}2J\u{7f}\r\nnext\tcol";
+        let escaped = escape_controls(hostile);
+        assert_eq!(
+            escaped,
+            "\\u{1b}]0;owned\\u{7}\\u{1b}[31mred\\u{9b}2J\\u{7f}\\u{d}\nnext\tcol"
+        );
+        assert!(
+            !escaped
+                .chars()
+                .any(|c| c.is_control() && c != '\n' && c != '\t')
+        );
+    }
 }

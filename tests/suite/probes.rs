@@ -14,6 +14,7 @@
 //! parallel. The per-layer view (which mechanism denies) is in `layers.rs`.
 
 use std::os::linux::net::SocketAddrExt;
+use std::os::unix::fs::MetadataExt;
 use std::os::unix::net::{SocketAddr, UnixListener};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -27,7 +28,18 @@ use serde_json::{Value, json};
 use super::common::{Exec, ExecOptions, exec_with, unprivileged};
 
 /// The probe classes, as directories of `tests/probes`.
-const CLASSES: [&str; 7] = ["net", "fs", "priv", "krn", "res", "proto", "env"];
+const CLASSES: [&str; 10] = [
+    "net", "fs", "priv", "krn", "res", "proto", "env", "life", "quota", "iso",
+];
+
+/// The device nodes whose host inode (device and inode number, times, mode) the probes must
+/// leave alone.
+const DEVICE_NODES: [&str; 4] = ["null", "zero", "random", "urandom"];
+
+/// How long after a LIFE probe's run ended a process of it may still be dying; other classes
+/// get [`SURVIVOR_GRACE`] (their probes are judged on containment, not on timing).
+const LIFE_GRACE: Duration = Duration::from_secs(1);
+const SURVIVOR_GRACE: Duration = Duration::from_secs(10);
 
 /// Probes of one class running at once, per backend.
 const PARALLEL: usize = 4;
@@ -254,6 +266,8 @@ const EXPECT: &[Expect] = &[
         &["stopped:ended", "stopped:deadline"],
     ),
     e("proto/write_to_host_input", &["denied:EBADF"]),
+    // The code's own exit 125, whatever its stderr says: never the host's startup failure.
+    e("proto/forged_launcher_failure", &["stopped:exited"]),
     e("proto/visible_fds", &["denied"]),
     // ENV: nothing of the host beyond what the README documents.
     e("env/environment", &["denied"]),
@@ -265,6 +279,33 @@ const EXPECT: &[Expect] = &[
     e("env/processes", &["denied"]),
     e("env/network_view", &["denied"]),
     e("env/etc_files", &["denied"]),
+    // LIFE: the death signal stays armed (prctl allows only the options in
+    // launcher::seccomp::PRCTLS), and the host kills the sandbox's pid 1 itself through the
+    // pidfd the launcher reported (Docker: the container's init). Nothing named with the
+    // probe's marker may be alive 1 s after the run (LIFE_GRACE).
+    e("life/clear_death_signal", &["denied:EPERM"]),
+    e("life/daemon_outlives_the_run", &["started"]),
+    within(3, "life/pid1_outlives_by_deadline", &["stopped:deadline"]),
+    // QUOTA: no per-user host counter can be used up from inside.
+    e("quota/inotify_instances", &["denied:EPERM"]),
+    e("quota/pending_signals", &["denied:EAGAIN"]),
+    e("quota/pipe_buffer_pages", &["denied:EPERM"]),
+    e("quota/mqueue_bytes", &["denied:EPERM"]),
+    e("quota/user_namespaces", &["denied:EPERM"]),
+    e("quota/keys", &["denied:EPERM"]),
+    e("quota/socket_buffers", &["denied:EPERM"]),
+    // ISO: native binds the host's nodes read-only (EROFS); Docker makes the container its
+    // own nodes (PRIVATE; EPERM where the times are not "now": root owns them).
+    e(
+        "iso/device_node_metadata",
+        &[
+            "native=denied:EROFS",
+            "docker=denied:EPERM",
+            "docker=denied:PRIVATE",
+        ],
+    ),
+    e("iso/flock_shared_inodes", &["denied:EPERM"]),
+    e("iso/watch_shared_inodes", &["denied:EPERM"]),
 ];
 
 fn probes_dir() -> PathBuf {
@@ -303,6 +344,8 @@ struct HostFacts {
     unix_path: PathBuf,
     secret_path: PathBuf,
     facts: Value,
+    /// Times, mode and owner of each host device node in [`DEVICE_NODES`] at the start.
+    devices: Vec<String>,
 }
 
 impl HostFacts {
@@ -343,7 +386,15 @@ impl HostFacts {
         if hostname.len() >= 4 && !["localhost", "sandbox"].contains(&hostname) {
             strings.push(hostname.to_owned());
         }
+        let devices: serde_json::Map<String, Value> = DEVICE_NODES
+            .iter()
+            .filter_map(|name| {
+                let st = std::fs::metadata(format!("/dev/{name}")).ok()?;
+                Some(((*name).to_owned(), json!([st.dev(), st.ino()])))
+            })
+            .collect();
         let facts = json!({
+            "devices": devices,
             "pid": pid,
             "sentinel_pid": sentinel.id(),
             "abstract": abstract_name,
@@ -354,6 +405,7 @@ impl HostFacts {
             "strings": strings,
         });
         HostFacts {
+            devices: device_state(),
             sentinel,
             _abstract: abstract_listener,
             _pathname: pathname,
@@ -361,6 +413,14 @@ impl HostFacts {
             secret_path,
             facts,
         }
+    }
+
+    /// The device nodes whose times, mode or owner changed since the start.
+    fn changed_devices(&self) -> Vec<String> {
+        device_state()
+            .into_iter()
+            .filter(|now| !self.devices.contains(now))
+            .collect()
     }
 
     fn sentinel_alive(&mut self) -> bool {
@@ -375,6 +435,26 @@ impl Drop for HostFacts {
         let _ = std::fs::remove_file(&self.unix_path);
         let _ = std::fs::remove_file(&self.secret_path);
     }
+}
+
+/// `name mtime ctime mode uid gid` (times in ns) of each host device node in DEVICE_NODES.
+fn device_state() -> Vec<String> {
+    DEVICE_NODES
+        .iter()
+        .filter_map(|name| {
+            let st = std::fs::metadata(format!("/dev/{name}")).ok()?;
+            Some(format!(
+                "{name} {}.{:09} {}.{:09} {:o} {} {}",
+                st.mtime(),
+                st.mtime_nsec(),
+                st.ctime(),
+                st.ctime_nsec(),
+                st.mode(),
+                st.uid(),
+                st.gid()
+            ))
+        })
+        .collect()
 }
 
 /// Names of the host's accounts with uid 1000 or more (not nobody).
@@ -475,6 +555,8 @@ fn observe(probe: &str, r: &Exec) -> (String, Vec<String>, Option<Value>) {
             "output"
         } else if error.starts_with("protocol violation") {
             "protocol"
+        } else if error.contains("exited with status") {
+            "exited"
         } else if error.contains("without a result") {
             "ended"
         } else {
@@ -572,15 +654,38 @@ fn run_probe(backend: &str, probe: &str, facts: &Value) -> Verdict {
     if took > Duration::from_secs(expect.deadline + 30) {
         failures.push(format!("took {took:?}"));
     }
+    // Nothing a sandbox wrote may reach the operator's terminal raw: no control character
+    // but newline and tab in what exec printed.
+    for (stream, text) in [("stdout", &r.stdout), ("stderr", &r.stderr)] {
+        if let Some(c) = text
+            .chars()
+            .find(|c| c.is_control() && *c != '\n' && *c != '\t')
+        {
+            failures.push(format!(
+                "exec printed the control character {c:?} on {stream}"
+            ));
+        }
+    }
+    if r.code == 2 {
+        failures.push(format!(
+            "exec reported a startup failure of its own: {:?}",
+            r.stderr.chars().take(300).collect::<String>()
+        ));
+    }
+    let grace = if probe.starts_with("life/") {
+        LIFE_GRACE
+    } else {
+        SURVIVOR_GRACE
+    };
     let mut survivors = processes_named(&marker);
     let waited = Instant::now();
-    while !survivors.is_empty() && waited.elapsed() < Duration::from_secs(10) {
+    while !survivors.is_empty() && waited.elapsed() < grace {
         std::thread::sleep(Duration::from_millis(100));
         survivors = processes_named(&marker);
     }
     if !survivors.is_empty() {
         failures.push(format!(
-            "host processes {survivors:?} named {marker} outlived the run"
+            "host processes {survivors:?} named {marker} were alive {grace:?} after the run"
         ));
     }
     Verdict {
@@ -624,6 +729,12 @@ fn class_is_contained(backend: &str, class: &str) {
         }
     }
     eprint!("{table}");
+    let changed = host.changed_devices();
+    if !changed.is_empty() {
+        failed.push(format!(
+            "{backend} {class}: the host's device nodes changed: {changed:?}"
+        ));
+    }
     if !host.sentinel_alive() {
         failed.push(format!(
             "{backend} {class}: the host sentinel (uid of the sandbox, our process group) was killed"
@@ -655,6 +766,9 @@ classes_on_both_backends!(
     res_probes_are_contained => "res",
     proto_probes_are_contained => "proto",
     env_probes_are_contained => "env",
+    life_probes_are_contained => "life",
+    quota_probes_are_contained => "quota",
+    iso_probes_are_contained => "iso",
 );
 
 #[test]

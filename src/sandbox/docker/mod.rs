@@ -36,6 +36,7 @@ use super::{
 use crate::limits::{CPUS, MAX_OPEN_FILES, MAX_PIDS, MEMORY_BYTES, TMP_BYTES};
 use crate::rootfs::Rootfs;
 use crate::sandbox::owner::{Owner, RunName};
+use launcher::rlimits::{MSGQUEUE_BYTES, SIGPENDING};
 
 /// Repository of the images built from rootfs directories; the tag is the first 16 hex
 /// characters of the rootfs digest.
@@ -393,6 +394,9 @@ pub fn run_args(
         format!("--ulimit=nofile={MAX_OPEN_FILES}:{MAX_OPEN_FILES}"),
         format!("--ulimit=fsize={MAX_FILE_BYTES}:{MAX_FILE_BYTES}"),
         format!("--ulimit=cpu={cpu_seconds}:{cpu_seconds}"),
+        // Per-user host counters, as the native launcher sets them (launcher::rlimits).
+        format!("--ulimit=sigpending={SIGPENDING}:{SIGPENDING}"),
+        format!("--ulimit=msgqueue={MSGQUEUE_BYTES}:{MSGQUEUE_BYTES}"),
         // No --ulimit nproc: RLIMIT_NPROC counts every process of uid 65534 in the host's
         // user namespace, so concurrent sandboxes would share one budget; --pids-limit holds.
         image.into(),
@@ -491,20 +495,31 @@ impl SandboxControl for DockerControl {
             // `docker run` exits with the container's status (128+signal when killed), or
             // 125-127 when docker itself failed.
             let status = self.child.wait().await.ok().and_then(exit_code);
+            // Whether the container ever started: only then is a status of 125-127 the
+            // code's own (it can exit with any status and write anything on stderr).
+            let mut started = false;
             if !self.removed {
-                if let Some(out) =
-                    docker_async(&["inspect", "--format", "{{.State.OOMKilled}}", &self.name]).await
+                let format = "{{.State.OOMKilled}} {{.State.StartedAt}}";
+                if let Some(out) = docker_async(&["inspect", "--format", format, &self.name]).await
                 {
-                    self.oom = out.trim() == "true";
+                    let mut fields = out.split_whitespace();
+                    self.oom = fields.next() == Some("true");
+                    started = fields.next().is_some_and(|at| !at.starts_with("0001-"));
                 }
                 if docker_async(&["rm", "--force", &self.name]).await.is_some() {
                     self.removed = true;
                 }
             }
+            let stderr = stderr_text(&self.stderr);
+            let launcher_failure = match status {
+                Some(125..=127) if !started => Some(format!("docker run failed: {stderr}")),
+                _ => None,
+            };
             Ending {
                 status,
                 memory_limit_hit: self.oom,
-                stderr: stderr_text(&self.stderr),
+                stderr,
+                launcher_failure,
             }
         })
     }
@@ -581,6 +596,8 @@ mod tests {
             "--memory=268435456",
             "--memory-swap=268435456",
             "--pids-limit=64",
+            "--ulimit=sigpending=64:64",
+            "--ulimit=msgqueue=0:0",
             "--cpus=1",
             "--ulimit=nofile=64:64",
             "--ulimit=fsize=16777216:16777216",

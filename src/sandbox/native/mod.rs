@@ -3,30 +3,41 @@
 //! Per run: a cgroup below our own (memory 256 MiB without swap, 64 pids, 1 CPU) when one
 //! can be created, else rlimits (reported by [`SandboxControl::limits`]); then the launcher
 //! (`mcp-code-mode __launcher …`, the same binary) with an empty environment, spawned from
-//! the long-lived spawner thread. At the end, the launcher is killed (its death takes the
-//! sandbox's pid namespace with it), every process left in the cgroup is killed, and the
-//! cgroup is removed.
+//! the long-lived spawner thread. The launcher reports on a socket of its own
+//! ([`launcher::report`]): a pidfd of the sandbox's pid 1 before any code runs, or why it
+//! failed. At the end the host kills pid 1 through that pidfd (which ends every process of
+//! the sandbox's pid namespace, whatever the code did to its death signal or session), then
+//! the launcher, then every process left in the cgroup, and removes the cgroup.
 
 pub mod cgroup;
 
+use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 
 use tokio::process::{Child, Command};
+use tokio::sync::mpsc;
+use tokio::time::Duration;
+
+use launcher::report::{self, Message};
 
 use self::cgroup::{CgroupHost, CgroupLimits, RunCgroup};
 use crate::limits::{CPUS, MAX_OPEN_FILES, MAX_PIDS, MEMORY_BYTES, TMP_BYTES};
 use crate::sandbox::owner::RunName;
 use crate::sandbox::{
-    Backend, BoxFuture, Ending, Sandbox, SandboxControl, SandboxError, drain_stderr, exit_code,
-    spawner, stderr_text, take_pipes,
+    Backend, BoxFuture, Ending, Sandbox, SandboxControl, SandboxError, drain_stderr,
+    escape_controls, exit_code, spawner, stderr_text, take_pipes,
 };
 
 /// The hidden subcommand that turns this binary into the launcher.
 pub const LAUNCHER_SUBCOMMAND: &str = "__launcher";
 /// RLIMIT_FSIZE inside the sandbox, bytes (no file can outgrow /tmp).
 pub const MAX_FILE_BYTES: u64 = TMP_BYTES;
+/// Longest wait for the launcher's first report (the sandbox exists, or why not).
+const REPORT_TIMEOUT: Duration = Duration::from_secs(30);
+/// Longest wait, after the launcher exited, for the end of its report socket.
+const REPORT_END_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// Starts sandboxes with the native launcher.
 pub struct NativeBackend {
@@ -100,6 +111,8 @@ impl NativeBackend {
             .arg(TMP_BYTES.to_string())
             .arg("--cpu-seconds")
             .arg(self.cpu_seconds.to_string())
+            .arg("--report-fd")
+            .arg(report::REPORT_FD.to_string())
             .arg("--")
             .args(&self.argv)
             .env_clear()
@@ -126,16 +139,53 @@ impl Backend for NativeBackend {
                     None
                 }
             };
-            let mut child = spawner::spawn(self.command(cgroup.as_ref()))
+            let (host_end, launcher_end) = report::channel()
+                .map_err(|e| SandboxError::Spawn(format!("the launcher's report socket: {e}")))?;
+            let mut command = self.command(cgroup.as_ref());
+            report::pass_to_child(command.as_std_mut(), launcher_end);
+            let mut child = spawner::spawn(command)
                 .await
                 .map_err(|e| SandboxError::Spawn(format!("{}: {e}", self.launcher.display())))?;
-            let (stdin, stdout) = take_pipes(&mut child)?;
+            let mut reports = read_reports(host_end);
             let stderr = drain_stderr(child.stderr.take());
+            let first = tokio::time::timeout(REPORT_TIMEOUT, reports.recv()).await;
+            let pidfd = match first {
+                Ok(Some(Message::Started { pidfd, .. })) => pidfd,
+                other => {
+                    let _ = child.start_kill();
+                    let _ = child.wait().await;
+                    let why = match other {
+                        Ok(Some(Message::Failed(why))) => why,
+                        Err(_) => format!(
+                            "the launcher did not start the sandbox within {} s",
+                            REPORT_TIMEOUT.as_secs()
+                        ),
+                        // The launcher ended before its report socket was set up (bad
+                        // arguments): nothing but the launcher ran, so its stderr is its own.
+                        _ => {
+                            tokio::time::sleep(Duration::from_millis(5)).await;
+                            format!(
+                                "the launcher exited before starting the sandbox: {}",
+                                stderr_text(&stderr)
+                            )
+                        }
+                    };
+                    if let Some(cg) = cgroup
+                        && let Err(e) = cg.remove()
+                    {
+                        tracing::warn!("failed to remove a run's cgroup: {e}");
+                    }
+                    return Err(SandboxError::Spawn(escape_controls(&why)));
+                }
+            };
+            let (stdin, stdout) = take_pipes(&mut child)?;
             Ok(Sandbox {
                 stdin,
                 stdout,
                 control: Box::new(NativeControl {
                     child,
+                    pidfd,
+                    reports,
                     cgroup,
                     stderr,
                 }),
@@ -148,16 +198,51 @@ impl Backend for NativeBackend {
     }
 }
 
+/// Reads the launcher's report socket on a thread of its own until end of file (every
+/// launcher process exited or exec'd); each message goes to the returned receiver.
+fn read_reports(host_end: OwnedFd) -> mpsc::UnboundedReceiver<Message> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let spawned = std::thread::Builder::new()
+        .name("launcher-report".into())
+        .spawn(move || {
+            while let Ok(Some(message)) = report::receive(&host_end) {
+                if tx.send(message).is_err() {
+                    break;
+                }
+            }
+        });
+    if let Err(e) = spawned {
+        tracing::warn!("cannot read the launcher's report: {e}");
+    }
+    rx
+}
+
 struct NativeControl {
+    /// The outer launcher.
     child: Child,
+    /// The sandbox's pid 1, as the launcher reported it.
+    pidfd: OwnedFd,
+    /// Later reports: a failure of the sandbox process before it exec'd the runner.
+    reports: mpsc::UnboundedReceiver<Message>,
     cgroup: Option<RunCgroup>,
     stderr: Arc<Mutex<Vec<u8>>>,
+}
+
+impl NativeControl {
+    /// Ends the sandbox from the host: pid 1 first (the kernel then kills every process of
+    /// its pid namespace), then the launcher.
+    fn end_sandbox(&mut self) {
+        if let Err(e) = report::kill(&self.pidfd) {
+            tracing::warn!("failed to kill the sandbox's pid 1: {e}");
+        }
+        let _ = self.child.start_kill();
+    }
 }
 
 impl SandboxControl for NativeControl {
     fn kill(&mut self) -> BoxFuture<'_, ()> {
         Box::pin(async move {
-            let _ = self.child.start_kill();
+            self.end_sandbox();
             if let Some(cg) = &self.cgroup {
                 cg.kill_all();
             }
@@ -167,12 +252,25 @@ impl SandboxControl for NativeControl {
     fn wait(&mut self) -> BoxFuture<'_, Ending> {
         Box::pin(async move {
             let status = self.child.wait().await.ok().and_then(exit_code);
+            // The launcher is gone; whatever of the sandbox it left behind goes with pid 1.
+            self.end_sandbox();
+            // A failure of the sandbox process before exec comes just before the socket ends.
+            let mut launcher_failure = None;
+            let deadline = tokio::time::Instant::now() + REPORT_END_TIMEOUT;
+            while let Ok(Some(message)) =
+                tokio::time::timeout_at(deadline, self.reports.recv()).await
+            {
+                if let Message::Failed(why) = message {
+                    launcher_failure = Some(escape_controls(&why));
+                }
+            }
             // Give the stderr drain a moment to read what was written just before exit.
-            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            tokio::time::sleep(Duration::from_millis(5)).await;
             Ending {
                 status,
                 memory_limit_hit: self.cgroup.as_ref().is_some_and(|c| c.memory_limit_hit()),
                 stderr: stderr_text(&self.stderr),
+                launcher_failure,
             }
         })
     }
@@ -190,7 +288,7 @@ impl SandboxControl for NativeControl {
 
 impl Drop for NativeControl {
     fn drop(&mut self) {
-        let _ = self.child.start_kill();
+        self.end_sandbox();
         if let Some(cg) = self.cgroup.take()
             && let Err(e) = cg.remove()
         {
