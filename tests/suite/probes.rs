@@ -267,7 +267,7 @@ const EXPECT: &[Expect] = &[
     ),
     e("proto/write_to_host_input", &["denied:EBADF"]),
     // The code's own exit 125, whatever its stderr says: never the host's startup failure.
-    e("proto/forged_launcher_failure", &["stopped:exited"]),
+    e("proto/forged_launcher_failure", &["stopped:status"]),
     e("proto/visible_fds", &["denied"]),
     // ENV: nothing of the host beyond what the README documents.
     e("env/environment", &["denied"]),
@@ -556,7 +556,7 @@ fn observe(probe: &str, r: &Exec) -> (String, Vec<String>, Option<Value>) {
         } else if error.starts_with("protocol violation") {
             "protocol"
         } else if error.contains("exited with status") {
-            "exited"
+            "status"
         } else if error.contains("without a result") {
             "ended"
         } else {
