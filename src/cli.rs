@@ -334,6 +334,7 @@ fn entries(args: &RunArgs) -> anyhow::Result<Vec<ServerEntry>> {
             args: rest.to_vec(),
             env,
             cwd: None,
+            remote: None,
         },
         selection: Selection {
             allow: (!args.allow.is_empty()).then(|| args.allow.clone()),
@@ -342,7 +343,9 @@ fn entries(args: &RunArgs) -> anyhow::Result<Vec<ServerEntry>> {
             } else {
                 PrivateLabels::Some(args.private.clone())
             },
+            deny: Vec::new(),
         },
+        max_result_bytes: None,
     }])
 }
 

@@ -31,6 +31,9 @@ pub struct ServerEntry {
     pub spec: ServerSpec,
     /// Its allowlist and private labels.
     pub selection: Selection,
+    /// Largest result handed to the code from this server, in bytes (default
+    /// [`MAX_RESULT_BYTES`] or the bridge's own, `--max-result-bytes`).
+    pub max_result_bytes: Option<usize>,
 }
 
 impl ServerEntry {
@@ -47,8 +50,10 @@ impl ServerEntry {
                 args: args.into_iter().map(Into::into).collect(),
                 env: Vec::new(),
                 cwd: None,
+                remote: None,
             },
             selection: Selection::default(),
+            max_result_bytes: None,
         }
     }
 

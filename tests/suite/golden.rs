@@ -20,8 +20,10 @@ async fn bridge(args: &[&str]) -> Bridge {
             args: args.iter().map(|s| s.to_string()).collect(),
             env: vec![],
             cwd: None,
+            remote: None,
         },
         selection: Selection::default(),
+        max_result_bytes: None,
     };
     Bridge::open(vec![entry], false)
         .await

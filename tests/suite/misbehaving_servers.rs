@@ -56,6 +56,7 @@ impl Scenario {
             args: vec![self.path.display().to_string()],
             env: Vec::new(),
             cwd: None,
+            remote: None,
         }
     }
 }
@@ -64,6 +65,7 @@ fn entry(spec: ServerSpec) -> ServerEntry {
     ServerEntry {
         spec,
         selection: Selection::default(),
+        max_result_bytes: None,
     }
 }
 

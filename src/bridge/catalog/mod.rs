@@ -39,6 +39,8 @@ pub struct Selection {
     pub allow: Option<Vec<String>>,
     /// Private labels.
     pub private: PrivateLabels,
+    /// Tools left out (a config's `disabledTools`).
+    pub deny: Vec<String>,
 }
 
 /// One kept tool.
@@ -140,6 +142,9 @@ impl Catalog {
                 if let Some(allow) = &selection.allow
                     && !allow.contains(&mcp_name)
                 {
+                    continue;
+                }
+                if selection.deny.contains(&mcp_name) {
                     continue;
                 }
                 let schema = Value::Object((*tool.input_schema).clone());
@@ -302,6 +307,7 @@ mod tests {
         let sel = Selection {
             allow: None,
             private: PrivateLabels::Some(vec!["nope".into()]),
+            deny: vec![],
         };
         let servers = [("s", vec![tool("ok", json!({}))], sel)];
         assert!(matches!(
@@ -311,6 +317,7 @@ mod tests {
         let sel = Selection {
             allow: Some(vec!["ok".into()]),
             private: PrivateLabels::Some(vec!["other".into()]),
+            deny: vec![],
         };
         let servers = [(
             "s",
@@ -328,6 +335,7 @@ mod tests {
         let sel = Selection {
             allow: Some(vec!["add".into()]),
             private: PrivateLabels::None,
+            deny: vec![],
         };
         let servers = [(
             "s",

@@ -63,8 +63,8 @@ const CLOSE_GRACE: Duration = Duration::from_millis(200);
 /// MCP's default environment variables, inherited when set (POSIX).
 pub const DEFAULT_ENV: &[&str] = &["HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER"];
 
-/// How to start one wrapped server.
-#[derive(Debug, Clone, PartialEq)]
+/// How to start (or reach) one wrapped server.
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct ServerSpec {
     /// The server's name: the config entry's, or `server` for the single-server form.
     pub name: String,
@@ -76,6 +76,29 @@ pub struct ServerSpec {
     pub env: Vec<(String, String)>,
     /// Working directory (default: ours).
     pub cwd: Option<PathBuf>,
+    /// A remote server: reached at this URL instead of started (`command`, `args`, `env`
+    /// and `cwd` are then empty and unused).
+    pub remote: Option<RemoteSpec>,
+}
+
+/// A remote server's address.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RemoteSpec {
+    /// `http://` or `https://` URL of its MCP endpoint.
+    pub url: String,
+    /// Headers sent with every request (an `Authorization` bearer token, an API key).
+    pub headers: Vec<(String, String)>,
+    /// Which HTTP transport it speaks.
+    pub transport: RemoteTransport,
+}
+
+/// The HTTP transports of MCP (spec "Transports").
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum RemoteTransport {
+    /// Streamable HTTP (protocol 2025-03-26 and later).
+    StreamableHttp,
+    /// The HTTP+SSE transport of protocol 2024-11-05.
+    Sse,
 }
 
 /// Why a server could not be used.
@@ -383,6 +406,17 @@ fn environment(spec: &ServerSpec) -> Vec<(String, String)> {
 }
 
 async fn connect(spec: &ServerSpec) -> Result<Live, UpstreamError> {
+    if let Some(remote) = &spec.remote {
+        return Err(UpstreamError::Session {
+            name: spec.name.clone(),
+            step: "connect to",
+            why: format!(
+                "{} is a remote server, and this build does not connect to remote servers yet",
+                super::refusal::cap(&remote.url, 200)
+            ),
+            tail: String::new(),
+        });
+    }
     let mut command = Command::new(&spec.command);
     command
         .args(&spec.args)
