@@ -20,6 +20,7 @@ use crate::run::{RunOptions, run_code};
 use crate::sandbox::Backend;
 use crate::sandbox::docker::DockerBackend;
 use crate::sandbox::native::NativeBackend;
+use crate::sandbox::native::scope::{self, ScopeMode};
 use crate::serve::CodeModeServer;
 
 /// Code mode for any MCP server: model-written Python in a sandbox, every tool call checked.
@@ -48,6 +49,21 @@ enum Command {
     Doctor(DoctorArgs),
 }
 
+impl Command {
+    /// The `--systemd-scope` mode, for the commands that start native sandboxes.
+    fn systemd_scope(&self) -> Option<ScopeMode> {
+        match self {
+            Command::Serve(ServeArgs { run }) | Command::Exec(ExecArgs { run, .. })
+                if run.backend == BackendKind::Native =>
+            {
+                Some(run.systemd_scope)
+            }
+            Command::Doctor(args) => Some(args.systemd_scope),
+            _ => None,
+        }
+    }
+}
+
 #[derive(Args, Debug)]
 struct DoctorArgs {
     /// Build the rootfs (and the Docker image, when an engine answers) if missing, so the
@@ -57,6 +73,9 @@ struct DoctorArgs {
     /// Cache directory of the rootfs.
     #[arg(long, value_name = "DIR", env = "MCP_CODE_MODE_ROOTFS")]
     rootfs: Option<PathBuf>,
+    /// Check from inside a delegated systemd scope, as `serve` and `exec` would run.
+    #[arg(long, value_enum, value_name = "WHEN", default_value = "auto")]
+    systemd_scope: ScopeMode,
 }
 
 #[derive(Subcommand, Debug)]
@@ -143,6 +162,12 @@ struct RunArgs {
     /// with the lines that are not).
     #[arg(long)]
     strict: bool,
+    /// Run inside a delegated systemd user scope (systemd-run --user --scope -p
+    /// Delegate=yes), so runs get cgroup limits where no cgroup is writable: auto (only
+    /// then, on cgroup v2 with a reachable user manager), on (always; fail if impossible),
+    /// off. Native backend only.
+    #[arg(long, value_enum, value_name = "WHEN", default_value = "auto")]
+    systemd_scope: ScopeMode,
     /// The wrapped MCP server's command and arguments.
     #[arg(last = true, value_name = "COMMAND")]
     command: Vec<String>,
@@ -171,6 +196,13 @@ struct ExecArgs {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(matches!(cli.command, Command::Serve(_)));
+    // Before any thread or child exists: this may re-execute us inside a systemd scope.
+    if let Some(mode) = cli.command.systemd_scope()
+        && let Err(e) = scope::enter(mode)
+    {
+        eprintln!("mcp-code-mode: {e}");
+        return ExitCode::from(2);
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

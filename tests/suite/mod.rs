@@ -14,4 +14,5 @@ mod runner_protocol;
 mod seed_features;
 mod skill;
 mod steering;
+mod systemd_scope;
 mod threat_model;

@@ -10,6 +10,7 @@
 //! the launcher, then every process left in the cgroup, and removes the cgroup.
 
 pub mod cgroup;
+pub mod scope;
 
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;
