@@ -144,7 +144,8 @@ fn run_cgroup_possible(host: &CgroupHost) -> bool {
         pids: MAX_PIDS,
         cpus: CPUS,
     };
-    let name = format!("mcp-code-mode-scope-probe-{}", std::process::id());
+    // A run name, so a probe left by a killed process is removed like any stray run.
+    let name = crate::sandbox::owner::RunName::next().to_string();
     match host.create(&name, &limits) {
         Ok(Some(cgroup)) => {
             let _ = cgroup.remove();
