@@ -135,9 +135,11 @@ fn config_serves_two_servers_and_their_env_stays_on_the_host(backend: &str) {
     );
     let code = "import os\nprint(await a__getenv({'name': 'ONLY_FOR_A'}))\nprint(repr(await b__getenv({'name': 'ONLY_FOR_A'})))\nprint('ONLY_FOR_A' in os.environ)\nprint(json := await b__add({'a': 1, 'b': 1}))";
     let r = run(backend, code, &["--config", &path], vec![]);
+    // `${HOME}` is expanded from serve's own environment (this test's).
+    let home = std::env::var("HOME").unwrap_or_default();
     assert_eq!(
         r.printed(),
-        "a-value-${HOME}\n''\nFalse\n{\"sum\": 2}\n",
+        format!("a-value-{home}\n''\nFalse\n{{\"sum\": 2}}\n"),
         "{r:?}"
     );
 }
@@ -182,20 +184,29 @@ fn labels_must_name_kept_tools() {
 fn config_errors_name_the_entry_and_key() {
     let path = config(
         "bad-url",
-        r#"{"mcpServers": {"web": {"url": "http://127.0.0.1:9/mcp"}}}"#,
+        r#"{"mcpServers": {"web": {"url": "ftp://127.0.0.1:9/mcp"}}}"#,
     );
     let e = startup_error(&["--config", &path]);
     assert!(e.contains("mcpServers.web") && e.contains("\"url\""), "{e}");
     let path = config(
         "bad-key",
         &format!(
-            r#"{{"mcpServers": {{"s": {{"command": {}, "timeout": 5}}}}}}"#,
+            r#"{{"mcpServers": {{"s": {{"command": {}, "args": "--only add"}}}}}}"#,
+            toy_json()
+        ),
+    );
+    let e = startup_error(&["--config", &path]);
+    assert!(e.contains("mcpServers.s") && e.contains("\"args\""), "{e}");
+    let path = config(
+        "unset",
+        &format!(
+            r#"{{"servers": {{"s": {{"command": {}, "env": {{"T": "${{MCP_CODE_MODE_UNSET_X7}}"}}}}}}}}"#,
             toy_json()
         ),
     );
     let e = startup_error(&["--config", &path]);
     assert!(
-        e.contains("mcpServers.s") && e.contains("\"timeout\""),
+        e.contains("servers.s") && e.contains("MCP_CODE_MODE_UNSET_X7 is not set"),
         "{e}"
     );
 }
