@@ -1,5 +1,8 @@
 //! Nothing is left behind: no sandbox process, cgroup, container or temp dir after many
 //! runs, killed ones included.
+//!
+//! Index: a hundred runs on each backend leave nothing behind; a killed `exec` leaves no
+//! cgroup once the next run starts.
 
 use std::path::PathBuf;
 use std::process::Command;

@@ -2,6 +2,9 @@
 //!
 //! Every test needs a Docker engine (`scripts/start-docker`); without one it is skipped
 //! loudly, and fails under `CI=true`.
+//!
+//! Index: the quick start; the deadline and killed runs leave no container; the host
+//! environment stays out; Python under the exported seccomp profile; the memory limit.
 
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -63,7 +66,7 @@ fn spawn_exec(code: &str, args: &[&str]) -> std::process::Child {
 }
 
 #[test]
-fn the_quick_start_through_docker_prints_exactly_the_seeds_result() {
+fn the_quick_start_through_docker_prints_exactly_the_result_the_readme_shows() {
     if !docker_ready() {
         return;
     }

@@ -1,7 +1,8 @@
 //! `mcp-code-mode doctor` on this host, and `--strict` acting on what it finds.
 //!
-//! Test names say "native" so that scripts/test-unprivileged (which filters on it) runs them
-//! again as an unprivileged user.
+//! Index: doctor as root finds every layer; doctor as an unprivileged user reports the cgroup
+//! fallback and its fix; `--strict` starts only when every layer is there. The module is in
+//! scripts/test-unprivileged's list, so it runs again as an unprivileged user.
 
 use std::process::{Command, Output};
 

@@ -1,4 +1,8 @@
 //! The main job, end to end: `exec` and `serve` over the toy server.
+//!
+//! Index: the README's quick start through `exec`; structured results; a real MCP client
+//! (the Python SDK) against `serve`, with the toy server and the third-party
+//! `mcp-server-time`; serve's limit on concurrent sandboxes.
 
 use super::common::{bin, exec, native_available, python_client, require, toy, venv_python};
 use super::common::{native_client_ready, serve_command};
@@ -6,7 +10,7 @@ use super::common::{native_client_ready, serve_command};
 const QUICK_START: &str = "import asyncio, json\n\nsums = await asyncio.gather(*(add({\"a\": n, \"b\": 10}) for n in range(3)))\nprint([json.loads(s)[\"sum\"] for s in sums])\n";
 
 #[test]
-fn the_quick_start_prints_exactly_the_seeds_result() {
+fn the_quick_start_prints_exactly_the_result_the_readme_shows() {
     if !require(native_available(), "user namespaces are not available") {
         return;
     }

@@ -1,6 +1,8 @@
 //! Golden files for generated contracts: the run_python description and the stubs.
 //! Rewrite them with `UPDATE_GOLDEN=1 cargo test golden` and review the diff (refused under
 //! CI; `scripts/test` fails if a run left tests/golden changed).
+//!
+//! Index: the run_python description, the hostile stubs, the summary fallback.
 
 use std::path::PathBuf;
 

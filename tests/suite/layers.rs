@@ -5,6 +5,9 @@
 //! other errno is a later layer's: a namespace, Landlock, a mount flag, a capability check or
 //! an rlimit. Each test pairs the denial with a positive control that the same layer allows.
 //! The probe classes through the whole runner are in `probes.rs`.
+//!
+//! Index: seccomp alone; the mount, network and pid namespaces; Landlock alone; signals;
+//! capabilities and the user namespace; mount flags; rlimits and the tmpfs size.
 
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr, UnixListener};

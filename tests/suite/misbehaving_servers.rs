@@ -1,11 +1,16 @@
-//! Wrapped servers that misbehave (issue 5): nothing a server sends may crash the bridge,
-//! hang a call past its timeout, grow memory without bound, or mix up calls.
+//! Wrapped servers that misbehave: nothing a server sends may crash the bridge, hang a call
+//! past its timeout, grow memory without bound, or mix up calls.
 //!
 //! Each test starts `scripted_server` (examples/scripted_server.rs) on a scenario from
 //! `tests/scenarios/` and drives the bridge directly (`Bridge::open`, `Bridge::call`), so
-//! transport, upstream and result handling are exercised without a sandbox; a few tests go
-//! through `exec` end to end when the native sandbox can run. Memory in the flood cases is
-//! measured in a child process running only that test (`VmHWM` from /proc/self/status).
+//! transport, upstream and result handling are exercised without a sandbox; the tests in
+//! `through_exec` go through `exec` end to end when the native sandbox can run. Memory in the flood
+//! cases is measured in a child process running only that test (`VmHWM` from
+//! /proc/self/status).
+//!
+//! Index: startup failures; framing (junk, CRLF, BOMs, endless lines); servers that die or
+//! hang mid-call; floods (stderr, large responses) with bounded memory; result and schema
+//! shapes; the server's environment; `through_exec`, the end-to-end cases.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -660,51 +665,55 @@ async fn the_server_gets_mcps_default_environment_plus_the_variables_passed() {
     bridge.close().await;
 }
 
-// ---------------------------------------------------------------------------------------
-// End to end, through `exec` and the sandbox.
+/// End to end, through `exec` and the native sandbox (the module scripts/test-unprivileged
+/// selects from this file).
+mod through_exec {
+    use super::*;
 
-fn exec_scenario(code: &str, scenario: &Scenario) -> super::common::Exec {
-    exec_with(
-        code,
-        ExecOptions {
-            server: vec![
-                example("scripted_server").display().to_string(),
-                scenario.path.display().to_string(),
-            ],
-            ..Default::default()
-        },
-    )
-}
-
-#[test]
-fn exec_reads_a_crlf_server_with_junk_and_boms() {
-    if !require(native_available(), "user namespaces are not available") {
-        return;
+    fn exec_scenario(code: &str, scenario: &Scenario) -> crate::suite::common::Exec {
+        exec_with(
+            code,
+            ExecOptions {
+                server: vec![
+                    example("scripted_server").display().to_string(),
+                    scenario.path.display().to_string(),
+                ],
+                ..Default::default()
+            },
+        )
     }
-    let scenario = Scenario::load("transport");
-    let run = exec_scenario("print(await echo({}))", &scenario);
-    assert_eq!(run.printed(), "echoed\n", "{run:?}");
-}
 
-#[test]
-fn exec_turns_a_dying_server_into_a_tool_error_the_code_can_catch() {
-    if !require(native_available(), "user namespaces are not available") {
-        return;
+    #[test]
+    fn exec_reads_a_crlf_server_with_junk_and_boms() {
+        if !require(native_available(), "user namespaces are not available") {
+            return;
+        }
+        let scenario = Scenario::load("transport");
+        let run = exec_scenario("print(await echo({}))", &scenario);
+        assert_eq!(run.printed(), "echoed\n", "{run:?}");
     }
-    let scenario = Scenario::load("process");
-    let code = "try:\n    await die({})\nexcept ToolError as e:\n    print('caught', e)\n";
-    let run = exec_scenario(code, &scenario);
-    assert!(run.printed().starts_with("caught "), "{run:?}");
-    assert!(run.printed().contains("exited with status 9"), "{run:?}");
-}
 
-#[test]
-fn exec_survives_an_endless_line_with_bounded_memory() {
-    if !require(native_available(), "user namespaces are not available") {
-        return;
+    #[test]
+    fn exec_turns_a_dying_server_into_a_tool_error_the_code_can_catch() {
+        if !require(native_available(), "user namespaces are not available") {
+            return;
+        }
+        let scenario = Scenario::load("process");
+        let code = "try:\n    await die({})\nexcept ToolError as e:\n    print('caught', e)\n";
+        let run = exec_scenario(code, &scenario);
+        assert!(run.printed().starts_with("caught "), "{run:?}");
+        assert!(run.printed().contains("exited with status 9"), "{run:?}");
     }
-    let scenario = Scenario::load("floods");
-    let code = "try:\n    await endless_line({})\nexcept ToolError as e:\n    print('caught', e)\n";
-    let run = exec_scenario(code, &scenario);
-    assert!(run.printed().contains("over 16 MiB"), "{run:?}");
+
+    #[test]
+    fn exec_survives_an_endless_line_with_bounded_memory() {
+        if !require(native_available(), "user namespaces are not available") {
+            return;
+        }
+        let scenario = Scenario::load("floods");
+        let code =
+            "try:\n    await endless_line({})\nexcept ToolError as e:\n    print('caught', e)\n";
+        let run = exec_scenario(code, &scenario);
+        assert!(run.printed().contains("over 16 MiB"), "{run:?}");
+    }
 }

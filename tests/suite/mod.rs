@@ -1,18 +1,34 @@
-//! Test modules, one per subject.
+//! Test modules, one per subject (the index; each module's own comment lists its tests).
 
+/// Nothing left behind: processes, cgroups, containers, temp dirs.
 mod cleanup;
+/// Shared helpers: binaries, `exec`, the skip rule, backends.
 pub mod common;
+/// The sandbox's and the bridge's controls, on both backends.
+mod controls;
+/// The Docker backend end to end.
 mod docker_backend;
+/// `doctor` and `--strict`.
 mod doctor;
+/// The main job: `exec` and `serve` with real MCP clients.
 mod end_to_end;
+/// Golden files of generated contracts.
 mod golden;
+/// Which layer of the native sandbox denies what.
 mod layers;
+/// Wrapped servers that misbehave.
 mod misbehaving_servers;
+/// Private data, discovery, names and schemas, several servers.
+mod private_data_and_servers;
+/// Hostile probes per class, judged from outside.
 mod probes;
+/// Runner ⇄ host protocol edge cases through `exec`.
 mod runner_edge_cases;
+/// runner.py against a scripted host.
 mod runner_protocol;
-mod seed_features;
+/// The skill's numbers equal the code's constants.
 mod skill;
+/// The client steers its runs: cancellation, progress, going away.
 mod steering;
+/// `--systemd-scope`: re-running inside a delegated systemd user scope.
 mod systemd_scope;
-mod threat_model;

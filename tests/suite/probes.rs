@@ -1,4 +1,4 @@
-//! THREAT-MODEL.md "Probe classes": hostile Python from inside the sandbox, judged from outside.
+//! The probe classes: hostile Python from inside the sandbox, judged from outside.
 //!
 //! Every file in `tests/probes/<class>/` performs one hostile attempt (plus its positive
 //! control) and prints one JSON line `{"probe", "outcome", "errno", "control", ...}`; it runs
@@ -12,6 +12,10 @@
 //! printed is bounded; after every class, that a host process of the sandbox's uid (the
 //! sentinel) is still alive. One test per class per backend; the probes of a class run in
 //! parallel. The per-layer view (which mechanism denies) is in `layers.rs`.
+//!
+//! Index: the expectation table [`EXPECT`] and its check against the probe files; one
+//! test per probe class and backend (`classes_on_both_backends!`); the host facts and the survivor
+//! and sentinel checks.
 
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::fs::MetadataExt;

@@ -1,6 +1,10 @@
 //! Edge cases of the runner ⇄ host protocol, end to end through `exec` on each backend:
 //! values JSON readers do not keep, lines over the cap, output of a cell that is stopped, a
 //! runner that leaves on its own, and tools whose names are dunders.
+//!
+//! Index: lone surrogates; arguments JSON cannot carry; the line cap; output kept when a
+//! cell is stopped (deadline, protocol violation, memory); a runner that exits by itself or
+//! refuses a host line; dunder-named tools.
 
 use super::common::{ExecOptions, example, exec_with};
 

@@ -1,5 +1,10 @@
 //! runner.py against a scripted host: the host's python3 runs `rootfs/runner.py` on pipes
 //! (no sandbox), and each test plays the host's side of the line protocol.
+//!
+//! Index: calls (ids, refusals, argument checks, asyncio); the globals (variables, names,
+//! stubs, search_tools); output (truncation, capture, streaming, the write cap, lines never
+//! broken); errors (tracebacks, SystemExit, syntax errors, surrogates); the wire (forged
+//! messages, bad host lines, EOF, the line cap, tool names).
 
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};

@@ -1,4 +1,6 @@
 //! skills/mcp-code-mode/SKILL.md keeps its numbers equal to the code's constants.
+//!
+//! Index: one test, the numbers table against the constants.
 
 use std::path::PathBuf;
 

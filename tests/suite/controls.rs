@@ -1,8 +1,16 @@
-//! THREAT-MODEL.md, test by test: one body per control, run on each backend.
+//! The sandbox's and the bridge's controls, one body per control, run on each backend
+//! (`on_both_backends!` makes a `native::NAME` and a `docker::NAME` test of each body).
+//! Every test drives the real `mcp-code-mode exec` with the toy server.
 //!
-//! Every test drives the real `mcp-code-mode exec` with the toy server. Test names are the
-//! seed's. The bodies take the backend's name; `on_both_backends!` makes a `native::NAME`
-//! and a `docker::NAME` test of each.
+//! Index:
+//! - isolation: no host secret, file or environment variable inside; no network; a read-only
+//!   root with a noexec /tmp; uid nobody without privileges;
+//! - limits: fork bomb, memory, endless loop, output cap, runaway code, each within the
+//!   deadline, and the next run starts fresh;
+//! - protocol: printed text cannot forge a protocol message, garbage on the pipe ends the cell;
+//! - bridge: unknown and not-allowed tools, schema and size checks, the call budget, timeouts,
+//!   oversized results, host faults;
+//! - which limits held, as each backend reports them.
 
 use std::time::{Duration, Instant};
 

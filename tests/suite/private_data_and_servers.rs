@@ -1,6 +1,14 @@
-//! The seed's features beyond the main job: private data, discovery, names and schemas,
-//! several servers. Test names are the seed's (THREAT-MODEL.md). Tests that run code use
-//! both backends; startup checks need no sandbox.
+//! Features beyond the main job: private data (the taint rule), discovery, tool names and
+//! schemas, and several servers behind one sandbox.
+//!
+//! Index:
+//! - private data: after a private call only private tools work, on every later run too;
+//! - discovery and catalog: descriptions cut, discovery answered by the host, schemas too deep
+//!   or hostile left out or bounded, a held-back server validated by its schemas;
+//! - several servers: a config file, their environments stay on the host, name clashes and
+//!   config errors stop startup, one failing entry closes the others.
+//!
+//! Tests that run code use both backends; startup checks need no sandbox.
 
 use std::process::Command;
 
