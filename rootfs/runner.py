@@ -14,9 +14,10 @@ The protocol is newline-delimited UTF-8 JSON, one object per line:
                    {"type":"done","stdout":"...","error":null,"truncated":false,"stopped":false}
 
 `output` streams what the capture keeps, as the code writes it, so the host still has it
-when it must stop the cell (deadline, memory, crash). It is line-buffered: one message when a
-write ends a line, on flush(), and before each call (so at most one per print); none once
-nothing more is kept, and all texts of a cell together are at most `stdout_keep` bytes.
+when it must stop the cell (deadline, memory, crash), a last line without its newline
+included: one message per write that keeps something (print writes its pieces one by one);
+none once nothing more is kept, and all texts of a cell together are at most `stdout_keep`
+bytes.
 `truncated` becomes true, once, on the message after which output is dropped (its text may be
 empty). None is sent after the cell's `done`, whose `stdout` is the whole kept output and
 authoritative. A start without `max_line` (the host's line cap) means 1 MiB.
@@ -30,14 +31,27 @@ The host treats every line from here as untrusted: the code runs in this process
 reach the private descriptors, so nothing here is a security boundary. What this file
 does is keep honest output (print, subprocesses, C code) off the protocol pipe.
 
+How the code can end: `exit()`, `quit()` (provided here: `-S` leaves them out of builtins),
+`sys.exit(n)` and `raise SystemExit(n)` end the cell; `os._exit(n)` ends the cell and the
+process (a child made by os.fork just exits). Status 0 or None is success; any other status
+is the error "exited with status n" (a non-integer status is status 1, with its text).
+
+Errors are the tail of the traceback with only the code's own frames (`<code>`), also in
+the causes, contexts and sub-exceptions of an ExceptionGroup (asyncio.TaskGroup's).
+
 Exit status: 0 on EOF from the host (or after a stop), 1 when the host went away mid-write
-or the runner itself failed, 2 on a line from the host it cannot parse.
+or the runner itself failed, 2 on a line from the host it cannot parse, n when the code
+called os._exit(n).
 Standard library only; Python >= 3.10.
 """
 
 import os
 import sys
 import fcntl
+
+
+_real_exit = os._exit  # the code's os._exit is replaced (see _code_exit)
+_main_pid = os.getpid()
 
 
 def _private_fd(fd):
@@ -82,6 +96,10 @@ DEFAULT_LIMITS = {
     "max_line": 1048576,
 }
 TRACEBACK_LINES = 20
+# An exception group (asyncio.TaskGroup's) keeps this many times more, for its sub-exceptions.
+GROUP_LINES_FACTOR = 4
+# A line of only carets and tildes, inside a group's margin too.
+CARETS = re.compile(r"[\s|+]*[~^]+\s*")
 # Integers the host's JSON reader (serde_json) keeps exactly: i64 and u64. Others would be
 # rounded to a float, or refused as a line that is not JSON.
 MIN_INT, MAX_INT = -(1 << 63), (1 << 64) - 1
@@ -102,7 +120,7 @@ def diag(text):
 
 def bad_host_line(reason):
     diag("bad line from the host: " + reason)
-    os._exit(2)
+    _real_exit(2)
 
 
 def scalar(text):
@@ -163,7 +181,7 @@ def write_line(data):
                 view = view[os.write(PROTO_OUT, view) :]
         except OSError as error:  # the host is gone: nobody is left to tell
             diag("failed to write to the host: " + str(error))
-            os._exit(1)
+            _real_exit(1)
         finally:
             _writing = outer
 
@@ -254,7 +272,7 @@ def _reader():
         waiting = bool(_pending)
     if waiting:  # calls can never be answered now
         diag("the host closed the protocol with calls in flight")
-        os._exit(0)
+        _real_exit(0)
     _inbox.put(None)
 
 
@@ -318,7 +336,7 @@ async def _call(tool, params):
     line = call_line(call_id, tool, params)
     if _eof.is_set():
         diag("a tool call after the host closed the protocol")
-        os._exit(0)
+        _real_exit(0)
     with _pending_lock:
         _pending[call_id] = (loop, future)
     if _capture is not None:  # the host has the output so far if the call never returns
@@ -428,7 +446,7 @@ class Capture(io.TextIOBase):
                 return
             self.busy = True
             try:
-                self._stream(whole_lines=False)
+                self._stream()
             finally:
                 self.busy = False
 
@@ -447,9 +465,9 @@ class Capture(io.TextIOBase):
             # A BaseException could be caught by the code: report and leave at once.
             if _writing:  # a signal handler printed in the middle of a line
                 diag("output limit exceeded in the middle of a protocol line")
-                os._exit(0)
+                _real_exit(0)
             self._finish("output limit of %s exceeded" % _size(self.stop), stopped=True)
-            os._exit(0)
+            _real_exit(0)
         self._stream()
 
     def _take(self, data):
@@ -479,15 +497,14 @@ class Capture(io.TextIOBase):
             self.unsent.append(text)
             self.kept_bytes += len(data)
 
-    def _stream(self, whole_lines=True):
-        """Send what was kept since the last `output` (line-buffered: once it holds a
-        newline, unless flushed), except in the middle of a line to the host on this thread
-        (a signal handler that prints during a call): then a later write or `done` has it."""
+    def _stream(self):
+        """Send what was kept since the last `output`, a piece without a newline too (so a
+        last line survives a kill), except in the middle of a line to the host on this
+        thread (a signal handler that prints during a call): then a later write or `done`
+        has it."""
         if not self.streaming or _writing:
             return
-        if self.truncated == self.told_truncated and not (
-            self.unsent and (not whole_lines or "\n" in self.unsent[-1])
-        ):
+        if self.truncated == self.told_truncated and not self.unsent:
             return
         text = "".join(self.unsent)
         self.unsent = []
@@ -541,28 +558,75 @@ def _size(n):
 # Errors: the tail of the traceback, without the runner's own frames.
 
 
-def _strip(exc):
-    """Drop runner frames, and the plumbing above the first frame of the code."""
-    frames = [f for f in exc.stack if f.filename != RUNNER_FILE]
-    for i, frame in enumerate(frames):
-        if frame.filename == CODE_FILE:
-            frames = frames[i:]
-            break
+def _strip(exc, seen=None):
+    """Keep only the code's own frames, in `exc` and in every exception linked to it (cause,
+    context, the sub-exceptions of a group)."""
+    seen = set() if seen is None else seen
+    if id(exc) in seen:
+        return
+    seen.add(id(exc))
+    frames = [f for f in exc.stack if f.filename == CODE_FILE]
     exc.stack = traceback.StackSummary.from_list(frames)
-    for linked in (exc.__cause__, exc.__context__):
-        if linked is not None:
-            _strip(linked)
+    linked = [exc.__cause__, exc.__context__] + list(getattr(exc, "exceptions", None) or [])
+    for other in linked:
+        if other is not None:
+            _strip(other, seen)
+
+
+def exit_error(status):
+    """The error for an exit with `status` (an int, None, or any object, as SystemExit
+    takes): None for 0 and None."""
+    if status is None or (type(status) is int and status == 0):
+        return None
+    if type(status) is int or (isinstance(status, int) and not isinstance(status, bool)):
+        return "exited with status %d" % status
+    return "exited with status 1: %s" % (status,)
+
+
+def _code_exit(status):
+    """The code's os._exit: end the cell with its output and this status, then the process.
+    A forked child, a non-int status, or a call in the middle of a line to the host (a
+    signal handler) exits at once, as os._exit does."""
+    if type(status) is int and os.getpid() == _main_pid and _capture is not None and not _writing:
+        try:
+            if _capture.streaming:
+                _capture.finish(exit_error(status))
+        except BaseException:  # exiting anyway; the host reports the status
+            pass
+    _real_exit(status)
+
+
+class _Exit:
+    """`exit` and `quit`, as the site module would provide them: calling one raises
+    SystemExit(code)."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def __repr__(self):
+        return "Use %s() or Ctrl-D (i.e. EOF) to exit" % self.name
+
+    def __call__(self, code=None):
+        raise SystemExit(code)
+
+
+# `-S` leaves out site's exit and quit; the code expects them. As builtins they are
+# reserved names, as they are on the host (src/bridge/catalog/names.rs).
+builtins.exit = _Exit("exit")
+builtins.quit = _Exit("quit")
 
 
 def error_text(error, limit):
     if isinstance(error, SystemExit):
-        if error.code is None or error.code == 0:
-            return None
-        return "SystemExit: %s" % (error.code,)
+        return exit_error(error.code)
     exc = traceback.TracebackException(type(error), error, error.__traceback__)
     _strip(exc)
-    lines = "".join(exc.format()).splitlines()[-TRACEBACK_LINES:]
-    text = "\n".join(lines)
+    # Caret lines (`~~^~~`, Python 3.11+) say no more than the line above them, and differ
+    # between Python versions: left out.
+    lines = [l for l in "".join(exc.format()).splitlines() if not CARETS.fullmatch(l)]
+    groups = getattr(builtins, "BaseExceptionGroup", ())
+    keep = TRACEBACK_LINES * (GROUP_LINES_FACTOR if groups and isinstance(error, groups) else 1)
+    text = "\n".join(lines[-keep:])
     return text[-limit:]
 
 
@@ -582,8 +646,15 @@ def run_cell(code_text, namespace, loop):
         else:
             exec(code, namespace)
     except BaseException as error:  # the code's failure, whatever it is, is its result
+        # SystemExit or KeyboardInterrupt raised in a task leaves the loop stopped between
+        # callbacks: those would raise it again in the next cell, so the next cell gets a
+        # fresh loop.
+        run_cell.loop_spoiled = not isinstance(error, Exception)
         return error_text(error, run_cell.error_chars)
     return None
+
+
+run_cell.loop_spoiled = False
 
 
 def main():
@@ -592,7 +663,7 @@ def main():
 
     start = _inbox.get()
     if start is None:
-        os._exit(0)
+        _real_exit(0)
     if start["type"] != "start":
         bad_host_line("the first message must be start")
     limits = dict(DEFAULT_LIMITS, **start.get("limits", {}))
@@ -604,6 +675,7 @@ def main():
     module = types.ModuleType("__main__")
     namespace = module.__dict__
     namespace["__builtins__"] = builtins
+    os._exit = _code_exit
     for tool in catalog:
         namespace[tool["name"]] = _make_tool(tool["name"], tool["stub"])
     namespace["ToolError"] = ToolError
@@ -619,11 +691,12 @@ def main():
     while True:
         msg = _inbox.get()
         if msg is None:
-            os._exit(0)
+            _real_exit(0)
         if msg["type"] != "cell":
             bad_host_line("start may come only once")
-        if loop.is_closed():  # the code closed it; keep serving with a new one
+        if loop.is_closed() or run_cell.loop_spoiled:  # keep serving with a new one
             loop = asyncio.new_event_loop()
+            run_cell.loop_spoiled = False
         asyncio.set_event_loop(loop)
         capture.reset()
         error = run_cell(msg["code"], namespace, loop)
@@ -635,4 +708,4 @@ if __name__ == "__main__":
         main()
     except BaseException:
         diag("internal error:\n" + traceback.format_exc())
-        os._exit(1)
+        _real_exit(1)

@@ -20,6 +20,8 @@ crate::on_both_backends!(
     output_printed_before_a_protocol_violation_is_returned,
     output_printed_before_the_memory_limit_is_returned,
     a_runner_that_exits_by_itself_reports_its_own_status,
+    every_way_to_exit_means_what_it_says,
+    a_last_line_without_newline_survives_a_kill,
     a_runner_refusing_a_host_line_says_why,
     dunder_named_tools_are_renamed_and_callable,
 );
@@ -106,16 +108,19 @@ fn output_printed_before_the_memory_limit_is_returned(backend: &str) {
 }
 
 fn a_runner_that_exits_by_itself_reports_its_own_status(backend: &str) {
-    let r = run(backend, "print('bye')\nimport os\nos._exit(0)", &[]);
+    // The runner's own exit (not the code's os._exit, which ends the cell with a result).
+    let exit = "add.__globals__['_real_exit']";
+    let r = run(backend, &format!("print('bye')\n{exit}(0)"), &[]);
     assert!(r.stopped(), "{r:?}");
     assert_eq!(r.error(), "the sandbox exited without a result", "{r:?}");
     assert_eq!(r.printed(), "bye\n", "{r:?}");
     // Its pipe closes a moment before it exits: the host waits for the exit, not kills it.
-    let code =
-        "import os, time\nos.close(add.__globals__['PROTO_OUT'])\ntime.sleep(0.2)\nos._exit(0)";
-    let r = run(backend, code, &[]);
+    let code = format!(
+        "import os, time\nos.close(add.__globals__['PROTO_OUT'])\ntime.sleep(0.2)\n{exit}(0)"
+    );
+    let r = run(backend, &code, &[]);
     assert_eq!(r.error(), "the sandbox exited without a result", "{r:?}");
-    let r = run(backend, "import os\nos._exit(3)", &[]);
+    let r = run(backend, &format!("{exit}(3)"), &[]);
     assert_eq!(
         r.error(),
         "the sandbox exited with status 3 without a result",
@@ -123,9 +128,57 @@ fn a_runner_that_exits_by_itself_reports_its_own_status(backend: &str) {
     );
 }
 
+fn every_way_to_exit_means_what_it_says(backend: &str) {
+    for (code, error) in [
+        ("print('out')\nexit()", None),
+        ("print('out')\nquit()", None),
+        ("print('out')\nimport sys\nsys.exit(0)", None),
+        ("print('out')\nraise SystemExit(None)", None),
+        ("print('out')\nimport os\nos._exit(0)", None),
+        ("print('out')\nexit(2)", Some("exited with status 2")),
+        (
+            "print('out')\nimport sys\nsys.exit(3)",
+            Some("exited with status 3"),
+        ),
+        (
+            "print('out')\nraise SystemExit(4)",
+            Some("exited with status 4"),
+        ),
+        (
+            "print('out')\nimport os\nos._exit(5)",
+            Some("exited with status 5"),
+        ),
+    ] {
+        let r = run(backend, code, &[]);
+        assert_eq!(r.printed(), "out\n", "{code}: {r:?}");
+        assert!(!r.stopped(), "{code}: {r:?}");
+        assert_eq!(r.result()["error"].as_str(), error, "{code}: {r:?}");
+        assert_eq!(r.code, i32::from(error.is_some()), "{code}: {r:?}");
+    }
+}
+
+fn a_last_line_without_newline_survives_a_kill(backend: &str) {
+    // The deadline, the memory limit, a crash (SIGSEGV): the unterminated line is kept.
+    for (code, args) in [
+        (
+            "print('partial', end='')\nwhile True:\n    pass",
+            &["--deadline", "3"][..],
+        ),
+        ("print('partial', end='')\nx = b'x' * (1 << 30)", &[][..]),
+        (
+            "print('partial', end='')\nimport ctypes\nctypes.string_at(0)",
+            &[][..],
+        ),
+    ] {
+        let r = run(backend, code, args);
+        assert_eq!(r.printed(), "partial", "{code}: {r:?}");
+        assert!(r.result()["error"].is_string(), "{code}: {r:?}");
+    }
+}
+
 fn a_runner_refusing_a_host_line_says_why(backend: &str) {
     // The code plays the runner: its diagnostics pipe, then status 2 (a bad host line).
-    let code = "import os\nos.write(add.__globals__['DIAG'], b'runner: bad line from the host: forged\\n')\nos._exit(2)";
+    let code = "import os\nos.write(add.__globals__['DIAG'], b'runner: bad line from the host: forged\\n')\nadd.__globals__['_real_exit'](2)";
     let r = run(backend, code, &[]);
     assert_eq!(
         r.error(),

@@ -415,10 +415,27 @@ fn system_exit_and_keyboard_interrupt_are_results() {
         ok_done("a\n")
     );
     assert_eq!(runner.run("raise SystemExit(0)"), ok_done(""));
-    assert_eq!(runner.run("raise SystemExit(3)")["error"], "SystemExit: 3");
+    assert_eq!(runner.run("print('x')\nexit()"), ok_done("x\n"));
+    assert_eq!(runner.run("quit(0)"), ok_done(""));
+    let failed = |stdout: &str, error: &str| json!({"type": "done", "stdout": stdout, "error": error, "truncated": false, "stopped": false});
     assert_eq!(
-        runner.run("raise SystemExit('bye')")["error"],
-        "SystemExit: bye"
+        runner.run("print('x')\nraise SystemExit(3)"),
+        failed("x\n", "exited with status 3")
+    );
+    assert_eq!(runner.run("exit(4)"), failed("", "exited with status 4"));
+    assert_eq!(runner.run("quit(5)"), failed("", "exited with status 5"));
+    assert_eq!(
+        runner.run("import sys\nsys.exit(6)"),
+        failed("", "exited with status 6")
+    );
+    assert_eq!(
+        runner.run("raise SystemExit('bye')"),
+        failed("", "exited with status 1: bye")
+    );
+    // Inside a task of the event loop too.
+    assert_eq!(
+        runner.run("import asyncio\nasync def f():\n    exit(7)\nawait asyncio.create_task(f())"),
+        failed("", "exited with status 7")
     );
     let error =
         runner.run("import asyncio\nawait asyncio.sleep(0)\nraise KeyboardInterrupt")["error"]
@@ -432,6 +449,106 @@ fn system_exit_and_keyboard_interrupt_are_results() {
         runner.run("import asyncio\nawait asyncio.sleep(0)\nprint('alive')"),
         ok_done("alive\n")
     );
+}
+
+#[test]
+fn os_exit_ends_the_cell_with_its_output_and_status_and_then_the_process() {
+    for (status, error) in [(0, Value::Null), (9, json!("exited with status 9"))] {
+        let mut runner = Runner::start();
+        let done = runner.run(&format!(
+            "print('bye', end='')\nimport os\nos._exit({status})"
+        ));
+        assert_eq!(
+            done,
+            json!({"type": "done", "stdout": "bye", "error": error, "truncated": false, "stopped": false})
+        );
+        assert_eq!(wait_exit(&mut runner.child), status);
+    }
+    // A forked child that calls os._exit just exits: the cell goes on.
+    let mut runner = Runner::start();
+    let done = runner.run(
+        "import os\npid = os.fork()\nif pid == 0:\n    os._exit(3)\nprint(os.waitpid(pid, 0)[1] >> 8)",
+    );
+    assert_eq!(done, ok_done("3\n"));
+}
+
+/// The errors of `cases` (description, code), run one after the other, as the code sees
+/// them; calls are refused with "<tool> refused".
+fn errors_of(cases: &[(&str, &str)]) -> String {
+    let mut runner = Runner::start();
+    let mut text = String::new();
+    for (what, code) in cases {
+        runner.cell(code);
+        let done = loop {
+            let message = runner.recv();
+            if message["type"] == "call" {
+                let error = format!("{} refused", message["tool"].as_str().unwrap_or("?"));
+                runner.send(
+                    &json!({"type": "result", "id": message["id"], "ok": false, "error": error}),
+                );
+                continue;
+            }
+            break message;
+        };
+        let error = done["error"].as_str().unwrap_or_default();
+        assert!(!error.contains("runner.py"), "{what}: {error}");
+        text.push_str(&format!("### {what}\n{code}\n--- error ---\n{error}\n\n"));
+    }
+    text
+}
+
+fn golden_file(name: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(name)
+}
+
+#[test]
+fn tracebacks_show_only_the_codes_frames_and_match_their_golden_file() {
+    let text = errors_of(&[
+        ("a plain error", "def f():\n    return 1 + 1 / 0\nf()"),
+        (
+            "a chained error",
+            "try:\n    {}['k']\nexcept KeyError as e:\n    raise ValueError('no k') from e",
+        ),
+        (
+            "a ToolError from a call",
+            "async def go():\n    await add({'a': 1})\nawait go()",
+        ),
+    ]);
+    testkit::golden(&golden_file("tracebacks.txt"), &text);
+}
+
+#[test]
+fn exception_groups_from_a_task_group_show_each_sub_exception() {
+    let version = Command::new(host_python())
+        .args(["-c", "import sys; print(sys.version_info >= (3, 11))"])
+        .output()
+        .expect("python3");
+    if String::from_utf8_lossy(&version.stdout).trim() != "True" {
+        // Python 3.10 has no TaskGroup and no exception groups: nothing to show.
+        let mut runner = Runner::start();
+        let error = runner.run("import asyncio\nasyncio.TaskGroup")["error"].clone();
+        assert!(
+            error
+                .as_str()
+                .unwrap_or("")
+                .ends_with("has no attribute 'TaskGroup'"),
+            "{error}"
+        );
+        return;
+    }
+    let text = errors_of(&[
+        (
+            "ToolErrors inside an asyncio.TaskGroup",
+            "import asyncio\nasync with asyncio.TaskGroup() as tg:\n    tg.create_task(add({'a': 1}))\n    tg.create_task(echo({'x': 2}))",
+        ),
+        (
+            "a group of ValueErrors from a TaskGroup",
+            "import asyncio\nasync def bad(n):\n    raise ValueError(n)\nasync with asyncio.TaskGroup() as tg:\n    for n in range(3):\n        tg.create_task(bad(n))",
+        ),
+    ]);
+    testkit::golden(&golden_file("tracebacks-task-group.txt"), &text);
 }
 
 #[test]
@@ -607,26 +724,22 @@ fn a_call_over_the_line_cap_is_refused_in_the_code() {
 }
 
 #[test]
-fn output_is_streamed_line_by_line_as_it_is_kept() {
+fn output_is_streamed_as_it_is_written_a_last_line_without_newline_too() {
     let mut runner = Runner::start();
     runner.cell(
         "print('one', 'two')\nprint('part', end='')\nprint(' flushed', end='', flush=True)\n\
          print(await add({'a': 1, 'b': 2}))\nprint('tail', end='')",
     );
-    // Before the call is sent, what was written so far has been streamed.
+    // Before the call is sent, what was written so far has been streamed, the piece
+    // without a newline too.
     let call = runner.recv();
     assert_eq!(call["type"], "call");
-    let before: Vec<String> = runner
-        .take_output()
-        .iter()
-        .map(|o| o["text"].as_str().unwrap().to_string())
-        .collect();
-    assert_eq!(before, ["one two\n", "part flushed"]);
+    assert_eq!(joined(&runner.take_output()), "one two\npart flushed");
     runner.answer(&call["id"], "3");
     let done = runner.recv();
     assert_eq!(done, ok_done("one two\npart flushed3\ntail"));
-    // The unterminated tail is carried by `done` alone; nothing is sent after `done`.
-    assert_eq!(joined(&runner.take_output()), "3\n");
+    // The unterminated tail was streamed before `done`; nothing is sent after `done`.
+    assert_eq!(joined(&runner.take_output()), "3\ntail");
     runner.stdin.take();
     assert_eq!(wait_exit(&mut runner.child), 0);
     assert!(runner.lines.try_recv().is_err(), "a line after done");
@@ -649,8 +762,8 @@ fn streamed_output_stops_at_the_cap_and_says_it_was_cut() {
             .iter()
             .all(|o| o["truncated"] == false)
     );
-    // At most one message per print.
-    assert!(outputs.len() <= 2000, "{}", outputs.len());
+    // At most one message per write (print writes `line`, ` `, the number, `\n`).
+    assert!(outputs.len() <= 4 * 2000, "{}", outputs.len());
 
     // Invalid bytes become U+FFFD, which is longer: the cap still holds on the text.
     let done = runner.run("import sys\nsys.stdout.buffer.write(b'\\xff' * 9000)");
