@@ -3,4 +3,6 @@
 fds = runner_fds()
 os.close(fds["PROTO_OUT"])
 os.close(fds["PROTO_IN"])
-os._exit(0)
+# posix._exit: the code's os._exit would end the cell with a done line first.
+import posix
+posix._exit(0)
