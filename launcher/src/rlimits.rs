@@ -28,6 +28,13 @@ pub const STACK_BYTES: u64 = 8 * 1024 * 1024;
 /// count out of reach (getrlimit(2), user_namespaces(7)). CPython queues none of its own.
 pub const SIGPENDING: u64 = 64;
 
+/// RLIMIT_AS is this many times RLIMIT_DATA. Address space is reserved far beyond what is
+/// used: every thread's stack (RLIMIT_STACK, 8 MiB) and glibc's per-thread malloc arenas
+/// (64 MiB reserved each), so at 1x a Python process cannot start its thread pool. At 4x
+/// one process still cannot map more than 4 x --memory-rlimit in all, whatever the kind of
+/// mapping (shared, grows-down, file).
+pub const ADDRESS_SPACE_PER_DATA: u64 = 4;
+
 /// Bytes of POSIX message queues (RLIMIT_MSGQUEUE): none. mq_open(3) is also refused by
 /// seccomp; the limit keeps the per-user byte count untouched even if that changed.
 pub const MSGQUEUE_BYTES: u64 = 0;
@@ -65,7 +72,11 @@ pub fn plan(cfg: &Config) -> Vec<Limit> {
     ];
     if let Some(bytes) = cfg.memory_rlimit {
         limits.push(limit(libc::RLIMIT_DATA, "RLIMIT_DATA", bytes));
-        limits.push(limit(libc::RLIMIT_AS, "RLIMIT_AS", bytes));
+        limits.push(limit(
+            libc::RLIMIT_AS,
+            "RLIMIT_AS",
+            bytes.saturating_mul(ADDRESS_SPACE_PER_DATA),
+        ));
     }
     if let Some(seconds) = cfg.cpu_seconds {
         limits.push(limit(libc::RLIMIT_CPU, "RLIMIT_CPU", seconds));

@@ -551,7 +551,7 @@ fn delegated_cgroup_fix(version: CgroupVersion, systemd: bool) -> String {
 fn cgroup_check(facts: &Facts) -> Check {
     let c = &facts.cgroups;
     let head = format!("{} ({})", cgroup_version_text(c.version), c.ours);
-    const FALLBACK: &str = "runs fall back to rlimits (RLIMIT_DATA 256 MiB, RLIMIT_NPROC 64 per user namespace, RLIMIT_CPU)";
+    const FALLBACK: &str = "runs fall back to rlimits (per process RLIMIT_DATA 256 MiB and RLIMIT_AS 1 GiB, RLIMIT_NPROC 64 per user namespace, RLIMIT_CPU)";
     match &c.probe {
         Ok(held)
             if ["memory", "pids", "cpu"]

@@ -451,4 +451,43 @@ out["many_files"] = t(lambda: [fill("/tmp/b%d" % i, 1) for i in range(8)])
         assert_eq!(field(&out, "one_file"), "EFBIG", "{out}");
         assert_eq!(field(&out, "many_files"), "ENOSPC", "{out}");
     }
+
+    #[test]
+    fn the_memory_rlimit_bounds_every_mapping_of_one_process() {
+        if ready().is_none() {
+            return;
+        }
+        // --memory-rlimit 256 MiB, as the rlimit fallback sets it: RLIMIT_DATA 256 MiB and
+        // RLIMIT_AS 1 GiB (launcher::rlimits::ADDRESS_SPACE_PER_DATA). RLIMIT_DATA alone
+        // misses shared anonymous and grows-down mappings; RLIMIT_AS counts every mapping.
+        let code = r#"
+import mmap
+MIB = 1 << 20
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+def touch(m, size):
+    for i in range(0, size, 4096):
+        m[i] = 1
+def shared(size):
+    m = mmap.mmap(-1, size, mmap.MAP_SHARED | mmap.MAP_ANONYMOUS)
+    touch(m, size)
+    m.close()
+def grows_down(size):
+    MAP_GROWSDOWN, PROT_RW, PRIVATE_ANON = 0x100, 3, 0x22
+    p = libc.mmap(None, size, PROT_RW, PRIVATE_ANON | MAP_GROWSDOWN, -1, 0)
+    if p in (None, ctypes.c_void_p(-1).value):
+        raise OSError(ctypes.get_errno(), "mmap")
+    ctypes.memset(p, 1, size)
+out["shared_1100"] = t(shared, 1100 * MIB)
+out["grows_down_1100"] = t(grows_down, 1100 * MIB)
+out["shared_64"] = t(shared, 64 * MIB)
+out["grows_down_64"] = t(grows_down, 64 * MIB)
+"#;
+        let (out, _) = launch(code, &["--memory-rlimit", "268435456"]);
+        assert_eq!(field(&out, "shared_1100"), "ENOMEM", "{out}");
+        assert_eq!(field(&out, "grows_down_1100"), "ENOMEM", "{out}");
+        // Positive controls: smaller mappings of both kinds still work.
+        assert_eq!(field(&out, "shared_64"), "ok", "{out}");
+        assert_eq!(field(&out, "grows_down_64"), "ok", "{out}");
+    }
 }

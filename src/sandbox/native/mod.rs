@@ -28,7 +28,7 @@ use crate::limits::{CPUS, MAX_OPEN_FILES, MAX_PIDS, MEMORY_BYTES, TMP_BYTES};
 use crate::sandbox::owner::RunName;
 use crate::sandbox::{
     Backend, BoxFuture, Ending, Sandbox, SandboxControl, SandboxError, drain_stderr,
-    escape_controls, exit_code, spawner, stderr_text, take_pipes,
+    escape_controls, exit_code, spawner, stderr_text,
 };
 
 /// The hidden subcommand that turns this binary into the launcher.
@@ -117,7 +117,6 @@ impl NativeBackend {
             .arg("--")
             .args(&self.argv)
             .env_clear()
-            .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
@@ -142,7 +141,15 @@ impl Backend for NativeBackend {
             };
             let (host_end, launcher_end) = report::channel()
                 .map_err(|e| SandboxError::Spawn(format!("the launcher's report socket: {e}")))?;
+            // Host → runner on a socket, not a pipe: a pipe's /proc/self/fd/N can be reopened
+            // for writing by its owner (the caller's uid is the sandbox's when unprivileged),
+            // which would let the code forge host lines to its own runner; a socket cannot be
+            // opened by path at all (ENXIO).
+            let (to_runner, runner_end) = std::os::unix::net::UnixStream::pair()
+                .map_err(|e| SandboxError::Spawn(format!("the sandbox's input socket: {e}")))?;
+            let _ = runner_end.shutdown(std::net::Shutdown::Write);
             let mut command = self.command(cgroup.as_ref());
+            command.stdin(Stdio::from(OwnedFd::from(runner_end)));
             report::pass_to_child(command.as_std_mut(), launcher_end);
             let mut child = spawner::spawn(command)
                 .await
@@ -179,7 +186,16 @@ impl Backend for NativeBackend {
                     return Err(SandboxError::Spawn(escape_controls(&why)));
                 }
             };
-            let (stdin, stdout) = take_pipes(&mut child)?;
+            let stdin = to_runner
+                .set_nonblocking(true)
+                .and_then(|()| tokio::net::UnixStream::from_std(to_runner))
+                .map_err(|e| SandboxError::Spawn(format!("the sandbox's input socket: {e}")))?;
+            let stdout = child
+                .stdout
+                .take()
+                .ok_or_else(|| SandboxError::Spawn("the sandbox has no stdout pipe".into()))?;
+            let (stdin, stdout): (Box<dyn tokio::io::AsyncWrite + Send + Unpin>, _) =
+                (Box::new(stdin), Box::new(stdout));
             Ok(Sandbox {
                 stdin,
                 stdout,
@@ -279,10 +295,10 @@ impl SandboxControl for NativeControl {
     fn limits(&self) -> String {
         match &self.cgroup {
             Some(cg) => format!("cgroup: {}", cg.held().join(", ")),
-            None => {
-                "rlimits (no writable cgroup): RLIMIT_DATA, RLIMIT_NPROC, RLIMIT_NOFILE, RLIMIT_CPU"
-                    .into()
-            }
+            None => "rlimits (no writable cgroup): per process RLIMIT_DATA 256 MiB and RLIMIT_AS \
+                 1 GiB (every mapping), RLIMIT_NPROC 64, RLIMIT_NOFILE, RLIMIT_CPU; no disk I/O \
+                 limit"
+                .into(),
         }
     }
 }
