@@ -14,15 +14,20 @@
 //! "cgroup.kill"), Documentation/admin-guide/cgroup-v1/memory.rst and pids.rst,
 //! Documentation/scheduler/sched-bwc.rst (cfs_quota_us).
 //!
+//! The cgroup files are written through cgroups-rs, rooted at our own cgroup ([`subtree`]);
+//! what the crate does not do (v2 delegation, killing on v1, v2 OOM events, waiting out a
+//! busy removal) is done here, as the README's "Run cgroups" lists.
+//!
 //! The parts: [`placement`] (where we are and where runs go), `v1` and `v2` (creating and
 //! limiting), [`RunCgroup`] (one run's handle: kill, remove), `strays` (removing the run
 //! cgroups of dead owners, by the rule in [`crate::sandbox::owner`]).
 //!
-//! No unsafe and no libc here: only std::fs, plus `launcher::kill_process` for SIGKILL.
+//! No unsafe here: `launcher::kill_process` sends SIGKILL.
 
 pub mod placement;
 mod run;
 mod strays;
+mod subtree;
 #[cfg(test)]
 mod tests;
 mod v1;
@@ -65,6 +70,13 @@ pub enum CgroupError {
         what: &'static str,
         path: PathBuf,
         source: std::io::Error,
+    },
+    /// cgroups-rs failed to create, limit, join or remove the cgroup `name`.
+    #[error("failed to {what} {name}: {source}")]
+    Cgroupfs {
+        what: &'static str,
+        name: String,
+        source: cgroups_rs::fs::error::Error,
     },
     /// Processes stayed in the cgroup after repeated SIGKILL, or it stayed busy.
     #[error("failed to empty cgroup {0}: processes remain after SIGKILL")]

@@ -126,12 +126,4 @@ impl CgroupHost {
             own_dir
         }
     }
-
-    /// Every directory our run cgroups are made in, with the cgroup version.
-    pub(super) fn run_parents(&self) -> Result<Vec<(u8, PathBuf)>, CgroupError> {
-        Ok(match self.placement()? {
-            Placement::V2 { path } => vec![(2, self.v2_base(&path))],
-            Placement::V1 { hierarchies } => hierarchies.iter().map(|h| (1, h.own_dir())).collect(),
-        })
-    }
 }

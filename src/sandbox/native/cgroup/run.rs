@@ -2,53 +2,50 @@
 //! limit struck, and killing and removing it (also on drop).
 
 use std::io::ErrorKind;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use super::{CgroupError, io_err};
+use cgroups_rs::fs::Cgroup;
+use cgroups_rs::fs::memory::MemController;
+
+use super::CgroupError;
+use super::subtree::{OwnSubtree, os_error};
 
 /// How long [`RunCgroup::kill_all`] and [`RunCgroup::remove`] keep trying.
 const SETTLE: Duration = Duration::from_secs(2);
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Controller {
-    Unified,
-    Memory,
-    Pids,
-    Cpu,
-}
-
 /// One run's cgroup: a directory on v2, one per controller on v1. Removed on drop.
 #[derive(Debug)]
 pub struct RunCgroup {
-    version: u8,
-    pub(super) dirs: Vec<(Controller, PathBuf)>,
+    subtree: OwnSubtree,
+    name: String,
+    cgroup: Cgroup,
     pub(super) held: Vec<&'static str>,
+    /// Whether the directories may still exist (false once removed).
+    live: bool,
 }
 
 impl RunCgroup {
-    /// An empty handle of cgroup `version` (1 or 2), filled in as directories are made.
-    pub(super) fn new(version: u8) -> Self {
+    /// The handle of the child `name` of `subtree`, made (or found) by the caller.
+    pub(super) fn new(subtree: OwnSubtree, name: &str) -> Self {
         RunCgroup {
-            version,
-            dirs: Vec::new(),
+            cgroup: subtree.cgroup(name),
+            subtree,
+            name: name.to_owned(),
             held: Vec::new(),
+            live: true,
         }
     }
 
-    fn unique_dirs(&self) -> Vec<&Path> {
-        let mut dirs: Vec<&Path> = Vec::new();
-        for (_, d) in &self.dirs {
-            if !dirs.contains(&d.as_path()) {
-                dirs.push(d);
-            }
-        }
-        dirs
+    /// The crate's handle, to set limits through.
+    pub(super) fn cgroup(&self) -> &Cgroup {
+        &self.cgroup
     }
 
     /// The cgroup.procs files to pass to the launcher as `--cgroup-procs` (one per directory).
     pub fn procs_files(&self) -> Vec<PathBuf> {
-        self.unique_dirs()
+        self.subtree
+            .dirs(&self.name)
             .into_iter()
             .map(|d| d.join("cgroup.procs"))
             .collect()
@@ -59,45 +56,34 @@ impl RunCgroup {
         self.held.clone()
     }
 
-    /// Whether the memory limit struck in this run: v2 memory.events `oom`/`oom_kill` > 0;
-    /// v1 memory.oom_control `oom_kill` > 0 (or memory.failcnt > 0 on kernels without it).
+    /// Whether the memory limit struck in this run: v1 memory.oom_control `oom_kill` > 0
+    /// (through cgroups-rs; kernels before 4.13 have no such counter and report none); v2
+    /// memory.events `oom`/`oom_kill` > 0 (read here: cgroups-rs reports no v2 OOM events).
     pub fn memory_limit_hit(&self) -> bool {
-        let counter = |text: &str, key: &str| {
-            text.lines()
-                .filter_map(|l| l.split_once(' '))
-                .find(|(k, _)| *k == key)
-                .and_then(|(_, v)| v.trim().parse::<u64>().ok())
-        };
-        self.dirs.iter().any(|(kind, dir)| match kind {
-            Controller::Unified => {
+        match &self.subtree {
+            OwnSubtree::V1(_) => self
+                .cgroup
+                .controller_of::<MemController>()
+                .is_some_and(|m| m.memory_stat().oom_control.oom_kill > 0),
+            OwnSubtree::V2 { .. } => self.subtree.dirs(&self.name).iter().any(|dir| {
                 let events = std::fs::read_to_string(dir.join("memory.events")).unwrap_or_default();
-                counter(&events, "oom").unwrap_or(0) > 0
-                    || counter(&events, "oom_kill").unwrap_or(0) > 0
-            }
-            Controller::Memory => {
-                let oom =
-                    std::fs::read_to_string(dir.join("memory.oom_control")).unwrap_or_default();
-                match counter(&oom, "oom_kill") {
-                    Some(n) => n > 0,
-                    None => {
-                        let failcnt =
-                            std::fs::read_to_string(dir.join("memory.failcnt")).unwrap_or_default();
-                        failcnt.trim().parse::<u64>().unwrap_or(0) > 0
-                    }
-                }
-            }
-            _ => false,
-        })
+                events
+                    .lines()
+                    .filter_map(|l| l.split_once(' '))
+                    .filter(|(k, _)| *k == "oom" || *k == "oom_kill")
+                    .any(|(_, v)| v.trim().parse::<u64>().is_ok_and(|n| n > 0))
+            }),
+        }
     }
 
-    /// SIGKILLs every process in the cgroup: v2 `cgroup.kill` where the kernel has it (5.14+),
-    /// else a loop over cgroup.procs until it is empty (bounded by about 2 s). Best effort.
+    /// SIGKILLs every process in the cgroup: v2 `cgroup.kill` where the kernel has it (5.14+,
+    /// through cgroups-rs), else a loop over cgroup.procs until it is empty (bounded by about
+    /// 2 s; cgroups-rs kills on v2 only). Best effort.
     pub fn kill_all(&self) {
-        for dir in self.unique_dirs() {
-            let kill = dir.join("cgroup.kill");
-            if self.version == 2 && kill.exists() && std::fs::write(&kill, "1").is_ok() {
-                continue;
-            }
+        if self.cgroup.v2() && self.cgroup.kill().is_ok() {
+            return;
+        }
+        for dir in self.subtree.dirs(&self.name) {
             let deadline = Instant::now() + SETTLE;
             loop {
                 let pids = std::fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
@@ -116,62 +102,64 @@ impl RunCgroup {
         }
     }
 
-    /// Kills every process, then removes each directory (retrying briefly while the kernel
-    /// still counts dying processes: EBUSY).
+    /// Kills every process, then removes each directory (retrying for about 2 s while the
+    /// kernel still counts dying processes: EBUSY).
     pub fn remove(mut self) -> Result<(), CgroupError> {
         self.kill_all();
         let result = self.remove_dirs();
-        self.dirs.clear(); // nothing left for Drop
+        self.live = false; // nothing left for Drop
         result
     }
 
+    /// Removes a cgroup that holds no process yet (a half-made one), ignoring errors.
+    pub(super) fn discard(mut self) {
+        let _ = self.remove_dirs();
+        self.live = false;
+    }
+
+    /// Removes the directories through cgroups-rs, which retries for about 150 ms on v1
+    /// and not at all on v2; dying processes can keep a cgroup busy for longer.
     pub(super) fn remove_dirs(&self) -> Result<(), CgroupError> {
-        let mut first_err = None;
-        for dir in self.unique_dirs() {
-            let deadline = Instant::now() + SETTLE;
-            loop {
-                match std::fs::remove_dir(dir) {
-                    Ok(()) => break,
-                    Err(e) if e.kind() == ErrorKind::NotFound => break,
-                    Err(e)
-                        if e.raw_os_error() == Some(libc::EBUSY) && Instant::now() < deadline =>
-                    {
-                        std::thread::sleep(Duration::from_millis(10));
-                    }
-                    Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
-                        first_err.get_or_insert(CgroupError::Busy(dir.to_owned()));
-                        break;
-                    }
-                    Err(e) => {
-                        first_err.get_or_insert(io_err("remove cgroup", dir)(e));
-                        break;
-                    }
+        let deadline = Instant::now() + SETTLE;
+        loop {
+            match self.cgroup.delete() {
+                Ok(()) => return Ok(()),
+                Err(e) if os_error(&e) == Some(libc::ENOENT) => return Ok(()),
+                Err(e) if os_error(&e) == Some(libc::EBUSY) && Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                Err(e) if os_error(&e) == Some(libc::EBUSY) => {
+                    let dir = self.subtree.dirs(&self.name).into_iter().next();
+                    let dir = dir.unwrap_or_default();
+                    return Err(CgroupError::Busy(dir));
+                }
+                Err(source) => {
+                    return Err(CgroupError::Cgroupfs {
+                        what: "remove cgroup",
+                        name: self.name.clone(),
+                        source,
+                    });
                 }
             }
         }
-        first_err.map_or(Ok(()), Err)
     }
 }
 
 impl Drop for RunCgroup {
     fn drop(&mut self) {
-        if !self.dirs.is_empty() {
+        if self.live {
             self.kill_all();
             let _ = self.remove_dirs();
         }
     }
 }
 
-/// Errors that mean "not our place to write": fall back to rlimits rather than fail.
-pub(super) fn not_ours(e: &std::io::Error) -> bool {
+/// I/O errors that mean "not our place to write": fall back to rlimits rather than fail.
+pub(super) fn io_not_ours(e: &std::io::Error) -> bool {
     matches!(
         e.kind(),
         ErrorKind::PermissionDenied | ErrorKind::ReadOnlyFilesystem | ErrorKind::NotFound
     )
-}
-
-pub(super) fn write(path: &Path, value: u64) -> Result<(), CgroupError> {
-    std::fs::write(path, value.to_string()).map_err(io_err("write", path))
 }
 
 /// Returns the run, or removes what was made and returns the error.
@@ -182,7 +170,7 @@ pub(super) fn finish(
     match result {
         Ok(()) => Ok(Some(run)),
         Err(e) => {
-            let _ = run.remove_dirs(); // a cleanup error never hides the original one
+            run.discard(); // a cleanup error never hides the original one
             Err(e)
         }
     }

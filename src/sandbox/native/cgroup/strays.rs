@@ -1,8 +1,9 @@
 //! Removing the run cgroups of processes that died without cleaning up (killed with
 //! SIGKILL, say), by the one owner rule of [`crate::sandbox::owner`].
 
-use super::CgroupHost;
-use super::run::{Controller, RunCgroup};
+use super::run::RunCgroup;
+use super::subtree::OwnSubtree;
+use super::{CgroupHost, Placement};
 use crate::sandbox::owner::RunName;
 
 impl CgroupHost {
@@ -11,26 +12,31 @@ impl CgroupHost {
     /// owner. Their processes are killed first. Returns how many it removed; best effort,
     /// never fails.
     pub fn remove_strays(&self) -> usize {
-        let Ok(parents) = self.run_parents() else {
-            return 0;
+        // Each hierarchy on its own: a stray may exist in some and not in others.
+        let subtrees = match self.placement() {
+            Ok(Placement::V2 { path }) => vec![OwnSubtree::V2 {
+                base: self.v2_base(&path),
+                controllers: Vec::new(),
+            }],
+            Ok(Placement::V1 { hierarchies }) => hierarchies
+                .into_iter()
+                .map(|h| OwnSubtree::V1(vec![h]))
+                .collect(),
+            Err(_) => return 0,
         };
         let mut removed = 0;
-        for (version, parent) in parents {
+        for subtree in subtrees {
+            let Some(parent) = subtree.dirs("").into_iter().next() else {
+                continue;
+            };
             let Ok(entries) = std::fs::read_dir(&parent) else {
                 continue;
             };
             for entry in entries.flatten() {
-                if !RunName::is_stray(&entry.file_name().to_string_lossy()) {
-                    continue;
-                }
-                let controller = if version == 2 {
-                    Controller::Unified
-                } else {
-                    Controller::Pids
-                };
-                let mut run = RunCgroup::new(version);
-                run.dirs.push((controller, entry.path()));
-                if run.remove().is_ok() {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if RunName::is_stray(&name)
+                    && RunCgroup::new(subtree.clone(), &name).remove().is_ok()
+                {
                     removed += 1;
                 }
             }

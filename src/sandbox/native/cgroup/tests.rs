@@ -46,6 +46,14 @@ fn fake_v2(own: &str, controllers: &str) -> (tempfile::TempDir, CgroupHost) {
     (dir, CgroupHost::with_roots(root, self_file))
 }
 
+/// What the kernel puts in a new v2 cgroup that cgroups-rs reads before it writes
+/// (cpu.max), and the swap file whose presence means swap is accounted.
+fn kernel_files_v2(dir: &Path) {
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(dir.join("cpu.max"), "max 100000").unwrap();
+    std::fs::write(dir.join("memory.swap.max"), "max").unwrap();
+}
+
 fn read(path: impl AsRef<Path>) -> String {
     std::fs::read_to_string(path).unwrap()
 }
@@ -122,18 +130,33 @@ fn on_v2_we_move_into_a_leaf_enable_controllers_and_set_the_limits() {
     let (dir, host) = fake_v2("/user.slice/serve", "memory pids cpu");
     let own = dir.path().join("fs/user.slice/serve");
     std::fs::create_dir_all(own.join(HOST_LEAF)).unwrap();
+    let run_dir = own.join("run-1");
+    kernel_files_v2(&run_dir);
     let run = host.create("run-1", &LIMITS).unwrap().unwrap();
     assert_eq!(read(own.join(HOST_LEAF).join("cgroup.procs")), "4242");
     assert_eq!(
         read(own.join("cgroup.subtree_control")),
         "+memory +pids +cpu"
     );
-    let run_dir = own.join("run-1");
     assert_eq!(read(run_dir.join("memory.max")), "268435456");
+    assert_eq!(read(run_dir.join("memory.swap.max")), "0");
     assert_eq!(read(run_dir.join("pids.max")), "64");
     assert_eq!(read(run_dir.join("cpu.max")), "100000 100000");
-    assert_eq!(run.held(), ["memory", "pids", "cpu"]);
+    assert_eq!(run.held(), ["memory", "swap", "pids", "cpu"]);
     assert_eq!(run.procs_files(), [run_dir.join("cgroup.procs")]);
+}
+
+/// The directory and cgroup.subtree_control are our own code on v2 (README, "cgroups"):
+/// cgroups-rs would ignore the failed write and hand back a cgroup that limits nothing.
+#[test]
+fn on_v2_a_parent_that_cannot_delegate_gives_no_cgroup_and_leaves_nothing() {
+    let (dir, host) = fake_v2("/user.slice/serve", "memory pids cpu");
+    let own = dir.path().join("fs/user.slice/serve");
+    // A write to a directory fails, as a write to a parent we may not delegate from does.
+    std::fs::remove_file(own.join("cgroup.subtree_control")).unwrap();
+    std::fs::create_dir(own.join("cgroup.subtree_control")).unwrap();
+    assert!(host.create("run-1", &LIMITS).unwrap().is_none());
+    assert!(!own.join("run-1").exists());
 }
 
 #[test]
@@ -252,4 +275,17 @@ fn on_v2_strays_are_found_next_to_our_leaf() {
     assert_eq!(host.remove_strays(), 1);
     assert!(!stray.exists());
     assert!(svc.join(HOST_LEAF).exists(), "our leaf stays");
+}
+
+/// cgroups-rs reports no OOM events on v2 (README, "cgroups"): memory.events is read here.
+#[test]
+fn on_v2_the_memory_limit_counts_as_hit_only_after_an_oom_kill() {
+    let (dir, host) = fake_v2("/svc", "memory");
+    std::fs::write(dir.path().join("fs/svc/cgroup.subtree_control"), "memory").unwrap();
+    let run = host.create("run-1", &LIMITS).unwrap().unwrap();
+    let events = dir.path().join("fs/svc/run-1/memory.events");
+    std::fs::write(&events, "low 0\nhigh 0\nmax 12\noom 0\noom_kill 0\n").unwrap();
+    assert!(!run.memory_limit_hit(), "reaching the limit is no OOM");
+    std::fs::write(&events, "low 0\nhigh 0\nmax 12\noom 1\noom_kill 1\n").unwrap();
+    assert!(run.memory_limit_hit());
 }

@@ -1,11 +1,24 @@
 //! cgroup v2: one directory in the unified hierarchy, next to the leaf this process moves
 //! into so that the parent may enable controllers for its children
 //! (Documentation/admin-guide/cgroup-v2.rst, "No Internal Process Constraint").
+//!
+//! Limits and the move into the leaf go through cgroups-rs. Making the directory and
+//! writing `cgroup.subtree_control` are done here: the crate's v2 create enables
+//! controllers on every ancestor, reading the list from the machine's
+//! `/sys/fs/cgroup/cgroup.controllers` whatever the root, and ignores failed writes, while
+//! we must know whether the delegation held (else the limits would silently not apply).
 
 use std::io::ErrorKind;
 use std::path::Path;
 
-use super::run::{Controller, RunCgroup, finish, not_ours, write};
+use cgroups_rs::CgroupPid;
+use cgroups_rs::fs::MaxValue;
+use cgroups_rs::fs::cpu::CpuController;
+use cgroups_rs::fs::memory::MemController;
+use cgroups_rs::fs::pid::PidController;
+
+use super::run::{RunCgroup, finish, io_not_ours};
+use super::subtree::{OwnSubtree, os_error};
 use super::{CPU_PERIOD_US, CgroupError, CgroupLimits, HOST_LEAF, io_err};
 
 /// The controllers a run cgroup uses, where the parent offers them.
@@ -18,79 +31,104 @@ pub(super) fn create(
     name: &str,
     limits: &CgroupLimits,
 ) -> Result<Option<RunCgroup>, CgroupError> {
+    if !base.is_dir() {
+        return Ok(None);
+    }
     let dir = base.join(name);
     match std::fs::create_dir(&dir) {
+        // A name is never reused while its owner lives, so an existing directory is ours.
         Ok(()) => {}
-        Err(e) if not_ours(&e) => return Ok(None),
+        Err(e) if e.kind() == ErrorKind::AlreadyExists => {}
+        Err(e) if io_not_ours(&e) => return Ok(None),
         Err(e) => return Err(io_err("create cgroup", &dir)(e)),
     }
-    let mut run = RunCgroup::new(2);
-    run.dirs.push((Controller::Unified, dir.clone()));
-    // Move ourselves into a leaf so `base` has no processes and may delegate controllers.
     let available = std::fs::read_to_string(base.join("cgroup.controllers")).unwrap_or_default();
-    let wanted: Vec<&str> = CONTROLLERS
+    let wanted: Vec<&'static str> = CONTROLLERS
         .into_iter()
         .filter(|c| available.split_whitespace().any(|a| a == *c))
         .collect();
+    let subtree = OwnSubtree::V2 {
+        base: base.to_owned(),
+        controllers: wanted.clone(),
+    };
+    let mut run = RunCgroup::new(subtree.clone(), name);
     let enabled = std::fs::read_to_string(base.join("cgroup.subtree_control")).unwrap_or_default();
     if wanted
         .iter()
         .any(|c| !enabled.split_whitespace().any(|e| e == *c))
+        && delegate(&subtree, base, &wanted).is_err()
     {
-        let leaf = base.join(HOST_LEAF);
-        let moved = std::fs::create_dir(&leaf)
-            .or_else(|e| {
-                if e.kind() == ErrorKind::AlreadyExists {
-                    Ok(())
-                } else {
-                    Err(e)
-                }
-            })
-            .and_then(|()| move_all_processes(base, &leaf));
-        let control: String = wanted.iter().map(|c| format!("+{c} ")).collect();
-        if moved.is_err()
-            || std::fs::write(base.join("cgroup.subtree_control"), control.trim_end()).is_err()
-        {
-            // No delegation: the cgroup still groups and kills the run, but limits nothing.
-            let _ = run.remove_dirs();
-            return Ok(None);
-        }
+        // No delegation: the cgroup still groups and kills the run, but limits nothing.
+        run.discard();
+        return Ok(None);
     }
-    let result = (|| {
-        if wanted.contains(&"memory") {
-            write(&dir.join("memory.max"), limits.memory_bytes)?;
-            run.held.push("memory");
-            if dir.join("memory.swap.max").exists() {
-                write(&dir.join("memory.swap.max"), 0)?;
-                run.held.push("swap");
-            }
+    let result = limit(&mut run, limits, dir.join("memory.swap.max").exists()).map_err(|source| {
+        CgroupError::Cgroupfs {
+            what: "limit cgroup",
+            name: name.to_owned(),
+            source,
         }
-        if wanted.contains(&"pids") {
-            write(&dir.join("pids.max"), limits.pids)?;
-            run.held.push("pids");
-        }
-        if wanted.contains(&"cpu") {
-            let quota = format!(
-                "{} {CPU_PERIOD_US}",
-                limits.cpus.saturating_mul(CPU_PERIOD_US)
-            );
-            std::fs::write(dir.join("cpu.max"), quota)
-                .map_err(io_err("write", &dir.join("cpu.max")))?;
-            run.held.push("cpu");
-        }
-        Ok(())
-    })();
+    });
     finish(run, result)
 }
 
-fn move_all_processes(from: &Path, to: &Path) -> std::io::Result<()> {
-    let procs = to.join("cgroup.procs");
-    for pid in std::fs::read_to_string(from.join("cgroup.procs"))?.split_whitespace() {
-        match std::fs::write(&procs, pid) {
+/// Moves every process of `base` into our leaf, then enables `wanted` for `base`'s children.
+fn delegate(subtree: &OwnSubtree, base: &Path, wanted: &[&str]) -> Result<(), CgroupError> {
+    let leaf = base.join(HOST_LEAF);
+    match std::fs::create_dir(&leaf) {
+        Ok(()) => {}
+        Err(e) if e.kind() == ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(io_err("create cgroup", &leaf)(e)),
+    }
+    let (here, there) = (subtree.cgroup(""), subtree.cgroup(HOST_LEAF));
+    for pid in here.procs() {
+        match there.add_task_by_tgid(CgroupPid::from(pid.pid)) {
+            Ok(()) => {}
             // A process that exited meanwhile.
-            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {}
-            other => other?,
+            Err(e) if os_error(&e) == Some(libc::ESRCH) => {}
+            Err(source) => {
+                return Err(CgroupError::Cgroupfs {
+                    what: "move into our leaf",
+                    name: HOST_LEAF.to_owned(),
+                    source,
+                });
+            }
         }
     }
+    let control: Vec<String> = wanted.iter().map(|c| format!("+{c}")).collect();
+    let file = base.join("cgroup.subtree_control");
+    std::fs::write(&file, control.join(" ")).map_err(io_err("write", &file))
+}
+
+fn limit(
+    run: &mut RunCgroup,
+    limits: &CgroupLimits,
+    swap: bool,
+) -> Result<(), cgroups_rs::fs::error::Error> {
+    let mut held = Vec::new();
+    let cgroup = run.cgroup();
+    if let Some(memory) = cgroup.controller_of::<MemController>() {
+        memory.set_limit(i64::try_from(limits.memory_bytes).unwrap_or(i64::MAX))?;
+        held.push("memory");
+        if swap {
+            // v2 limits swap on its own: none at all keeps memory + swap at the limit.
+            memory.set_memswap_limit(0)?;
+            held.push("swap");
+        }
+    }
+    if let Some(pids) = cgroup.controller_of::<PidController>() {
+        let max = i64::try_from(limits.pids).unwrap_or(i64::MAX);
+        pids.set_pid_max(MaxValue::Value(max))?;
+        held.push("pids");
+    }
+    if let Some(cpu) = cgroup.controller_of::<CpuController>() {
+        let quota = limits.cpus.saturating_mul(CPU_PERIOD_US);
+        cpu.set_cfs_quota_and_period(
+            Some(i64::try_from(quota).unwrap_or(i64::MAX)),
+            Some(CPU_PERIOD_US),
+        )?;
+        held.push("cpu");
+    }
+    run.held = held;
     Ok(())
 }
