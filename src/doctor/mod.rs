@@ -22,6 +22,7 @@ use crate::sandbox::Backend;
 use crate::sandbox::docker;
 use crate::sandbox::native::NativeBackend;
 use crate::sandbox::native::cgroup::{CgroupHost, CgroupLimits};
+use crate::sandbox::native::scope::{self, ScopeMode};
 
 /// One layer of the sandbox (or of the Docker backend) that doctor checks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -257,7 +258,21 @@ pub struct UsernsSettings {
     pub apparmor_restrict_unprivileged_userns: Option<u64>,
     /// Why we may be inside a container, if something says so.
     pub container: Option<String>,
+    /// This process's AppArmor label (`/proc/self/attr/apparmor/current`, else
+    /// `/proc/self/attr/current`), e.g. `unconfined` or `mcp-code-mode (unconfined)`.
+    pub apparmor_label: Option<String>,
+    /// Whether the [`APPARMOR_PROFILE`] profile is loaded (a line of
+    /// `/sys/kernel/security/apparmor/profiles`); `None` when that file cannot be read.
+    pub apparmor_profile_loaded: Option<bool>,
+    /// This program's path (`/proc/self/exe`).
+    pub exe: Option<PathBuf>,
 }
+
+/// Where `scripts/install` puts the binary: the one path the AppArmor profile
+/// `deploy/apparmor/mcp-code-mode` attaches to.
+pub const INSTALLED_BINARY: &str = "/usr/local/bin/mcp-code-mode";
+/// The name of that AppArmor profile.
+pub const APPARMOR_PROFILE: &str = "mcp-code-mode";
 
 /// Which cgroup hierarchy the host runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -282,6 +297,9 @@ pub struct CgroupFacts {
     pub probe: Result<Vec<String>, String>,
     /// Whether systemd manages this host (`/run/systemd/system` exists).
     pub systemd: bool,
+    /// `None` when this process runs in the delegated systemd scope it re-executed itself
+    /// into (`--systemd-scope`); else why it does not (the scope decision's reason).
+    pub scope: Option<String>,
 }
 
 /// The rootfs, as found (or built with `--build`).
@@ -376,13 +394,7 @@ fn userns_cause(facts: &Facts, errno: i32) -> (String, Option<String>) {
         );
     }
     if unprivileged && s.apparmor_restrict_unprivileged_userns == Some(1) {
-        return (
-            "AppArmor restricts unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns = 1): they are created without capabilities".into(),
-            Some(format!(
-                "{}; or, to keep the restriction for everything else, an AppArmor profile for this binary that allows `userns,`",
-                persisted_sysctl("kernel.apparmor_restrict_unprivileged_userns", "0")
-            )),
-        );
+        return apparmor_cause(s);
     }
     if let Some(container) = &s.container {
         return (
@@ -395,6 +407,45 @@ fn userns_cause(facts: &Facts, errno: i32) -> (String, Option<String>) {
     (
         "no known setting explains it".into(),
         Some("look for an LSM denial (sudo dmesg | grep -i -e apparmor -e selinux) and check that the kernel has CONFIG_USER_NS=y".into()),
+    )
+}
+
+/// Ubuntu's restriction: the profile first (it keeps the restriction for every other
+/// program), the sysctl last (it lifts it for all of them). Which profile advice fits
+/// depends on whether ours is loaded and whether this process runs under it.
+fn apparmor_cause(s: &UsernsSettings) -> (String, Option<String>) {
+    let mut cause = "AppArmor restricts unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns = 1): they are created without capabilities".to_string();
+    let under_ours = s
+        .apparmor_label
+        .as_deref()
+        .is_some_and(|l| l.split_whitespace().next() == Some(APPARMOR_PROFILE));
+    let here = s
+        .exe
+        .as_ref()
+        .map_or_else(|| "this binary".into(), |p| p.display().to_string());
+    let first = if under_ours {
+        cause.push_str(&format!(
+            "; this process runs under the {APPARMOR_PROFILE} profile, so the loaded version lacks the userns rule"
+        ));
+        format!(
+            "load the profile as shipped: sudo apparmor_parser -r /etc/apparmor.d/{APPARMOR_PROFILE} after copying deploy/apparmor/{APPARMOR_PROFILE} there (scripts/install does both)"
+        )
+    } else if s.apparmor_profile_loaded == Some(true) && here != INSTALLED_BINARY {
+        cause.push_str(&format!(
+            "; the {APPARMOR_PROFILE} profile is loaded, but it covers {INSTALLED_BINARY} only, and this is {here}"
+        ));
+        format!("run {INSTALLED_BINARY} (scripts/install puts this build there)")
+    } else {
+        format!(
+            "install the AppArmor profile that lets this one program create user namespaces and keeps the restriction for every other: scripts/install in the source checkout (it puts the binary at {INSTALLED_BINARY} and loads deploy/apparmor/{APPARMOR_PROFILE}), then run {INSTALLED_BINARY}"
+        )
+    };
+    (
+        cause,
+        Some(format!(
+            "{first}; last resort, since it lifts the restriction for every program: {}",
+            persisted_sysctl("kernel.apparmor_restrict_unprivileged_userns", "0")
+        )),
     )
 }
 
@@ -539,18 +590,30 @@ fn cgroup_version_text(version: CgroupVersion) -> &'static str {
     }
 }
 
-/// How an unprivileged user gets a cgroup of their own (pure: by version and systemd).
-fn delegated_cgroup_fix(version: CgroupVersion, systemd: bool) -> String {
+/// How an unprivileged user gets a cgroup of their own (pure: by version, systemd, and
+/// why no delegated systemd scope was used).
+fn delegated_cgroup_fix(version: CgroupVersion, systemd: bool, scope: Option<&str>) -> String {
     match (version, systemd) {
-        (CgroupVersion::V2, true) => "run it in a delegated cgroup of your own: systemd-run --user -p Delegate=yes --scope mcp-code-mode serve ... (or run as root)".into(),
+        (CgroupVersion::V2, true) => format!(
+            "serve, exec and doctor move into a delegated systemd user scope by themselves (--systemd-scope auto) when systemd's user manager answers; {}; or run as root",
+            scope.map_or_else(
+                || "this one is in such a scope, and it still gives no cgroup".into(),
+                |why| format!("here {why}")
+            )
+        ),
         (CgroupVersion::V2, false) => "as root, make a cgroup for this user and move the shell into it: sudo mkdir /sys/fs/cgroup/mcp-code-mode-$USER && sudo chown -R $USER /sys/fs/cgroup/mcp-code-mode-$USER && echo $$ | sudo tee /sys/fs/cgroup/mcp-code-mode-$USER/cgroup.procs (or run as root)".into(),
-        _ => "v1 hierarchies belong to root and systemd delegates none of them: run as root, or, as root, make one cgroup per controller for this user and move the shell into them: for c in memory pids cpu; do sudo mkdir -p /sys/fs/cgroup/$c/mcp-code-mode-$USER && sudo chown -R $USER /sys/fs/cgroup/$c/mcp-code-mode-$USER && echo $$ | sudo tee /sys/fs/cgroup/$c/mcp-code-mode-$USER/cgroup.procs; done (or boot with cgroup v2 and use systemd-run --user -p Delegate=yes --scope)".into(),
+        _ => "v1 hierarchies belong to root and systemd delegates none of them: run as root, or, as root, make one cgroup per controller for this user and move the shell into them: for c in memory pids cpu; do sudo mkdir -p /sys/fs/cgroup/$c/mcp-code-mode-$USER && sudo chown -R $USER /sys/fs/cgroup/$c/mcp-code-mode-$USER && echo $$ | sudo tee /sys/fs/cgroup/$c/mcp-code-mode-$USER/cgroup.procs; done (or boot with cgroup v2, where serve and exec use a delegated systemd scope by themselves)".into(),
     }
 }
 
 fn cgroup_check(facts: &Facts) -> Check {
     let c = &facts.cgroups;
-    let head = format!("{} ({})", cgroup_version_text(c.version), c.ours);
+    let scope = if c.scope.is_none() {
+        ", in the delegated systemd scope it runs in"
+    } else {
+        ""
+    };
+    let head = format!("{} ({}{scope})", cgroup_version_text(c.version), c.ours);
     const FALLBACK: &str = "runs fall back to rlimits (per process RLIMIT_DATA 256 MiB and RLIMIT_AS 1 GiB, RLIMIT_NPROC 64 per user namespace, RLIMIT_CPU)";
     match &c.probe {
         Ok(held)
@@ -605,13 +668,21 @@ fn cgroup_check(facts: &Facts) -> Check {
                 who(facts.euid)
             ),
         )
-        .fix(delegated_cgroup_fix(c.version, c.systemd)),
+        .fix(delegated_cgroup_fix(
+            c.version,
+            c.systemd,
+            c.scope.as_deref(),
+        )),
         Err(e) => Check::new(
             Layer::Cgroups,
             State::Degraded,
             format!("{head}: {e}; {FALLBACK}"),
         )
-        .fix(delegated_cgroup_fix(c.version, c.systemd)),
+        .fix(delegated_cgroup_fix(
+            c.version,
+            c.systemd,
+            c.scope.as_deref(),
+        )),
     }
 }
 
@@ -1033,6 +1104,7 @@ pub async fn gather(rootfs: RootfsFacts, docker: Option<bool>) -> Facts {
                     ours: "?".into(),
                     probe: Err(why),
                     systemd: false,
+                    scope: Some("the probes could not run".into()),
                 },
                 UsernsSettings::default(),
             )
@@ -1096,6 +1168,21 @@ fn userns_settings() -> UsernsSettings {
             "kernel.apparmor_restrict_unprivileged_userns",
         ),
         container: container_hint(),
+        apparmor_label: [
+            "/proc/self/attr/apparmor/current",
+            "/proc/self/attr/current",
+        ]
+        .into_iter()
+        .find_map(|p| std::fs::read_to_string(p).ok())
+        .map(|l| l.trim_end_matches(['\n', '\0']).to_owned())
+        .filter(|l| !l.is_empty()),
+        apparmor_profile_loaded: std::fs::read_to_string("/sys/kernel/security/apparmor/profiles")
+            .ok()
+            .map(|text| {
+                text.lines()
+                    .any(|l| l.split(" (").next() == Some(APPARMOR_PROFILE))
+            }),
+        exe: std::env::current_exe().ok(),
     }
 }
 
@@ -1176,12 +1263,28 @@ fn cgroup_facts() -> CgroupFacts {
         Ok(None) => Ok(Vec::new()),
         Err(e) => Err(e.to_string()),
     };
+    let scope = scope_reason(matches!(&probe, Ok(held) if !held.is_empty()));
     CgroupFacts {
         version,
         ours,
         probe,
         systemd: Path::new("/run/systemd/system").exists(),
+        scope,
     }
+}
+
+/// Why this process does not run in a delegated systemd scope (`None`: it does), given
+/// whether doctor's own probe could make a run cgroup.
+fn scope_reason(cgroup_writable: bool) -> Option<String> {
+    if std::env::var_os(scope::IN_SCOPE_ENV).is_some_and(|v| v == "1") {
+        return None;
+    }
+    let mut facts = scope::gather(ScopeMode::Off);
+    facts.cgroup_writable = Some(cgroup_writable);
+    Some(match scope::decide(ScopeMode::Auto, &facts) {
+        scope::Decision::Stay(why) | scope::Decision::Refuse(why) => why,
+        scope::Decision::Enter(_) => "no delegated scope was used (--systemd-scope off, or systemd's user manager did not start a trial scope)".into(),
+    })
 }
 
 /// How long the sandbox probe may take.
@@ -1275,6 +1378,9 @@ mod tests {
                 max_user_namespaces: Some(96365),
                 apparmor_restrict_unprivileged_userns: None,
                 container: None,
+                apparmor_label: None,
+                apparmor_profile_loaded: None,
+                exe: None,
             },
             namespaces: Namespace::ALL
                 .into_iter()
@@ -1290,6 +1396,7 @@ mod tests {
                     "cpu".into(),
                 ]),
                 systemd: false,
+                scope: Some("a run cgroup can be made here".into()),
             },
             landlock_abi: Ok(7),
             no_new_privs: Ok(Probe::Works),
@@ -1343,7 +1450,8 @@ mod tests {
     }
 
     #[test]
-    fn ubuntu_with_apparmor_restricting_user_namespaces_cannot_run_and_names_the_sysctl() {
+    fn ubuntu_with_apparmor_restricting_user_namespaces_cannot_run_and_names_the_profile_before_the_sysctl()
+     {
         let mut facts = healthy_root();
         facts.euid = 1001;
         facts.userns.unprivileged_userns_clone = Some(1);
@@ -1361,13 +1469,20 @@ mod tests {
         let user = line(&report, Layer::Namespace(Namespace::User));
         assert_eq!(user.state, State::Missing);
         assert!(user.detail.contains("AppArmor"), "{}", user.detail);
+        // The profile first (it keeps the restriction for everything else), the sysctl last.
+        let fix = user.fix.as_deref().unwrap();
         assert!(
-            user.fix
-                .as_deref()
-                .unwrap()
-                .starts_with("sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0"),
-            "{user}"
+            fix.starts_with("install the AppArmor profile that lets this one program"),
+            "{fix}"
         );
+        let profile = fix
+            .find("scripts/install")
+            .expect("the profile's installer");
+        let sysctl = fix
+            .find("sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0")
+            .expect("the sysctl");
+        assert!(profile < sysctl, "{fix}");
+        assert!(fix[..sysctl].contains("last resort"), "{fix}");
         let mount = line(&report, Layer::Namespace(Namespace::Mount));
         assert_eq!(mount.state, State::Missing);
         assert!(mount.detail.contains("needs a user namespace"));
@@ -1480,12 +1595,80 @@ mod tests {
         facts.cgroups.version = CgroupVersion::V2;
         facts.cgroups.systemd = true;
         facts.cgroups.probe = Ok(Vec::new());
+        facts.cgroups.scope = Some("no systemd user manager answers".into());
         let cg = line(&report(&facts), Layer::Cgroups).clone();
+        let fix = cg.fix.unwrap();
+        assert!(fix.contains("--systemd-scope auto"), "{fix}");
         assert!(
-            cg.fix
-                .unwrap()
-                .contains("systemd-run --user -p Delegate=yes --scope")
+            fix.contains("here no systemd user manager answers"),
+            "{fix}"
         );
+    }
+
+    #[test]
+    fn a_cgroup_in_the_delegated_scope_says_so() {
+        let mut facts = healthy_root();
+        facts.euid = 1000;
+        facts.cgroups.version = CgroupVersion::V2;
+        facts.cgroups.scope = None;
+        let cg = line(&report(&facts), Layer::Cgroups).clone();
+        assert_eq!(cg.state, State::Ok);
+        assert!(
+            cg.detail.contains("in the delegated systemd scope"),
+            "{}",
+            cg.detail
+        );
+    }
+
+    fn restricted_by_apparmor() -> Facts {
+        let mut facts = healthy_root();
+        facts.euid = 1000;
+        facts.userns.apparmor_restrict_unprivileged_userns = Some(1);
+        facts.namespaces[0].1 = refused(Step::Unshare(Namespace::Uts.flag()), libc_errno::EPERM);
+        facts
+    }
+
+    #[test]
+    fn a_loaded_profile_and_a_binary_elsewhere_is_told_to_run_the_installed_one() {
+        let mut facts = restricted_by_apparmor();
+        facts.userns.apparmor_profile_loaded = Some(true);
+        facts.userns.apparmor_label = Some("unconfined".into());
+        facts.userns.exe = Some("/home/me/.cargo/bin/mcp-code-mode".into());
+        let user = report(&facts).lines[0].clone();
+        assert!(
+            user.detail
+                .contains("covers /usr/local/bin/mcp-code-mode only, and this is /home/me/.cargo/bin/mcp-code-mode"),
+            "{}",
+            user.detail
+        );
+        assert!(
+            user.fix
+                .unwrap()
+                .starts_with("run /usr/local/bin/mcp-code-mode"),
+        );
+    }
+
+    #[test]
+    fn a_refusal_under_our_own_profile_means_the_loaded_one_is_not_as_shipped() {
+        let mut facts = restricted_by_apparmor();
+        facts.userns.apparmor_profile_loaded = Some(true);
+        facts.userns.apparmor_label = Some("mcp-code-mode (unconfined)".into());
+        facts.userns.exe = Some(INSTALLED_BINARY.into());
+        let user = report(&facts).lines[0].clone();
+        assert!(
+            user.detail.contains("lacks the userns rule"),
+            "{}",
+            user.detail
+        );
+        assert!(user.fix.unwrap().starts_with("load the profile as shipped"));
+    }
+
+    #[test]
+    fn the_shipped_profile_attaches_to_the_installed_binary_under_its_name() {
+        let profile = include_str!("../../deploy/apparmor/mcp-code-mode");
+        let header = format!("profile {APPARMOR_PROFILE} {INSTALLED_BINARY} flags=(unconfined) {{");
+        assert!(profile.lines().any(|l| l == header), "{header}");
+        assert!(profile.lines().any(|l| l.trim() == "userns,"));
     }
 
     #[test]

@@ -108,7 +108,7 @@ fn doctor_as_an_unprivileged_user_reports_the_native_cgroup_fallback_and_its_fix
     assert!(cgroups.contains("fall back to rlimits"), "{cgroups}");
     let fix = doctor.fix("cgroups").expect("a fix under the cgroups line");
     assert!(
-        fix.contains("cgroup.procs") || fix.contains("systemd-run --user -p Delegate=yes"),
+        fix.contains("cgroup.procs") || fix.contains("--systemd-scope auto"),
         "{fix}"
     );
     assert!(sandbox.contains("limits: rlimits"), "{sandbox}");
