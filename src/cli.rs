@@ -155,8 +155,10 @@ struct RunArgs {
     /// Cache directory for the rootfs (built there on first use).
     #[arg(long, value_name = "DIR", env = "MCP_CODE_MODE_ROOTFS")]
     rootfs: Option<PathBuf>,
-    /// Per-call timeout in seconds (tests only; the product's is 30 s).
-    #[arg(long, value_name = "SECONDS", hide = true, default_value_t = crate::limits::CALL_TIMEOUT.as_secs_f64())]
+    /// Time one wrapped tool call may take, in seconds (above 0, at most 3600); a config
+    /// entry's `timeout` overrides it for that server. The run's deadline still bounds
+    /// every call.
+    #[arg(long, value_name = "SECONDS", default_value_t = crate::limits::CALL_TIMEOUT.as_secs_f64(), value_parser = call_timeout_secs)]
     call_timeout: f64,
     /// Refuse to start the native backend unless every layer `doctor` checks is ok (exit 2
     /// with the lines that are not).
@@ -336,6 +338,14 @@ async fn until_signal<F: std::future::Future>(work: F) -> Option<F::Output> {
     }
 }
 
+/// `--call-timeout`: seconds above 0 and at most 3600.
+fn call_timeout_secs(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(secs) if secs > 0.0 && secs <= 3600.0 => Ok(secs),
+        _ => Err("a number of seconds above 0 and at most 3600".into()),
+    }
+}
+
 fn entries(args: &RunArgs) -> anyhow::Result<Vec<ServerEntry>> {
     if let Some(path) = &args.config {
         if !args.allow.is_empty()
@@ -378,6 +388,7 @@ fn entries(args: &RunArgs) -> anyhow::Result<Vec<ServerEntry>> {
             deny: Vec::new(),
         },
         max_result_bytes: None,
+        call_timeout: None,
     }])
 }
 
@@ -415,7 +426,7 @@ async fn prepare(args: &RunArgs) -> anyhow::Result<(Arc<Bridge>, Arc<dyn Backend
         }
     };
     let call_timeout = Duration::try_from_secs_f64(args.call_timeout)
-        .context("--call-timeout must be a positive number of seconds")?;
+        .context("--call-timeout must be a number of seconds above 0")?;
     let bridge = Arc::new(
         Bridge::open(entries, args.config.is_some())
             .await?

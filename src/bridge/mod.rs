@@ -3,7 +3,8 @@
 //! Every call from the sandbox passes these checks in order (README "How a call works",
 //! DESIGN.md step 3): known name (only kept tools exist) → arguments an object of at most
 //! 16 KiB → JSON Schema → the run's call budget → the private-data rule; only then does it go
-//! to the wrapped server, with a 30 s timeout. The budget and the private-data rule are
+//! to the wrapped server, with its call timeout ([`CallTimeouts`]: `--call-timeout`, default
+//! 30 s, or the server entry's own `timeout`). The budget and the private-data rule are
 //! decided together, under one lock, at the moment a call is sent: with several calls in
 //! flight, the first private call to be sent refuses every non-private call sent after it.
 
@@ -34,6 +35,8 @@ pub struct ServerEntry {
     /// Largest result handed to the code from this server, in bytes (default
     /// [`MAX_RESULT_BYTES`] or the bridge's own, `--max-result-bytes`).
     pub max_result_bytes: Option<usize>,
+    /// Time one call to this server may take (default: the bridge's, `--call-timeout`).
+    pub call_timeout: Option<Duration>,
 }
 
 impl ServerEntry {
@@ -54,6 +57,7 @@ impl ServerEntry {
             },
             selection: Selection::default(),
             max_result_bytes: None,
+            call_timeout: None,
         }
     }
 
@@ -110,6 +114,40 @@ impl CallBudget {
     }
 }
 
+/// The time one call may take on its wrapped server: a default, and the servers whose
+/// entry sets its own. Shown as `30 s per call` or `30 s per call (120 s for slow)`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallTimeouts {
+    /// The default (`--call-timeout`).
+    pub default: Duration,
+    /// Servers with their own timeout: (server name, timeout).
+    pub servers: Vec<(String, Duration)>,
+}
+
+impl std::fmt::Display for CallTimeouts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let secs = |d: &Duration| {
+            let s = d.as_secs_f64();
+            if s.fract() == 0.0 {
+                format!("{s:.0}")
+            } else {
+                format!("{s}")
+            }
+        };
+        write!(f, "{} s per call", secs(&self.default))?;
+        let own: Vec<String> = self
+            .servers
+            .iter()
+            .filter(|(_, t)| *t != self.default)
+            .map(|(name, t)| format!("{} s for {name}", secs(t)))
+            .collect();
+        if !own.is_empty() {
+            write!(f, " ({})", own.join(", "))?;
+        }
+        Ok(())
+    }
+}
+
 /// The bridge over one or several wrapped servers.
 pub struct Bridge {
     upstreams: Vec<Upstream>,
@@ -117,6 +155,8 @@ pub struct Bridge {
     tainted: AtomicBool,
     send_lock: Mutex<()>,
     call_timeout: Duration,
+    /// Each server's own call timeout, by server index (from its entry).
+    server_timeouts: Vec<Option<Duration>>,
 }
 
 impl Bridge {
@@ -165,13 +205,36 @@ impl Bridge {
             tainted: AtomicBool::new(false),
             send_lock: Mutex::new(()),
             call_timeout: CALL_TIMEOUT,
+            server_timeouts: entries.iter().map(|e| e.call_timeout).collect(),
         })
     }
 
-    /// Use another per-call timeout (tests; the product's is [`CALL_TIMEOUT`]).
+    /// Use another default per-call timeout (`--call-timeout`; default [`CALL_TIMEOUT`]);
+    /// servers whose entry sets its own keep theirs.
     pub fn with_call_timeout(mut self, timeout: Duration) -> Self {
         self.call_timeout = timeout;
         self
+    }
+
+    /// The per-call timeouts in force: the default and each server's own.
+    pub fn call_timeouts(&self) -> CallTimeouts {
+        CallTimeouts {
+            default: self.call_timeout,
+            servers: self
+                .upstreams
+                .iter()
+                .zip(&self.server_timeouts)
+                .filter_map(|(u, t)| t.map(|t| (u.name().to_owned(), t)))
+                .collect(),
+        }
+    }
+
+    fn timeout_of(&self, server: usize) -> Duration {
+        self.server_timeouts
+            .get(server)
+            .copied()
+            .flatten()
+            .unwrap_or(self.call_timeout)
     }
 
     /// The catalog of kept tools.
@@ -246,10 +309,8 @@ impl Bridge {
             }
         }
         let upstream = &self.upstreams[tool.server];
-        match upstream
-            .call(&tool.mcp_name, map.clone(), self.call_timeout)
-            .await
-        {
+        let timeout = self.timeout_of(tool.server);
+        match upstream.call(&tool.mcp_name, map.clone(), timeout).await {
             CallOutcome::Result(result) => {
                 if result.is_error == Some(true) {
                     let text = upstream::result::content_text(&result);
@@ -272,7 +333,7 @@ impl Bridge {
             }
             CallOutcome::TimedOut => refused(format!(
                 "{py_name} did not answer within {} s; the call was cancelled",
-                self.call_timeout.as_secs_f64()
+                timeout.as_secs_f64()
             )),
             CallOutcome::Rejected(text) => Err(CallError::ToolFailed(format!(
                 "{py_name} failed: the server answered with an error: {text}"

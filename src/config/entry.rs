@@ -5,7 +5,10 @@
 //! `url` (Windsurf's `serverUrl` too) and `headers`, reached over Streamable HTTP. `type`
 //! (or Cline's `transportType`) is `stdio`, `http` (also `streamable-http`,
 //! `streamableHttp`) or `sse`; without it an entry with `url` is remote. Ours: `allow`,
-//! `private` (`true`, `false` or a list of tool names), `maxResultBytes`. Windsurf's and Roo's
+//! `private` (`true`, `false` or a list of tool names), `maxResultBytes`, and `timeout`: the
+//! time one call to this server may take, in seconds (Cline's unit), overriding
+//! `--call-timeout`; a value of 1000 or more is read as milliseconds (the unit Claude Code's
+//! configs use). Windsurf's and Roo's
 //! `disabledTools` leaves those tools out; `"disabled": true` skips the entry.
 //!
 //! `${VAR}`, `${VAR:-default}` and `${env:VAR}` expand in `command`, `args`, `env`, `envFile`,
@@ -42,17 +45,16 @@ pub const ENTRY_KEYS: &[&str] = &[
     "allow",
     "private",
     "maxResultBytes",
+    "timeout",
 ];
 
 /// Keys other MCP clients define that have no meaning here; accepted without a warning.
-/// Sources: Claude Desktop/Code (`timeout` in ms), Cline (`autoApprove`, `timeout`,
-/// `networkTimeout`), Roo Code and Kilo Code (`alwaysAllow`, `watchPaths`), VS Code (`dev`,
+/// Sources: Cline (`autoApprove`, `networkTimeout`), Roo Code and Kilo Code (`alwaysAllow`, `watchPaths`), VS Code (`dev`,
 /// `gallery`, `version`, `sandboxEnabled`, `sandbox`), Cursor and many registries
 /// (`description`, `name`, `icon`).
 pub const ACCEPTED_KEYS: &[&str] = &[
     "autoApprove",
     "alwaysAllow",
-    "timeout",
     "networkTimeout",
     "description",
     "name",
@@ -198,6 +200,7 @@ pub fn parse_entry(
             }
         },
     };
+    let call_timeout = call_timeout(place, map)?;
     Ok(Some(ServerEntry {
         spec,
         selection: Selection {
@@ -206,7 +209,45 @@ pub fn parse_entry(
             deny,
         },
         max_result_bytes,
+        call_timeout,
     }))
+}
+
+/// Values of `timeout` from this one on are milliseconds.
+pub const TIMEOUT_MILLIS_FROM: f64 = 1000.0;
+/// Longest call timeout, seconds (the longest deadline).
+pub const MAX_CALL_TIMEOUT_SECS: f64 = 3600.0;
+
+/// The entry's `timeout`: seconds, or milliseconds from [`TIMEOUT_MILLIS_FROM`] on.
+fn call_timeout(
+    place: &str,
+    map: &Map<String, Value>,
+) -> Result<Option<std::time::Duration>, ConfigError> {
+    let Some(value) = map.get("timeout") else {
+        return Ok(None);
+    };
+    let bad = || {
+        invalid(
+            place,
+            format!(
+                "\"timeout\" must be a number of seconds above 0 and at most {MAX_CALL_TIMEOUT_SECS}"
+            ),
+        )
+    };
+    let number = value
+        .as_f64()
+        .filter(|n| n.is_finite() && *n > 0.0)
+        .ok_or_else(bad)?;
+    let secs = if number >= TIMEOUT_MILLIS_FROM {
+        tracing::info!("config: {place}: \"timeout\" {number} read as milliseconds");
+        number / 1000.0
+    } else {
+        number
+    };
+    if secs > MAX_CALL_TIMEOUT_SECS {
+        return Err(bad());
+    }
+    Ok(Some(std::time::Duration::from_secs_f64(secs)))
 }
 
 fn check_name(name: &str) -> Result<(), ConfigError> {

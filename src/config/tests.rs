@@ -74,6 +74,44 @@ fn a_claude_code_config_expands_variables_everywhere() {
         "timeout is a known key: {:?}",
         c.warnings
     );
+    // Claude Code writes milliseconds.
+    assert_eq!(
+        server(&c, "tracker").call_timeout,
+        Some(std::time::Duration::from_secs(30))
+    );
+}
+
+#[test]
+fn timeout_is_seconds_below_a_thousand_and_milliseconds_from_there() {
+    let c = fixture("cline.json");
+    assert_eq!(
+        server(&c, "fetch").call_timeout,
+        Some(std::time::Duration::from_secs(60))
+    );
+    let parsed = |timeout: &str| {
+        let text =
+            format!(r#"{{"mcpServers": {{"s": {{"command": "x", "timeout": {timeout}}}}}}}"#);
+        parse_with(&text, &env).map(|c| c.servers[0].call_timeout)
+    };
+    assert_eq!(
+        parsed("2.5").unwrap(),
+        Some(std::time::Duration::from_millis(2500))
+    );
+    assert_eq!(
+        parsed("999").unwrap(),
+        Some(std::time::Duration::from_secs(999))
+    );
+    assert_eq!(
+        parsed("1500").unwrap(),
+        Some(std::time::Duration::from_millis(1500))
+    );
+    for bad in ["0", "-1", "\"30\"", "true", "3600001"] {
+        let error = parsed(bad).unwrap_err().to_string();
+        assert!(
+            error.contains("\"timeout\" must be a number of seconds"),
+            "{bad}: {error}"
+        );
+    }
 }
 
 #[test]

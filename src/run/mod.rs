@@ -165,8 +165,9 @@ pub async fn run_code(
 
 /// [`run_code`], steered: cancelled by `steering.cancel`, its events sent to
 /// `steering.events`. A run cancelled while its sandbox starts or runs returns a stopped
-/// result with the error [`CANCELLED`] as soon as its sandbox is killed; the sandbox's
-/// remains (its exit, cgroup or container) are cleared in the background.
+/// result with the error [`CANCELLED`] at once, and a run stopped by its deadline (or a
+/// protocol violation) returns its result at once too: killing the sandbox and clearing its
+/// remains (its exit, cgroup or container) happen in the background.
 ///
 /// # Errors
 /// As [`run_code`].
@@ -192,6 +193,7 @@ pub async fn run_steered(
         started = HeldSandbox::start(bridge.clone(), backend) => started,
     };
     let mut held = started?;
+    held.quick_stop = true;
     steering.tell(RunEvent::Started);
     let report = held
         .cell_until(
@@ -202,7 +204,7 @@ pub async fn run_steered(
             steering,
         )
         .await;
-    if held.cancelled {
+    if held.abandoned {
         held.discard();
     } else {
         held.close().await;
@@ -222,8 +224,12 @@ pub struct HeldSandbox {
     control: Box<dyn crate::sandbox::SandboxControl>,
     limits: String,
     dead: Option<String>,
-    /// The last cell was cancelled (its sandbox killed).
-    cancelled: bool,
+    /// A stopped or cancelled cell leaves killing the sandbox to [`Self::discard`] instead
+    /// of killing it and waiting for its end (set for one-cell runs, whose result must not
+    /// wait on `docker kill`, `docker rm` and the like).
+    quick_stop: bool,
+    /// The last cell was stopped or cancelled and the sandbox not killed yet.
+    abandoned: bool,
 }
 
 impl HeldSandbox {
@@ -252,7 +258,8 @@ impl HeldSandbox {
             limits: control.limits(),
             control,
             dead: None,
-            cancelled: false,
+            quick_stop: false,
+            abandoned: false,
         })
     }
 
@@ -322,7 +329,7 @@ impl HeldSandbox {
                         // background, so the run ends now (`docker kill` alone can take
                         // a second under load).
                         tracing::info!("a run was cancelled; its sandbox is killed");
-                        self.cancelled = true;
+                        self.abandon().await;
                         self.dead = Some(CANCELLED.into());
                         RunResult::stopped(output, CANCELLED.into())
                     }
@@ -340,8 +347,7 @@ impl HeldSandbox {
                         ended_early(ending, output)?
                     }
                     Err(CellEnd::Stop(reason)) => {
-                        self.control.kill().await;
-                        self.control.wait().await;
+                        self.abandon().await;
                         self.dead = Some(reason.clone());
                         RunResult::stopped(output, reason)
                     }
@@ -370,6 +376,17 @@ impl HeldSandbox {
         }
         self.writer.abort();
         self.control.kill().await;
+    }
+
+    /// A cell was stopped or cancelled: kill the sandbox now and wait for its end, or, with
+    /// `quick_stop`, leave both to [`Self::discard`].
+    async fn abandon(&mut self) {
+        if self.quick_stop {
+            self.abandoned = true;
+        } else {
+            self.control.kill().await;
+            self.control.wait().await;
+        }
     }
 
     /// End the sandbox without waiting: kill it now, and leave reaping it (and removing its

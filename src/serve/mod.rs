@@ -75,6 +75,7 @@ pub fn run_python_tool(bridge: &Bridge, options: &RunOptions) -> Tool {
             bridge.catalog(),
             options.deadline.as_secs(),
             options.max_calls,
+            &bridge.call_timeouts(),
         ),
         as_object(input),
     )

@@ -14,6 +14,8 @@ Prints one JSON object with what was observed (times in seconds, from time.monot
                `echo` with "queued-side-effect", cancel it while it waits, let the 4 finish.
   progress     one run with a progress callback: 3 calls, then 9 s of sleep; the
                notifications received.
+  timed        run each code given after the journal, one after the other (pass them as
+               `timed JOURNAL CODE... -- SERVE`); each one's seconds and result.
   disconnect   start a run that starts a child (its command line ends with "steer-" and
                the name of JOURNAL's directory), calls `echo`, then sleeps 60 s; leave
                (close stdin) once the call reached the server; how long leaving took.
@@ -94,6 +96,15 @@ async def progress(session):
     return {"stdout": result.structured_content["stdout"], "progress": seen, "took": time.monotonic() - start}
 
 
+async def timed(session, codes):
+    runs = []
+    for code in codes:
+        start = time.monotonic()
+        result = await session.call_tool("run_python", {"code": code})
+        runs.append({"seconds": time.monotonic() - start, "result": result.structured_content})
+    return {"runs": runs}
+
+
 async def main() -> None:
     global JOURNAL
     sep = sys.argv.index("--")
@@ -115,6 +126,9 @@ async def main() -> None:
                 asyncio.create_task(session.call_tool("run_python", {"code": code}))
                 await journal_shows("call echo")
                 await asyncio.sleep(0.5)
+                leaving = time.monotonic()
+            elif scenario == "timed":
+                out = await timed(session, sys.argv[3:sep])
                 leaving = time.monotonic()
             else:
                 out = await {"cancel": cancel, "queue": queue, "progress": progress}[scenario](session)

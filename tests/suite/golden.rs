@@ -26,6 +26,7 @@ async fn bridge(args: &[&str]) -> Bridge {
         },
         selection: Selection::default(),
         max_result_bytes: None,
+        call_timeout: None,
     };
     Bridge::open(vec![entry], false)
         .await
@@ -44,7 +45,12 @@ async fn the_run_python_description_matches_its_golden_file() {
     let b = bridge(&[]).await;
     check(
         "run_python_description.txt",
-        &describe(b.catalog(), DEFAULT_DEADLINE_SECS, DEFAULT_MAX_CALLS),
+        &describe(
+            b.catalog(),
+            DEFAULT_DEADLINE_SECS,
+            DEFAULT_MAX_CALLS,
+            &b.call_timeouts(),
+        ),
     );
     b.close().await;
 }
@@ -61,7 +67,12 @@ async fn the_summary_fallback_matches_its_golden_file() {
     let b = bridge(&["--many", "100"]).await;
     check(
         "summary_fallback.txt",
-        &describe(b.catalog(), DEFAULT_DEADLINE_SECS, DEFAULT_MAX_CALLS),
+        &describe(
+            b.catalog(),
+            DEFAULT_DEADLINE_SECS,
+            DEFAULT_MAX_CALLS,
+            &b.call_timeouts(),
+        ),
     );
     b.close().await;
 }

@@ -71,6 +71,7 @@ fn entry(spec: ServerSpec) -> ServerEntry {
         spec,
         selection: Selection::default(),
         max_result_bytes: None,
+        call_timeout: None,
     }
 }
 

@@ -32,3 +32,4 @@ mod skill;
 mod steering;
 /// `--systemd-scope`: re-running inside a delegated systemd user scope.
 mod systemd_scope;
+mod timeouts;

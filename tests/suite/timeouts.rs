@@ -1,0 +1,173 @@
+//! Timeouts that line up: the run's deadline holds on both backends whatever the code does,
+//! the per-call timeout is `--call-timeout` or a config entry's own `timeout`, and the
+//! run_python description states the numbers in force.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use serde_json::Value;
+
+use super::common::{
+    ExecOptions, backend_ready, bin, example, exec_with, native_client_ready, python_client,
+    require, venv_python,
+};
+
+/// Each code's seconds and result under `serve ARGS` on `backend`, one run after the other,
+/// timed by the Python SDK client from request to result.
+fn timed(backend: &str, args: &[&str], codes: &[&str]) -> Vec<(f64, Value)> {
+    let dir = tempfile::tempdir().unwrap();
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/clients/steer.py");
+    let out = Command::new(venv_python().expect("venv python"))
+        .arg(script)
+        .arg("timed")
+        .arg(dir.path().join("journal"))
+        .args(codes)
+        .arg("--")
+        .arg(bin())
+        .args(["serve", "--backend", backend])
+        .args(args)
+        .arg("--")
+        .arg(example("toy_server"))
+        .output()
+        .expect("run steer.py");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let parsed: Value =
+        serde_json::from_str(stdout.lines().last().unwrap_or("")).unwrap_or_else(|e| {
+            panic!(
+                "no JSON ({e}): {stdout}\nstderr: {}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+    parsed["runs"]
+        .as_array()
+        .expect("runs")
+        .iter()
+        .map(|r| {
+            (
+                r["seconds"].as_f64().unwrap_or(f64::MAX),
+                r["result"].clone(),
+            )
+        })
+        .collect()
+}
+
+fn a_three_second_deadline_ends_every_kind_of_run_within_a_second_of_it(backend: &str) {
+    if !backend_ready(backend)
+        || !require(
+            venv_python().is_some(),
+            "could not install the Python MCP SDK from PyPI",
+        )
+    {
+        return;
+    }
+    let codes = [
+        // A busy loop, in Python.
+        "print('spinning', end='')\nwhile True:\n    pass",
+        // A blocking sleep in C: the interpreter never gets the thread back.
+        "import ctypes\nprint('sleeping', end='')\nctypes.CDLL(None).sleep(60)",
+        // A process tree, each process busy, the parent waiting on them.
+        "import subprocess\nchildren = [subprocess.Popen(['/usr/bin/python3', '-c', 'import os\\nos.fork()\\nwhile True: pass']) for _ in range(3)]\nprint('forked', end='')\nfor c in children:\n    c.wait()",
+    ];
+    let runs = timed(backend, &["--deadline", "3"], &codes);
+    for ((seconds, result), (code, printed)) in runs
+        .iter()
+        .zip(codes.iter().zip(["spinning", "sleeping", "forked"]))
+    {
+        assert_eq!(result["stopped"], true, "{code}: {result}");
+        assert_eq!(
+            result["error"], "deadline of 3 s exceeded; the sandbox was killed",
+            "{code}"
+        );
+        assert_eq!(result["stdout"], printed, "{code}: {result}");
+        // The deadline counts from the run's start (the container's start on Docker).
+        assert!(
+            *seconds < 4.0,
+            "{backend}: the result came {seconds:.2} s after the request, past deadline + 1 s: {code}"
+        );
+    }
+}
+
+crate::on_both_backends!(a_three_second_deadline_ends_every_kind_of_run_within_a_second_of_it);
+
+fn config(dir: &tempfile::TempDir) -> String {
+    let toy = serde_json::to_string(&example("toy_server").display().to_string()).unwrap();
+    let path = dir.path().join("servers.json");
+    std::fs::write(
+        &path,
+        format!(
+            r#"{{"mcpServers": {{"quick": {{"command": {toy}, "timeout": 1}}, "patient": {{"command": {toy}}}}}}}"#
+        ),
+    )
+    .unwrap();
+    path.display().to_string()
+}
+
+#[test]
+fn a_config_entry_timeout_overrides_the_default_for_its_server_only() {
+    if !require(
+        super::common::native_available(),
+        "user namespaces are not available here",
+    ) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = config(&dir);
+    let code = "try:\n    await quick__slow({'seconds': 3})\nexcept ToolError as e:\n    print(e)\nprint(await patient__slow({'seconds': 2}))";
+    let r = exec_with(
+        code,
+        ExecOptions {
+            args: vec!["--config".into(), path, "--call-timeout".into(), "5".into()],
+            server: vec![],
+            ..Default::default()
+        },
+    );
+    assert_eq!(
+        r.printed(),
+        "quick__slow did not answer within 1 s; the call was cancelled\ndone\n",
+        "{r:?}"
+    );
+}
+
+#[test]
+fn the_description_states_the_timeouts_in_force() {
+    if !native_client_ready() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let serve = vec![
+        bin().display().to_string(),
+        "serve".into(),
+        "--config".into(),
+        config(&dir),
+        "--call-timeout".into(),
+        "7".into(),
+        "--deadline".into(),
+        "45".into(),
+    ];
+    let out = python_client(&[], &serve);
+    let description = out["description"].as_str().unwrap_or_default();
+    assert!(
+        description.contains("Limits per run: 45 s, 200 tool calls")
+            && description.contains("7 s per call (1 s for quick)."),
+        "{description}"
+    );
+}
+
+#[test]
+fn call_timeout_is_refused_outside_its_range() {
+    for bad in ["0", "-1", "3601", "soon"] {
+        let out = Command::new(bin())
+            .args(["exec", "--code", "print(1)"])
+            .arg(format!("--call-timeout={bad}"))
+            .arg("--")
+            .arg(example("toy_server"))
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{bad}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("above 0 and at most 3600"),
+            "{bad}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
