@@ -66,25 +66,34 @@ fn a_three_second_deadline_ends_every_kind_of_run_within_a_second_of_it(backend:
         // A blocking sleep in C: the interpreter never gets the thread back.
         "import ctypes\nprint('sleeping', end='')\nctypes.CDLL(None).sleep(60)",
         // A process tree, each process busy, the parent waiting on them.
-        "import subprocess\nchildren = [subprocess.Popen(['/usr/bin/python3', '-c', 'import os\\nos.fork()\\nwhile True: pass']) for _ in range(3)]\nprint('forked', end='')\nfor c in children:\n    c.wait()",
+        "import subprocess\nprint('forking', end='')\nchildren = [subprocess.Popen(['/usr/bin/python3', '-c', 'import os\\nos.fork()\\nwhile True: pass']) for _ in range(3)]\nfor c in children:\n    c.wait()",
     ];
     let runs = timed(backend, &["--deadline", "3"], &codes);
     for ((seconds, result), (code, printed)) in runs
         .iter()
-        .zip(codes.iter().zip(["spinning", "sleeping", "forked"]))
+        .zip(codes.iter().zip(["spinning", "sleeping", "forking"]))
     {
         assert_eq!(result["stopped"], true, "{code}: {result}");
         assert_eq!(
             result["error"], "deadline of 3 s exceeded; the sandbox was killed",
             "{code}"
         );
-        assert_eq!(result["stdout"], printed, "{code}: {result}");
+        // Under heavy load a container may take the whole deadline to start: then nothing
+        // was printed.
+        assert!(
+            result["stdout"] == printed || result["stdout"] == "",
+            "{code}: {result}"
+        );
         // The deadline counts from the run's start (the container's start on Docker).
         assert!(
             *seconds < 4.0,
             "{backend}: the result came {seconds:.2} s after the request, past deadline + 1 s: {code}"
         );
     }
+    assert!(
+        runs.iter().any(|(_, r)| r["stdout"] != ""),
+        "at least one run got going before its deadline: {runs:?}"
+    );
 }
 
 crate::on_both_backends!(a_three_second_deadline_ends_every_kind_of_run_within_a_second_of_it);
