@@ -66,6 +66,7 @@ pub mod cli;
 pub mod config;
 pub mod doctor;
 pub mod limits;
+mod lines;
 pub mod pyjson;
 pub mod rootfs;
 

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 use serde_json::json;
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
@@ -28,6 +28,7 @@ use self::protocol::{HostMessage, RunnerLimits, RunnerMessage, StreamedOutput, p
 use crate::bridge::refusal::CallError;
 use crate::bridge::{Bridge, CallBudget};
 use crate::limits::MAX_PROTOCOL_LINE_BYTES;
+use crate::lines::{LineRead, read_line};
 use crate::sandbox::{Backend, Ending, Sandbox, SandboxError};
 
 /// Tool calls of one run served at the same time.
@@ -440,21 +441,24 @@ async fn serve_cell(
     };
     let cancel = &steering.cancel;
     let outcome = loop {
-        line.clear();
         let read = tokio::select! {
             biased;
             () = cancel.cancelled() => break Err(CellEnd::Cancelled),
-            read = tokio::time::timeout_at(deadline, read_line(reader, &mut line)) => read,
+            read = tokio::time::timeout_at(
+                deadline,
+                read_line(reader, MAX_PROTOCOL_LINE_BYTES, &mut line),
+            ) => read,
         };
         let message = match read {
             Err(_) => break Err(late()),
-            Ok(Err(LineError::Eof)) => break Err(CellEnd::Closed),
-            Ok(Err(LineError::TooLong)) => {
+            // A read error is the sandbox's pipe gone: the same as its end.
+            Ok(Ok(LineRead::Eof { .. }) | Err(_)) => break Err(CellEnd::Closed),
+            Ok(Ok(LineRead::TooLong)) => {
                 break Err(CellEnd::Stop(format!(
                     "protocol violation: a line of more than {MAX_PROTOCOL_LINE_BYTES} bytes"
                 )));
             }
-            Ok(Ok(())) => parse_runner_line(&line),
+            Ok(Ok(LineRead::Line)) => parse_runner_line(&line),
         };
         match message {
             Err(violation) => break Err(CellEnd::Stop(format!("protocol violation: {violation}"))),
@@ -574,28 +578,6 @@ async fn write_loop(
         }
     }
     let _ = stdin.shutdown().await;
-}
-
-enum LineError {
-    Eof,
-    TooLong,
-}
-
-/// Read one line (without `\n`) of at most [`MAX_PROTOCOL_LINE_BYTES`].
-async fn read_line<R: AsyncRead + Unpin>(
-    reader: &mut BufReader<R>,
-    line: &mut Vec<u8>,
-) -> Result<(), LineError> {
-    let mut limited = reader.take(MAX_PROTOCOL_LINE_BYTES as u64 + 1);
-    match limited.read_until(b'\n', line).await {
-        Ok(0) | Err(_) => Err(LineError::Eof),
-        Ok(_) if line.last() == Some(&b'\n') => {
-            line.pop();
-            Ok(())
-        }
-        Ok(_) if line.len() > MAX_PROTOCOL_LINE_BYTES => Err(LineError::TooLong),
-        Ok(_) => Err(LineError::Eof),
-    }
 }
 
 #[cfg(test)]

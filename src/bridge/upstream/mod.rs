@@ -26,6 +26,8 @@
 //! cannot read is refused by the transport. An `initialize` answer with an older or an
 //! unknown protocol version is accepted.
 
+mod json_scan;
+mod repair;
 pub mod result;
 pub mod transport;
 

@@ -23,15 +23,14 @@ pub mod seccomp_json;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::process::{Child, Command};
 
 use super::native::MAX_FILE_BYTES;
 use super::{
-    Backend, BoxFuture, Ending, Sandbox, SandboxControl, SandboxError, drain_stderr, exit_code,
-    spawner, stderr_text, take_pipes,
+    Backend, BoxFuture, Ending, Sandbox, SandboxControl, SandboxError, StderrDrain, exit_code,
+    spawner, take_pipes,
 };
 use crate::limits::{CPUS, MAX_OPEN_FILES, MAX_PIDS, MEMORY_BYTES, TMP_BYTES};
 use crate::rootfs::Rootfs;
@@ -425,12 +424,12 @@ impl Backend for DockerBackend {
             let mut control = DockerControl {
                 child,
                 name,
-                stderr: Arc::new(Mutex::new(Vec::new())),
+                stderr: StderrDrain::start(None),
                 removed: false,
                 oom: false,
             };
             let (stdin, stdout) = take_pipes(&mut control.child)?;
-            control.stderr = drain_stderr(control.child.stderr.take());
+            control.stderr = StderrDrain::start(control.child.stderr.take());
             Ok(Sandbox {
                 stdin,
                 stdout,
@@ -449,7 +448,7 @@ struct DockerControl {
     child: Child,
     /// The container's name.
     name: String,
-    stderr: Arc<Mutex<Vec<u8>>>,
+    stderr: StderrDrain,
     /// The container is gone (removed by us).
     removed: bool,
     /// `docker inspect` said OOMKilled.
@@ -510,7 +509,7 @@ impl SandboxControl for DockerControl {
                     self.removed = true;
                 }
             }
-            let stderr = stderr_text(&self.stderr);
+            let stderr = self.stderr.text().await;
             let launcher_failure = match status {
                 Some(125..=127) if !started => Some(format!("docker run failed: {stderr}")),
                 _ => None,

@@ -15,7 +15,6 @@ pub mod scope;
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 use std::process::Stdio;
-use std::sync::{Arc, Mutex};
 
 use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
@@ -27,8 +26,8 @@ use self::cgroup::{CgroupHost, CgroupLimits, RunCgroup};
 use crate::limits::{CPUS, MAX_OPEN_FILES, MAX_PIDS, MEMORY_BYTES, TMP_BYTES};
 use crate::sandbox::owner::RunName;
 use crate::sandbox::{
-    Backend, BoxFuture, Ending, Sandbox, SandboxControl, SandboxError, drain_stderr,
-    escape_controls, exit_code, spawner, stderr_text,
+    Backend, BoxFuture, Ending, Sandbox, SandboxControl, SandboxError, StderrDrain,
+    escape_controls, exit_code, spawner,
 };
 
 /// The hidden subcommand that turns this binary into the launcher.
@@ -155,7 +154,7 @@ impl Backend for NativeBackend {
                 .await
                 .map_err(|e| SandboxError::Spawn(format!("{}: {e}", self.launcher.display())))?;
             let mut reports = read_reports(host_end);
-            let stderr = drain_stderr(child.stderr.take());
+            let mut stderr = StderrDrain::start(child.stderr.take());
             let first = tokio::time::timeout(REPORT_TIMEOUT, reports.recv()).await;
             let pidfd = match first {
                 Ok(Some(Message::Started { pidfd, .. })) => pidfd,
@@ -170,13 +169,10 @@ impl Backend for NativeBackend {
                         ),
                         // The launcher ended before its report socket was set up (bad
                         // arguments): nothing but the launcher ran, so its stderr is its own.
-                        _ => {
-                            tokio::time::sleep(Duration::from_millis(5)).await;
-                            format!(
-                                "the launcher exited before starting the sandbox: {}",
-                                stderr_text(&stderr)
-                            )
-                        }
+                        _ => format!(
+                            "the launcher exited before starting the sandbox: {}",
+                            stderr.text().await
+                        ),
                     };
                     if let Some(cg) = cgroup
                         && let Err(e) = cg.remove()
@@ -242,7 +238,7 @@ struct NativeControl {
     /// Later reports: a failure of the sandbox process before it exec'd the runner.
     reports: mpsc::UnboundedReceiver<Message>,
     cgroup: Option<RunCgroup>,
-    stderr: Arc<Mutex<Vec<u8>>>,
+    stderr: StderrDrain,
 }
 
 impl NativeControl {
@@ -281,12 +277,12 @@ impl SandboxControl for NativeControl {
                     launcher_failure = Some(escape_controls(&why));
                 }
             }
-            // Give the stderr drain a moment to read what was written just before exit.
-            tokio::time::sleep(Duration::from_millis(5)).await;
+            // Read to the end of stderr, so what the sandbox wrote just before exit is kept.
+            let stderr = self.stderr.text().await;
             Ending {
                 status,
                 memory_limit_hit: self.cgroup.as_ref().is_some_and(|c| c.memory_limit_hit()),
-                stderr: stderr_text(&self.stderr),
+                stderr,
                 launcher_failure,
             }
         })
