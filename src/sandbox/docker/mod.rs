@@ -427,6 +427,7 @@ impl Backend for DockerBackend {
                 stderr: StderrDrain::start(None),
                 removed: false,
                 oom: false,
+                started: false,
             };
             let (stdin, stdout) = take_pipes(&mut control.child)?;
             control.stderr = StderrDrain::start(control.child.stderr.take());
@@ -453,6 +454,10 @@ struct DockerControl {
     removed: bool,
     /// `docker inspect` said OOMKilled.
     oom: bool,
+    /// `docker inspect` said the container started. Kept in the control: a wait cut short
+    /// (the run's exit grace) may already have removed the container, and a later wait must
+    /// not take the code's own status 125-127 for a failure of docker.
+    started: bool,
 }
 
 /// A docker command for the async paths, bounded by [`DOCKER_COMMAND_TIMEOUT`]; its stdout
@@ -496,14 +501,13 @@ impl SandboxControl for DockerControl {
             let status = self.child.wait().await.ok().and_then(exit_code);
             // Whether the container ever started: only then is a status of 125-127 the
             // code's own (it can exit with any status and write anything on stderr).
-            let mut started = false;
             if !self.removed {
                 let format = "{{.State.OOMKilled}} {{.State.StartedAt}}";
                 if let Some(out) = docker_async(&["inspect", "--format", format, &self.name]).await
                 {
                     let mut fields = out.split_whitespace();
                     self.oom = fields.next() == Some("true");
-                    started = fields.next().is_some_and(|at| !at.starts_with("0001-"));
+                    self.started = fields.next().is_some_and(|at| !at.starts_with("0001-"));
                 }
                 if docker_async(&["rm", "--force", &self.name]).await.is_some() {
                     self.removed = true;
@@ -511,7 +515,7 @@ impl SandboxControl for DockerControl {
             }
             let stderr = self.stderr.text().await;
             let launcher_failure = match status {
-                Some(125..=127) if !started => Some(format!("docker run failed: {stderr}")),
+                Some(125..=127) if !self.started => Some(format!("docker run failed: {stderr}")),
                 _ => None,
             };
             Ending {
