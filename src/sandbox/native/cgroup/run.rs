@@ -5,11 +5,13 @@ use std::io::ErrorKind;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use cgroups_rs::fs::Cgroup;
+use cgroups_rs::fs::cpu::CpuController;
 use cgroups_rs::fs::memory::MemController;
+use cgroups_rs::fs::pid::PidController;
+use cgroups_rs::fs::{Cgroup, MaxValue};
 
-use super::CgroupError;
 use super::subtree::{OwnSubtree, os_error};
+use super::{CPU_PERIOD_US, CgroupError, CgroupLimits};
 
 /// How long [`RunCgroup::kill_all`] and [`RunCgroup::remove`] keep trying.
 const SETTLE: Duration = Duration::from_secs(2);
@@ -20,7 +22,7 @@ pub struct RunCgroup {
     subtree: OwnSubtree,
     name: String,
     cgroup: Cgroup,
-    pub(super) held: Vec<&'static str>,
+    held: Vec<&'static str>,
     /// Whether the directories may still exist (false once removed).
     live: bool,
 }
@@ -37,9 +39,45 @@ impl RunCgroup {
         }
     }
 
-    /// The crate's handle, to set limits through.
-    pub(super) fn cgroup(&self) -> &Cgroup {
-        &self.cgroup
+    /// Sets `limits` through the crate's controllers this cgroup has, and records which
+    /// hold. `swap`: the value for the swap file (v1 memory.memsw.limit_in_bytes, v2
+    /// memory.swap.max), `None` where the kernel does not account swap.
+    pub(super) fn set_limits(
+        &mut self,
+        limits: &CgroupLimits,
+        swap: Option<u64>,
+    ) -> Result<(), CgroupError> {
+        let value = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+        let crate_error = |source| CgroupError::Cgroupfs {
+            what: "limit cgroup",
+            name: self.name.clone(),
+            source,
+        };
+        let mut held = Vec::new();
+        if let Some(memory) = self.cgroup.controller_of::<MemController>() {
+            memory
+                .set_limit(value(limits.memory_bytes))
+                .map_err(crate_error)?;
+            held.push("memory");
+            if let Some(swap) = swap {
+                // After the plain limit: v1 refuses memsw below it.
+                memory.set_memswap_limit(value(swap)).map_err(crate_error)?;
+                held.push("swap");
+            }
+        }
+        if let Some(pids) = self.cgroup.controller_of::<PidController>() {
+            pids.set_pid_max(MaxValue::Value(value(limits.pids)))
+                .map_err(crate_error)?;
+            held.push("pids");
+        }
+        if let Some(cpu) = self.cgroup.controller_of::<CpuController>() {
+            let quota = limits.cpus.saturating_mul(CPU_PERIOD_US);
+            cpu.set_cfs_quota_and_period(Some(value(quota)), Some(CPU_PERIOD_US))
+                .map_err(crate_error)?;
+            held.push("cpu");
+        }
+        self.held = held;
+        Ok(())
     }
 
     /// The cgroup.procs files to pass to the launcher as `--cgroup-procs` (one per directory).

@@ -2,15 +2,10 @@
 //! that controller's hierarchy (Documentation/admin-guide/cgroup-v1/memory.rst, pids.rst;
 //! Documentation/scheduler/sched-bwc.rst), made and limited through cgroups-rs.
 
-use cgroups_rs::fs::MaxValue;
-use cgroups_rs::fs::cpu::CpuController;
-use cgroups_rs::fs::memory::MemController;
-use cgroups_rs::fs::pid::PidController;
-
 use super::placement::V1Hierarchy;
 use super::run::{RunCgroup, finish};
 use super::subtree::{OwnSubtree, not_ours};
-use super::{CPU_PERIOD_US, CgroupError, CgroupLimits};
+use super::{CgroupError, CgroupLimits};
 
 /// Creates `name` below our cgroup in each hierarchy we can write and sets `limits` there.
 /// `Ok(None)` when no hierarchy is writable.
@@ -47,41 +42,8 @@ pub(super) fn create(
         h.controller == "memory" && h.own_dir().join("memory.memsw.limit_in_bytes").exists()
     });
     let mut run = RunCgroup::new(OwnSubtree::V1(made), name);
-    let result = limit(&mut run, limits, swap).map_err(|source| CgroupError::Cgroupfs {
-        what: "limit cgroup",
-        name: name.to_owned(),
-        source,
-    });
+    // v1's memsw counts memory and swap together: the same value leaves no room for swap.
+    let swap = swap.then_some(limits.memory_bytes);
+    let result = run.set_limits(limits, swap);
     finish(run, result)
-}
-
-fn limit(
-    run: &mut RunCgroup,
-    limits: &CgroupLimits,
-    swap: bool,
-) -> Result<(), cgroups_rs::fs::error::Error> {
-    let bytes = i64::try_from(limits.memory_bytes).unwrap_or(i64::MAX);
-    let mut held = Vec::new();
-    let cgroup = run.cgroup();
-    if let Some(memory) = cgroup.controller_of::<MemController>() {
-        memory.set_limit(bytes)?;
-        held.push("memory");
-        if swap {
-            memory.set_memswap_limit(bytes)?;
-            held.push("swap");
-        }
-    }
-    if let Some(pids) = cgroup.controller_of::<PidController>() {
-        let max = i64::try_from(limits.pids).unwrap_or(i64::MAX);
-        pids.set_pid_max(MaxValue::Value(max))?;
-        held.push("pids");
-    }
-    if let Some(cpu) = cgroup.controller_of::<CpuController>() {
-        let quota = limits.cpus.saturating_mul(CPU_PERIOD_US);
-        cpu.set_cfs_period(CPU_PERIOD_US)?;
-        cpu.set_cfs_quota(i64::try_from(quota).unwrap_or(i64::MAX))?;
-        held.push("cpu");
-    }
-    run.held = held;
-    Ok(())
 }

@@ -12,14 +12,10 @@ use std::io::ErrorKind;
 use std::path::Path;
 
 use cgroups_rs::CgroupPid;
-use cgroups_rs::fs::MaxValue;
-use cgroups_rs::fs::cpu::CpuController;
-use cgroups_rs::fs::memory::MemController;
-use cgroups_rs::fs::pid::PidController;
 
 use super::run::{RunCgroup, finish, io_not_ours};
 use super::subtree::{OwnSubtree, os_error};
-use super::{CPU_PERIOD_US, CgroupError, CgroupLimits, HOST_LEAF, io_err};
+use super::{CgroupError, CgroupLimits, HOST_LEAF, io_err};
 
 /// The controllers a run cgroup uses, where the parent offers them.
 const CONTROLLERS: [&str; 3] = ["memory", "pids", "cpu"];
@@ -62,13 +58,9 @@ pub(super) fn create(
         run.discard();
         return Ok(None);
     }
-    let result = limit(&mut run, limits, dir.join("memory.swap.max").exists()).map_err(|source| {
-        CgroupError::Cgroupfs {
-            what: "limit cgroup",
-            name: name.to_owned(),
-            source,
-        }
-    });
+    // v2's swap.max counts swap alone: none at all keeps memory + swap at the memory limit.
+    let swap = dir.join("memory.swap.max").exists().then_some(0);
+    let result = run.set_limits(limits, swap);
     finish(run, result)
 }
 
@@ -98,37 +90,4 @@ fn delegate(subtree: &OwnSubtree, base: &Path, wanted: &[&str]) -> Result<(), Cg
     let control: Vec<String> = wanted.iter().map(|c| format!("+{c}")).collect();
     let file = base.join("cgroup.subtree_control");
     std::fs::write(&file, control.join(" ")).map_err(io_err("write", &file))
-}
-
-fn limit(
-    run: &mut RunCgroup,
-    limits: &CgroupLimits,
-    swap: bool,
-) -> Result<(), cgroups_rs::fs::error::Error> {
-    let mut held = Vec::new();
-    let cgroup = run.cgroup();
-    if let Some(memory) = cgroup.controller_of::<MemController>() {
-        memory.set_limit(i64::try_from(limits.memory_bytes).unwrap_or(i64::MAX))?;
-        held.push("memory");
-        if swap {
-            // v2 limits swap on its own: none at all keeps memory + swap at the limit.
-            memory.set_memswap_limit(0)?;
-            held.push("swap");
-        }
-    }
-    if let Some(pids) = cgroup.controller_of::<PidController>() {
-        let max = i64::try_from(limits.pids).unwrap_or(i64::MAX);
-        pids.set_pid_max(MaxValue::Value(max))?;
-        held.push("pids");
-    }
-    if let Some(cpu) = cgroup.controller_of::<CpuController>() {
-        let quota = limits.cpus.saturating_mul(CPU_PERIOD_US);
-        cpu.set_cfs_quota_and_period(
-            Some(i64::try_from(quota).unwrap_or(i64::MAX)),
-            Some(CPU_PERIOD_US),
-        )?;
-        held.push("cpu");
-    }
-    run.held = held;
-    Ok(())
 }
