@@ -33,6 +33,10 @@ pub struct Config {
     pub report_fd: Option<i32>,
     /// After `--`: the absolute path of the program inside the new root, then its arguments.
     pub program: Vec<OsString>,
+    /// `--test-*` flags: test-only knobs that leave out or relax one layer, accepted only with
+    /// `MCP_CODE_MODE_LAUNCHER_TEST_KNOBS=1` in the launcher's environment
+    /// ([`crate::test_knobs`]); all off unless given.
+    pub test_knobs: crate::test_knobs::TestKnobs,
 }
 
 /// A command line the launcher cannot use.
@@ -56,6 +60,11 @@ pub enum ArgsError {
     /// Nothing after `--`, or a relative program path.
     #[error("failed to parse arguments: expected `-- /absolute/program [args...]`")]
     NoProgram,
+    /// A `--test-*` knob without `MCP_CODE_MODE_LAUNCHER_TEST_KNOBS=1` in the environment.
+    #[error(
+        "failed to parse arguments: {0} is a test-only option (it needs MCP_CODE_MODE_LAUNCHER_TEST_KNOBS=1)"
+    )]
+    TestKnobNotEnabled(&'static str),
 }
 
 impl Config {
@@ -74,6 +83,7 @@ impl Config {
             tmp_size: 16 * MIB,
             seccomp_errno: libc::EPERM,
             report_fd: None,
+            test_knobs: Default::default(),
             program: Vec::new(),
         };
         while let Some(arg) = args.next() {
@@ -81,6 +91,16 @@ impl Config {
                 return Err(ArgsError::Unknown(arg));
             };
             let name: &'static str = match name {
+                knob if cfg.test_knobs.set(knob) => {
+                    if !crate::test_knobs::TestKnobs::enabled_by_environment() {
+                        let name = crate::test_knobs::TestKnobs::OPTIONS
+                            .into_iter()
+                            .find(|o| *o == knob)
+                            .unwrap_or("--test-*");
+                        return Err(ArgsError::TestKnobNotEnabled(name));
+                    }
+                    continue;
+                }
                 "--" => {
                     cfg.program = args.by_ref().collect();
                     break;
@@ -212,6 +232,25 @@ mod tests {
         assert_eq!(
             cfg.program,
             vec![OsString::from("/p"), OsString::from("--x")]
+        );
+    }
+
+    #[test]
+    fn test_knobs_are_refused_unless_the_environment_enables_them() {
+        if crate::test_knobs::TestKnobs::enabled_by_environment() {
+            return; // this process was started with the knobs enabled
+        }
+        for option in crate::test_knobs::TestKnobs::OPTIONS {
+            assert_eq!(
+                parse(&["--rootfs", "/r", option, "--", "/p"]),
+                Err(ArgsError::TestKnobNotEnabled(option))
+            );
+        }
+        assert!(
+            !parse(&["--rootfs", "/r", "--", "/p"])
+                .unwrap()
+                .test_knobs
+                .any()
         );
     }
 

@@ -27,6 +27,7 @@ pub mod report;
 pub mod rlimits;
 pub mod seccomp;
 mod sys;
+pub mod test_knobs;
 #[cfg(test)]
 mod testutil;
 
@@ -160,7 +161,9 @@ fn inner(cfg: &Config, gate: Gate, reporter: &report::Reporter) -> Result<Infall
     identity::become_sandbox_user()?;
     gate.rearm_after_credentials_change()?;
     // 4. Private mounts, read-only root, /tmp, /dev, fresh /proc, pivot_root, cwd /tmp.
-    mounts::install(&mounts::plan(&cfg.rootfs, cfg.tmp_size))?;
+    let mut mount_plan = mounts::plan(&cfg.rootfs, cfg.tmp_size);
+    cfg.test_knobs.relax_mounts(&cfg.rootfs, &mut mount_plan);
+    mounts::install(&mount_plan)?;
     // 5b. Resource limits: NPROC, NOFILE, FSIZE, CORE 0, STACK, optional DATA and CPU.
     rlimits::install(&rlimits::plan(cfg))?;
     // 6. Close every descriptor but 0, 1, 2 and the report socket (close-on-exec).
@@ -171,21 +174,27 @@ fn inner(cfg: &Config, gate: Gate, reporter: &report::Reporter) -> Result<Infall
     privs::forbid_new_privileges()?;
     // 9. Landlock: read+exec under / but not /tmp, read+write /tmp and /dev/null; no TCP;
     //    abstract unix sockets and signals scoped to the sandbox.
-    let (root, tmp) = (Path::new("/"), Path::new("/tmp"));
-    let entries = landlock_rules::root_entries(root, tmp)?;
-    let plan = landlock_rules::plan(root, &entries, tmp, Path::new("/dev/null"));
-    let enforced = landlock_rules::install(&plan)?;
-    if enforced.status != landlock::RulesetStatus::FullyEnforced {
-        eprintln!(
-            "launcher: note: landlock {:?} (abi {:?})",
-            enforced.status, enforced.abi
-        );
+    //    (Left out only by the test knob --test-without-landlock.)
+    if !cfg.test_knobs.without_landlock {
+        let (root, tmp) = (Path::new("/"), Path::new("/tmp"));
+        let entries = landlock_rules::root_entries(root, tmp)?;
+        let plan = landlock_rules::plan(root, &entries, tmp, Path::new("/dev/null"));
+        let enforced = landlock_rules::install(&plan)?;
+        if enforced.status != landlock::RulesetStatus::FullyEnforced {
+            eprintln!(
+                "launcher: note: landlock {:?} (abi {:?})",
+                enforced.status, enforced.abi
+            );
+        }
     }
     // 10. seccomp: the allowlist policy, denied calls answered with --seccomp-errno.
-    seccomp::install(&Policy {
-        default_errno: cfg.seccomp_errno,
-        ..seccomp::policy()
-    })?;
+    //     (Left out only by the test knob --test-without-seccomp.)
+    if !cfg.test_knobs.without_seccomp {
+        seccomp::install(&Policy {
+            default_errno: cfg.seccomp_errno,
+            ..seccomp::policy()
+        })?;
+    }
     // 11. Exec the program with an empty environment.
     Err(exec::exec_program(&cfg.program).into())
 }

@@ -38,6 +38,8 @@ pub enum Step {
     },
     /// An empty regular file to bind a device node on.
     MountPoint { path: PathBuf },
+    /// An empty directory (mode 0755) to mount on.
+    Directory { path: PathBuf },
     /// A symlink at `path` pointing to `to`.
     Symlink { path: PathBuf, to: PathBuf },
     /// Remount `target` read-only plus `flags`, keeping the flags the kernel locked (read
@@ -202,6 +204,8 @@ fn run_step(step: &Step) -> Result<(), MountError> {
         Step::MountPoint { path } => std::fs::File::create(path)
             .map(drop)
             .map_err(failed(format!("create mount point {}", path.display()), "")),
+        Step::Directory { path } => std::fs::create_dir(path)
+            .map_err(failed(format!("create directory {}", path.display()), "")),
         Step::Symlink { path, to } => std::os::unix::fs::symlink(to, path)
             .map_err(failed(format!("create symlink {}", path.display()), "")),
         Step::RemountReadOnly { target, flags } => remount_read_only(target, *flags),

@@ -24,7 +24,7 @@ use super::common::{bin, native_available, require, unprivileged};
 const SENTINEL: &str = "EADDRNOTAVAIL";
 
 /// Helpers every probe starts with: `t(f, *args)` is "ok" or the errno's name.
-const PRELUDE: &str = r#"
+pub(super) const PRELUDE: &str = r#"
 import ctypes, errno, json, os, socket, sys
 libc = ctypes.CDLL(None, use_errno=True)
 libc.syscall.restype = ctypes.c_long
@@ -57,7 +57,7 @@ fn rootfs() -> Option<PathBuf> {
     .clone()
 }
 
-fn ready() -> Option<PathBuf> {
+pub(super) fn ready() -> Option<PathBuf> {
     if !require(native_available(), "user namespaces are not available here") {
         return None;
     }
@@ -68,17 +68,25 @@ fn ready() -> Option<PathBuf> {
 
 /// Runs `code` (after [`PRELUDE`]; it fills `out`) as the launcher's program with the
 /// sentinel errno and `args`; returns `out` and the launcher's stderr.
-fn launch(code: &str, args: &[&str]) -> (Value, String) {
+pub(super) fn launch(code: &str, args: &[&str]) -> (Value, String) {
+    let mut launcher = Command::new(bin());
+    launcher.env_clear();
+    launch_by(launcher, code, args)
+}
+
+/// [`launch`], started by `starter`: `mcp-code-mode` itself (its environment set by the
+/// caller, e.g. with the test knobs enabled) or a wrapper such as `prlimit … mcp-code-mode`;
+/// the launcher's arguments are added to it.
+pub(super) fn launch_by(mut starter: Command, code: &str, args: &[&str]) -> (Value, String) {
     let rootfs = ready().expect("checked by the caller");
     let program = format!("{PRELUDE}\n{code}\nprint(json.dumps(out))");
-    let output = Command::new(bin())
+    let output = starter
         .arg("__launcher")
         .arg("--rootfs")
         .arg(&rootfs)
         .args(["--seccomp-errno", "99"])
         .args(args)
         .args(["--", "/usr/bin/python3", "-I", "-S", "-c", &program])
-        .env_clear()
         .stdin(Stdio::null())
         .output()
         .expect("run the launcher");
@@ -123,7 +131,7 @@ impl Drop for Sentinel {
     }
 }
 
-fn field<'a>(out: &'a Value, key: &str) -> &'a str {
+pub(super) fn field<'a>(out: &'a Value, key: &str) -> &'a str {
     out[key].as_str().unwrap_or("missing")
 }
 

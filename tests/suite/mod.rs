@@ -16,6 +16,8 @@ mod end_to_end;
 mod golden;
 /// Which layer of the native sandbox denies what.
 mod layers;
+/// Layers an earlier layer would hide, each alone, against a control without it.
+mod layers_alone;
 /// Wrapped servers that misbehave.
 mod misbehaving_servers;
 /// Private data, discovery, names and schemas, several servers.
