@@ -841,3 +841,121 @@ fn each_probe_has_one_outcome_class_on_both_backends() {
         assert_eq!(classes.len(), 1, "{}: {classes:?}", x.probe);
     }
 }
+
+/// Run A of [`concurrent_runs_share_no_lock_and_no_watch`]: lock and watch what every run
+/// shares, report, then hold whatever it got for a while and report what its watch saw.
+const HOLDER: &str = r#"
+import ctypes, errno, fcntl, json, os, select, time
+libc = ctypes.CDLL(None, use_errno=True)
+def e(f, *a):
+    try:
+        f(*a)
+        return "ok"
+    except OSError as x:
+        return errno.errorcode.get(x.errno, str(x.errno))
+shared = ["/dev/null", "/runner.py", "/usr/bin/python3"]
+files = [open(p, "rb") for p in shared]
+locks = [e(fcntl.flock, f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB) for f in files]
+fd = libc.inotify_init1(os.O_NONBLOCK)
+watch = errno.errorcode.get(ctypes.get_errno(), "?") if fd < 0 else "ok"
+if fd >= 0:
+    for p in shared:
+        libc.inotify_add_watch(fd, p.encode(), 0xfff)
+time.sleep(7)
+events = 0
+if fd >= 0:
+    try:
+        events = len(os.read(fd, 65536))
+    except BlockingIOError:
+        events = 0
+print(json.dumps({"locks": locks, "watch": watch, "events": events}))
+"#;
+
+/// Run B: while A holds, try the same locks without waiting, and open the watched files.
+const PROBER: &str = r#"
+import errno, fcntl, json
+def e(f, *a):
+    try:
+        f(*a)
+        return "ok"
+    except OSError as x:
+        return errno.errorcode.get(x.errno, str(x.errno))
+files = [open(p, "rb") for p in ["/dev/null", "/runner.py", "/usr/bin/python3"]]
+print(json.dumps({"locks": [e(fcntl.flock, f.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB) for f in files]}))
+"#;
+
+/// The last JSON line a run printed.
+fn printed(r: &Exec) -> Value {
+    let stdout = r.result()["stdout"].as_str().unwrap_or_default().to_owned();
+    stdout
+        .lines()
+        .rev()
+        .find_map(|l| serde_json::from_str(l).ok())
+        .unwrap_or_else(|| panic!("no JSON line; exec stderr: {}", r.stderr))
+}
+
+/// ISO between runs: run A tries to lock and watch inodes every run and the host share
+/// (`/dev/null`, the rootfs's `/runner.py` and python); while it holds, run B tries the same
+/// locks and opens the watched files, and the host runs `flock -n /dev/null`. Nothing A
+/// did may be visible to B or to the host. Without the fix (flock and inotify allowed), B
+/// gets EWOULDBLOCK, the host's flock fails and A's watch sees B's opens.
+fn concurrent_runs_share_no_lock_and_no_watch(backend: &str) {
+    let opts = |code: &str| {
+        (
+            code.to_owned(),
+            ExecOptions {
+                backend,
+                ..Default::default()
+            },
+        )
+    };
+    let (holder, prober) = std::thread::scope(|s| {
+        let a = s.spawn(|| {
+            let (code, o) = opts(HOLDER);
+            exec_with(&code, o)
+        });
+        std::thread::sleep(Duration::from_secs(3));
+        let b = s.spawn(|| {
+            let (code, o) = opts(PROBER);
+            exec_with(&code, o)
+        });
+        std::thread::sleep(Duration::from_secs(1));
+        let host = Command::new("flock")
+            .args(["-n", "/dev/null", "true"])
+            .status()
+            .expect("run flock(1)");
+        assert!(
+            host.success(),
+            "the host's flock -n /dev/null failed while a run held"
+        );
+        (a.join().unwrap(), b.join().unwrap())
+    });
+    let (a, b) = (printed(&holder), printed(&prober));
+    for lock in a["locks"].as_array().expect("locks") {
+        assert_ne!(lock, "ok", "run A locked a shared inode: {a}");
+    }
+    for lock in b["locks"].as_array().expect("locks") {
+        assert!(
+            lock != "EWOULDBLOCK" && lock != "EAGAIN",
+            "run B saw run A's lock: {b}"
+        );
+    }
+    assert_ne!(a["watch"], "ok", "run A could watch shared inodes: {a}");
+    assert_eq!(a["events"], 0, "run A saw run B: {a}");
+}
+
+mod between_runs {
+    #[test]
+    fn concurrent_native_runs_share_no_lock_and_no_watch() {
+        if super::ready("native") {
+            super::concurrent_runs_share_no_lock_and_no_watch("native")
+        }
+    }
+
+    #[test]
+    fn concurrent_docker_runs_share_no_lock_and_no_watch() {
+        if super::ready("docker") {
+            super::concurrent_runs_share_no_lock_and_no_watch("docker")
+        }
+    }
+}
