@@ -17,6 +17,8 @@ struct Probe {
     executable: PathBuf,
     stdlib: PathBuf,
     dynload: PathBuf,
+    /// The prefix it was built for (`sysconfig`'s `prefix`), e.g. `~/.pyenv/versions/3.11.7`.
+    build_prefix: PathBuf,
 }
 
 const PROBE: &str = "import sys, sysconfig, os\n\
@@ -27,7 +29,8 @@ print('%d.%d.%d' % (v.major, v.minor, v.micro))\n\
 print(v.major, v.minor)\n\
 print(os.path.realpath(sys.executable))\n\
 print(sysconfig.get_path('stdlib'))\n\
-print(dyn[0] if dyn else '')\n";
+print(dyn[0] if dyn else '')\n\
+print(sysconfig.get_config_var('prefix') or '')\n";
 
 fn probe(python: &Path) -> Result<Probe, RootfsError> {
     let bad = |why: String| RootfsError::Python {
@@ -54,6 +57,7 @@ fn probe(python: &Path) -> Result<Probe, RootfsError> {
         executable,
         stdlib,
         dynload,
+        build_prefix,
     ] = lines[..]
     else {
         return Err(bad(format!("unexpected answer to the probe: {text:?}")));
@@ -79,6 +83,7 @@ fn probe(python: &Path) -> Result<Probe, RootfsError> {
         executable: PathBuf::from(executable),
         stdlib: PathBuf::from(stdlib),
         dynload: PathBuf::from(dynload),
+        build_prefix: PathBuf::from(build_prefix),
     })
 }
 
@@ -119,7 +124,101 @@ pub(crate) fn assemble(
     let mut elfs = vec![probe.executable.clone()];
     elfs.extend(extensions);
     copy_libraries(root, &elfs)?;
+    if !probe.build_prefix.as_os_str().is_empty() {
+        progress.step(&format!(
+            "writing /usr for the build prefix {}",
+            probe.build_prefix.display()
+        ));
+        neutralize_prefix(root, &probe.build_prefix)?;
+    }
     Ok(probe.version)
+}
+
+/// Replaces the source python's build prefix (e.g. `/home/me/.pyenv/versions/3.11.7`, which
+/// names the builder's home) by one under `/usr`, where the rootfs keeps python, in every file of
+/// `root`: in Python sources (`_sysconfigdata*.py`) as text; in binaries (RUNPATH, the
+/// compiled-in prefix) in place, as the same number of bytes, keeping the last component:
+/// `////…/usr/3.11.7`. No offset moves, and a string the linker merged into the tail of the
+/// prefix (the version string is one: `3.11.7` shares the bytes of `…/versions/3.11.7`)
+/// still reads the same. A prefix under /usr already, or too short, is left alone.
+pub(crate) fn neutralize_prefix(root: &Path, prefix: &Path) -> Result<(), RootfsError> {
+    let old = prefix.as_os_str().as_encoded_bytes();
+    let last = prefix
+        .file_name()
+        .map(|n| n.as_encoded_bytes())
+        .unwrap_or_default();
+    let kept = [b"usr/".as_slice(), last].concat();
+    if old.len() <= kept.len() || prefix.starts_with("/usr") || !prefix.is_absolute() {
+        return Ok(());
+    }
+    let mut padded = vec![b'/'; old.len() - kept.len()];
+    padded.extend_from_slice(&kept);
+    for path in regular_files(root)? {
+        let bytes = fs::read(&path).map_err(io_err("read", &path))?;
+        if !contains(&bytes, old) {
+            continue;
+        }
+        let new = if path.extension().is_some_and(|e| e == "py") {
+            replace_all(&bytes, old, b"/usr")
+        } else {
+            replace_all(&bytes, old, &padded)
+        };
+        let mode = fs::metadata(&path)
+            .map_err(io_err("read", &path))?
+            .permissions();
+        let mut writable = mode.clone();
+        std::os::unix::fs::PermissionsExt::set_mode(
+            &mut writable,
+            std::os::unix::fs::PermissionsExt::mode(&mode) | 0o200,
+        );
+        fs::set_permissions(&path, writable).map_err(io_err("make writable", &path))?;
+        fs::write(&path, new).map_err(io_err("rewrite", &path))?;
+        fs::set_permissions(&path, mode).map_err(io_err("restore the mode of", &path))?;
+    }
+    Ok(())
+}
+
+/// [`regular_files`] for the rootfs tests.
+#[cfg(test)]
+pub(crate) fn regular_files_for_tests(dir: &Path) -> Vec<PathBuf> {
+    regular_files(dir).unwrap()
+}
+
+/// Every regular file below `dir` (symlinks are not followed).
+fn regular_files(dir: &Path) -> Result<Vec<PathBuf>, RootfsError> {
+    let mut files = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(dir) = todo.pop() {
+        for entry in fs::read_dir(&dir).map_err(io_err("read", &dir))? {
+            let entry = entry.map_err(io_err("read", &dir))?;
+            let kind = entry.file_type().map_err(io_err("read", &entry.path()))?;
+            if kind.is_dir() {
+                todo.push(entry.path());
+            } else if kind.is_file() {
+                files.push(entry.path());
+            }
+        }
+    }
+    Ok(files)
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+fn replace_all(bytes: &[u8], old: &[u8], new: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i..].starts_with(old) {
+            out.extend_from_slice(new);
+            i += old.len();
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    out
 }
 
 /// One line of `ldd` output that names a file to copy.
@@ -243,6 +342,44 @@ mod tests {
                 Needed::Loader("/lib64/ld-linux-x86-64.so.2".into()),
             ]
         );
+    }
+
+    #[test]
+    fn the_build_prefix_becomes_usr_in_sources_and_keeps_its_length_in_binaries() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let prefix = "/home/me/.pyenv/versions/3.11.7";
+        fs::create_dir_all(root.join("usr/lib/python3.11")).unwrap();
+        let sysconfig = root.join("usr/lib/python3.11/_sysconfigdata_x.py");
+        fs::write(
+            &sysconfig,
+            format!("build_time_vars = {{'prefix': '{prefix}'}}\n"),
+        )
+        .unwrap();
+        let elf = root.join("usr/bin/python3");
+        fs::create_dir_all(elf.parent().unwrap()).unwrap();
+        let binary = [b"\x7fELF\0".as_slice(), prefix.as_bytes(), b"/lib\0tail"].concat();
+        fs::write(&elf, &binary).unwrap();
+        fs::write(root.join("other"), "nothing to see").unwrap();
+        neutralize_prefix(root, Path::new(prefix)).unwrap();
+        assert_eq!(
+            fs::read_to_string(&sysconfig).unwrap(),
+            "build_time_vars = {'prefix': '/usr'}\n"
+        );
+        let rewritten = fs::read(&elf).unwrap();
+        assert_eq!(rewritten.len(), binary.len());
+        let text = String::from_utf8_lossy(&rewritten);
+        assert!(
+            !text.contains("home") && text.contains("/usr/3.11.7/lib\0tail"),
+            "{text}"
+        );
+        assert_eq!(
+            Path::new(text.split('\0').nth(1).unwrap()),
+            Path::new("/usr/3.11.7/lib"),
+            "repeated slashes name the same directory"
+        );
+        // A system python is left alone.
+        neutralize_prefix(root, Path::new("/usr")).unwrap();
     }
 
     #[test]

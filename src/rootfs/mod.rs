@@ -30,7 +30,7 @@ pub const RUNNER_PY: &str = include_str!("../../rootfs/runner.py");
 
 /// Version of the build recipe; bump it whenever the layout or the steps change, so every
 /// cached rootfs is rebuilt.
-pub const RECIPE_VERSION: &str = "mcp-code-mode-rootfs-1";
+pub const RECIPE_VERSION: &str = "mcp-code-mode-rootfs-2";
 
 /// Name of the manifest file at the top of a rootfs directory.
 pub const MANIFEST_NAME: &str = ".mcp-code-mode-rootfs";

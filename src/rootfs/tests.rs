@@ -171,6 +171,31 @@ fn a_rootfs_built_from_the_host_python_runs_inside_itself() {
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     assert_eq!(names, [format!("rootfs-{}", first.key)]);
+
+    // No file names the prefix the host python was built for (pyenv's, under a home).
+    let prefix = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import sysconfig; print(sysconfig.get_config_var('prefix'))",
+        ])
+        .output()
+        .unwrap();
+    let prefix = String::from_utf8_lossy(&prefix.stdout).trim().to_owned();
+    if prefix.len() >= 4 && !prefix.starts_with("/usr") {
+        let naming: Vec<PathBuf> = host::regular_files_for_tests(&first.dir)
+            .into_iter()
+            .filter(|f| {
+                fs::read(f)
+                    .unwrap()
+                    .windows(prefix.len())
+                    .any(|w| w == prefix.as_bytes())
+            })
+            .collect();
+        assert!(
+            naming.is_empty(),
+            "{naming:?} name the build prefix {prefix}"
+        );
+    }
 }
 
 /// A Python laid out as pyenv lays it out: a small program that embeds CPython
