@@ -297,6 +297,14 @@ const EXPECT: &[Expect] = &[
     e("env/processes", &["denied"]),
     e("env/network_view", &["denied"]),
     e("env/etc_files", &["denied"]),
+    // Native: no /proc/cmdline (proc subset=pid) and no /dev/tty (ENOENT). Docker: a
+    // recorded difference. Docker always makes /dev/tty (no terminal behind it: ENXIO) and
+    // leaves /proc/cmdline readable; runc refuses mounts over /proc files other than its own
+    // short list, so the host kernel's boot options are readable there (docs/threat-model.md).
+    e(
+        "env/kernel_cmdline_and_tty",
+        &["native=denied:ENOENT", "docker=allowed"],
+    ),
     // LIFE: the death signal stays armed (prctl allows only the options in
     // launcher::seccomp::PRCTLS), and the host kills the sandbox's pid 1 itself through the
     // pidfd the launcher reported (Docker: the container's init). Nothing named with the
@@ -826,8 +834,13 @@ fn every_probe_file_has_one_expectation() {
 #[test]
 fn each_probe_has_one_outcome_class_on_both_backends() {
     // The kernel, not the backend, decides krn/uprobe_syscalls (killed from Linux 6.11);
-    // proto/reopen_host_input is a recorded Docker difference (see its row).
-    let differ = ["krn/uprobe_syscalls", "proto/reopen_host_input"];
+    // proto/reopen_host_input and env/kernel_cmdline_and_tty are recorded Docker
+    // differences (see their rows).
+    let differ = [
+        "krn/uprobe_syscalls",
+        "proto/reopen_host_input",
+        "env/kernel_cmdline_and_tty",
+    ];
     for x in EXPECT.iter().filter(|x| !differ.contains(&x.probe)) {
         let classes: std::collections::BTreeSet<&str> = x
             .accept
