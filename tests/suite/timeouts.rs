@@ -1,5 +1,6 @@
 //! Timeouts that line up: the run's deadline holds on both backends whatever the code does,
-//! the per-call timeout is `--call-timeout` or a config entry's own `timeout`, and the
+//! a syscall through a foreign ABI ends the whole run at once (never only its thread, which
+//! would leave the run hanging until the deadline), the per-call timeout is `--call-timeout` or a config entry's own `timeout`, and the
 //! run_python description states the numbers in force.
 
 use std::path::PathBuf;
@@ -96,7 +97,44 @@ fn a_three_second_deadline_ends_every_kind_of_run_within_a_second_of_it(backend:
     );
 }
 
-crate::on_both_backends!(a_three_second_deadline_ends_every_kind_of_run_within_a_second_of_it);
+/// x32 getpid (`__X32_SYSCALL_BIT | 39`) from the main thread or another thread, and i386's
+/// getpid through `int 0x80` (machine code in an executable mapping).
+const FOREIGN_ABI: [(&str, &str); 3] = [
+    (
+        "x32 in the main thread",
+        "import ctypes\nprint('before', end='')\nctypes.CDLL(None).syscall(0x40000000 | 39)\nprint('survived')",
+    ),
+    (
+        "x32 in a thread",
+        "import ctypes, threading\nprint('before', end='')\nt = threading.Thread(target=lambda: ctypes.CDLL(None).syscall(0x40000000 | 39))\nt.start()\nt.join()\nprint('survived')",
+    ),
+    (
+        "i386 int 0x80",
+        "import ctypes, mmap\nprint('before', end='')\nm = mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)\nm.write(bytes([0xb8, 20, 0, 0, 0, 0xcd, 0x80, 0xc3]))\nf = ctypes.CFUNCTYPE(ctypes.c_int)(ctypes.addressof(ctypes.c_char.from_buffer(m)))\nprint('survived', f())",
+    ),
+];
+
+fn a_foreign_abi_syscall_kills_the_whole_sandbox_at_once(backend: &str) {
+    if !backend_ready(backend) {
+        return;
+    }
+    for (what, code) in FOREIGN_ABI {
+        let r = super::common::exec_on(backend, code, &["--deadline", "30"]);
+        // Killed by SIGSYS as a whole (seccomp's kill-process), not left hanging with its
+        // thread gone until the deadline, and not allowed through.
+        assert_eq!(
+            r.error(),
+            "the sandbox was killed by signal 31 without a result",
+            "{what}: {r:?}"
+        );
+        assert_eq!(r.printed(), "before", "{what}: {r:?}");
+    }
+}
+
+crate::on_both_backends!(
+    a_three_second_deadline_ends_every_kind_of_run_within_a_second_of_it,
+    a_foreign_abi_syscall_kills_the_whole_sandbox_at_once,
+);
 
 fn config(dir: &tempfile::TempDir) -> String {
     let toy = serde_json::to_string(&example("toy_server").display().to_string()).unwrap();

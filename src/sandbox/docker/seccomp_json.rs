@@ -10,7 +10,11 @@
 //! `LinuxSeccomp`):
 //! - `defaultAction` `SCMP_ACT_ERRNO` with `defaultErrnoRet` = [`Policy::default_errno`];
 //! - `architectures`: only the native one. libseccomp then sends every other architecture,
-//!   and x32, to its bad-arch action (kill), as in the native filter;
+//!   and x32, to its bad-arch action. The profile format has no field for that action, and
+//!   runc leaves libseccomp's default, which kills only the calling thread (the run would
+//!   hang until its deadline), so runner.py adds a filter of its own, before any thread
+//!   starts, that kills the whole process on those syscalls as the native filter does (the
+//!   policy's `prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER)` rule lets it);
 //! - `syscalls`: one entry allowing [`Policy::allow`]; one entry per [`Policy::allow_if`]
 //!   rule, its comparisons as `args` (`SCMP_CMP_MASKED_EQ` with `value` = the mask and
 //!   `valueTwo` = the value, libseccomp's operand order); one entry answering
