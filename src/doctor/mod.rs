@@ -1,9 +1,10 @@
 //! `mcp-code-mode doctor`: which sandbox layers this host gives us, and how to get the rest.
 //!
 //! Three parts: [`facts`] gathers [`Facts`] (I/O, no judgement); [`checks`] maps them to a
-//! [`Report`] and is pure, so every diagnosis is unit-tested without the kernel; [`report`]
-//! holds the lines, the verdict and [`Report::exit_code`]: 0 every layer, 1 degraded (it
-//! runs, with less), 2 the native backend cannot run.
+//! [`Report`] and is pure, so every diagnosis is unit-tested without the kernel (with the
+//! fixes from `advice`); [`report`](mod@report) holds the lines, the verdict and
+//! [`Report::exit_code`]: 0 every layer, 1 degraded (it runs, with less), 2 the native
+//! backend cannot run.
 //!
 //! `serve --strict` and `exec --strict` use [`require_every_layer`]. No unsafe here.
 

@@ -240,6 +240,7 @@ pub fn enter(mode: ScopeMode) -> Result<(), ScopeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sandbox::native::cgroup::fake::fake_v2;
 
     fn ready_v2() -> ScopeFacts {
         ScopeFacts {
@@ -383,25 +384,6 @@ mod tests {
         assert_eq!(find_on_path("systemd-run", path.clone()), None);
         std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
         assert_eq!(find_on_path("systemd-run", path), Some(tool));
-    }
-
-    /// A fake cgroup v2 mount in which this process sits at `own`; `own` exists (with
-    /// `controllers` available to its children) only when `delegated`.
-    fn fake_v2(own: &str, delegated: bool, controllers: &str) -> (tempfile::TempDir, CgroupHost) {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path().join("fs");
-        std::fs::create_dir_all(&root).unwrap();
-        std::fs::write(root.join("cgroup.controllers"), "memory pids cpu io").unwrap();
-        if delegated {
-            let own_dir = root.join(own.trim_start_matches('/'));
-            std::fs::create_dir_all(&own_dir).unwrap();
-            std::fs::write(own_dir.join("cgroup.controllers"), controllers).unwrap();
-            std::fs::write(own_dir.join("cgroup.subtree_control"), "").unwrap();
-            std::fs::write(own_dir.join("cgroup.procs"), "4242\n").unwrap();
-        }
-        let self_file = dir.path().join("self");
-        std::fs::write(&self_file, format!("0::{own}\n")).unwrap();
-        (dir, CgroupHost::with_roots(root, self_file))
     }
 
     #[test]

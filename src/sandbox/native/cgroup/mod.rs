@@ -14,7 +14,7 @@
 //! "cgroup.kill"), Documentation/admin-guide/cgroup-v1/memory.rst and pids.rst,
 //! Documentation/scheduler/sched-bwc.rst (cfs_quota_us).
 //!
-//! The cgroup files are written through cgroups-rs, rooted at our own cgroup ([`subtree`]);
+//! The cgroup files are written through cgroups-rs, rooted at our own cgroup (`subtree`);
 //! what the crate does not do (v2 delegation, killing on v1, v2 OOM events, waiting out a
 //! busy removal) is done here, as the README's "Run cgroups" lists.
 //!
@@ -24,6 +24,8 @@
 //!
 //! No unsafe here: `launcher::kill_process` sends SIGKILL.
 
+#[cfg(test)]
+pub(crate) mod fake;
 pub mod placement;
 mod run;
 mod strays;

@@ -2,6 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
+use super::fake::{fake_v1, fake_v2};
 use super::*;
 use crate::sandbox::owner::{Owner, RunName};
 
@@ -10,41 +11,6 @@ const LIMITS: CgroupLimits = CgroupLimits {
     pids: 64,
     cpus: 1,
 };
-
-/// A fake v1 cgroupfs: memory below a parent the machine set up, pids and cpu at the top.
-fn fake_v1(memsw: bool) -> (tempfile::TempDir, CgroupHost) {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("fs");
-    let mem = root.join("memory/machine/slot");
-    std::fs::create_dir_all(&mem).unwrap();
-    std::fs::write(mem.join("memory.limit_in_bytes"), "").unwrap();
-    if memsw {
-        std::fs::write(mem.join("memory.memsw.limit_in_bytes"), "").unwrap();
-    }
-    std::fs::create_dir_all(root.join("pids")).unwrap();
-    std::fs::create_dir_all(root.join("cpu,cpuacct")).unwrap();
-    let self_file = dir.path().join("self");
-    std::fs::write(
-        &self_file,
-        "9:name=systemd:/\n8:pids:/\n4:memory:/machine/slot\n1:cpu,cpuacct:/\n0::/\n",
-    )
-    .unwrap();
-    (dir, CgroupHost::with_roots(root, self_file))
-}
-
-fn fake_v2(own: &str, controllers: &str) -> (tempfile::TempDir, CgroupHost) {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("fs");
-    let own_dir = root.join(own.trim_start_matches('/'));
-    std::fs::create_dir_all(&own_dir).unwrap();
-    std::fs::write(root.join("cgroup.controllers"), "memory pids cpu io").unwrap();
-    std::fs::write(own_dir.join("cgroup.controllers"), controllers).unwrap();
-    std::fs::write(own_dir.join("cgroup.subtree_control"), "").unwrap();
-    std::fs::write(own_dir.join("cgroup.procs"), "4242\n").unwrap();
-    let self_file = dir.path().join("self");
-    std::fs::write(&self_file, format!("0::{own}\n")).unwrap();
-    (dir, CgroupHost::with_roots(root, self_file))
-}
 
 /// What the kernel puts in a new v2 cgroup that cgroups-rs reads before it writes
 /// (cpu.max), and the swap file whose presence means swap is accounted.
@@ -127,7 +93,7 @@ fn names_that_are_not_one_path_component_are_refused() {
 
 #[test]
 fn on_v2_we_move_into_a_leaf_enable_controllers_and_set_the_limits() {
-    let (dir, host) = fake_v2("/user.slice/serve", "memory pids cpu");
+    let (dir, host) = fake_v2("/user.slice/serve", true, "memory pids cpu");
     let own = dir.path().join("fs/user.slice/serve");
     std::fs::create_dir_all(own.join(HOST_LEAF)).unwrap();
     let run_dir = own.join("run-1");
@@ -150,7 +116,7 @@ fn on_v2_we_move_into_a_leaf_enable_controllers_and_set_the_limits() {
 /// cgroups-rs would ignore the failed write and hand back a cgroup that limits nothing.
 #[test]
 fn on_v2_a_parent_that_cannot_delegate_gives_no_cgroup_and_leaves_nothing() {
-    let (dir, host) = fake_v2("/user.slice/serve", "memory pids cpu");
+    let (dir, host) = fake_v2("/user.slice/serve", true, "memory pids cpu");
     let own = dir.path().join("fs/user.slice/serve");
     // A write to a directory fails, as a write to a parent we may not delegate from does.
     std::fs::remove_file(own.join("cgroup.subtree_control")).unwrap();
@@ -161,7 +127,7 @@ fn on_v2_a_parent_that_cannot_delegate_gives_no_cgroup_and_leaves_nothing() {
 
 #[test]
 fn on_v2_once_in_our_leaf_runs_go_next_to_it() {
-    let (dir, host) = fake_v2(&format!("/svc/{HOST_LEAF}"), "");
+    let (dir, host) = fake_v2(&format!("/svc/{HOST_LEAF}"), true, "");
     let svc = dir.path().join("fs/svc");
     std::fs::write(svc.join("cgroup.controllers"), "pids").unwrap();
     std::fs::write(svc.join("cgroup.subtree_control"), "pids").unwrap();
@@ -265,7 +231,7 @@ fn only_the_run_cgroups_of_dead_owners_are_removed_as_strays() {
 
 #[test]
 fn on_v2_strays_are_found_next_to_our_leaf() {
-    let (dir, host) = fake_v2(&format!("/svc/{HOST_LEAF}"), "");
+    let (dir, host) = fake_v2(&format!("/svc/{HOST_LEAF}"), true, "");
     let svc = dir.path().join("fs/svc");
     let dead = Owner {
         pid: u32::MAX,
@@ -280,7 +246,7 @@ fn on_v2_strays_are_found_next_to_our_leaf() {
 /// cgroups-rs reports no OOM events on v2 (README, "cgroups"): memory.events is read here.
 #[test]
 fn on_v2_the_memory_limit_counts_as_hit_only_after_an_oom_kill() {
-    let (dir, host) = fake_v2("/svc", "memory");
+    let (dir, host) = fake_v2("/svc", true, "memory");
     std::fs::write(dir.path().join("fs/svc/cgroup.subtree_control"), "memory").unwrap();
     let run = host.create("run-1", &LIMITS).unwrap().unwrap();
     let events = dir.path().join("fs/svc/run-1/memory.events");
