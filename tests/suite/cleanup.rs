@@ -9,7 +9,8 @@ use std::process::Command;
 
 use super::common::native_client_ready;
 use super::common::{
-    bin, docker_available, native_available, python_client, require, toy, unprivileged, venv_python,
+    bin, docker_available, native_available, processes_named, python_client, require, toy,
+    unprivileged, venv_python,
 };
 
 /// The run cgroups a serve process with this pid could have made (v1 and v2 layouts).
@@ -36,7 +37,15 @@ pub(super) fn cgroups_of(pid: u32) -> Vec<PathBuf> {
     found
 }
 
+/// The process name (comm, at most 15 bytes) the runs below give the processes they leave.
+fn marker(backend: &str) -> String {
+    format!("lb{}{}", &backend[..1], std::process::id() % 1_000_000_000)
+}
+
+/// Runs 100 cells through `serve` on `backend`, some leaving a daemon or a child named
+/// [`marker`]; returns serve's pid.
 fn hundred_runs(backend: &str) -> u32 {
+    let marker = marker(backend);
     let pid_file = std::env::temp_dir().join(format!(
         "mcp-code-mode-serve-{backend}-{}.pid",
         std::process::id()
@@ -59,8 +68,9 @@ fn hundred_runs(backend: &str) -> u32 {
     let mut codes = Vec::new();
     for i in 0..100 {
         codes.push(match i % 20 {
-            0 => "import os\nif os.fork() == 0:\n    os.setsid()\n    import time\n    while True: time.sleep(1)\nwhile True: pass".to_owned(),
-            1 => "import subprocess\nsubprocess.Popen(['/usr/bin/python3', '-c', 'import time; time.sleep(600)'])\nprint('left a child')".to_owned(),
+            // A daemon in its own session, and a child left running: both named `marker`.
+            0 => format!("import ctypes, os\nif os.fork() == 0:\n    os.setsid()\n    ctypes.CDLL(None).prctl(15, {marker:?}.encode(), 0, 0, 0)\n    import time\n    while True: time.sleep(1)\nwhile True: pass"),
+            1 => format!("import subprocess\nsubprocess.Popen(['/usr/bin/python3', '-c', 'import ctypes, time; ctypes.CDLL(None).prctl(15, b\"{marker}\", 0, 0, 0); time.sleep(600)'])\nprint('left a child')"),
             _ => format!("print({i})"),
         });
     }
@@ -97,26 +107,39 @@ fn a_hundred_native_runs_leave_nothing_behind() {
         Vec::<PathBuf>::new(),
         "run cgroups left behind"
     );
-    // Every sandbox process descends from a launcher child of serve; serve has exited,
-    // so any survivor would be an orphan still running python as the sandbox user.
-    let left = Command::new("pgrep")
-        .args([
-            "-f",
-            "-u",
-            if unprivileged() {
-                "mcp-code-mode-test"
-            } else {
-                "nobody"
-            },
-            "time.sleep\\(600\\)|os.setsid",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        left.stdout.is_empty(),
-        "sandbox processes left: {}",
-        String::from_utf8_lossy(&left.stdout)
+    // Every sandbox process descends from a launcher child of serve; serve has exited, so
+    // a process still named with the marker would be an orphan the runs left.
+    assert_eq!(
+        processes_named(&marker("native")),
+        Vec::<u32>::new(),
+        "sandbox processes left"
     );
+}
+
+#[test]
+fn a_process_named_with_the_marker_is_found() {
+    // The control for the check above: the same naming, done by a host process, is seen.
+    let marker = format!("lbc{}", std::process::id() % 1_000_000_000);
+    let mut child = Command::new("python3")
+        .args([
+            "-c",
+            &format!(
+                "import ctypes, sys, time; ctypes.CDLL(None).prctl(15, b'{marker}', 0, 0, 0); \
+                 print('named', flush=True); time.sleep(60)"
+            ),
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("start python3");
+    let mut line = String::new();
+    use std::io::BufRead;
+    std::io::BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("read");
+    let found = processes_named(&marker);
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(found, vec![child.id()], "{line}");
 }
 
 #[test]
@@ -141,6 +164,11 @@ fn a_hundred_docker_runs_leave_nothing_behind() {
         .filter(|n| n.starts_with(&format!("mcp-code-mode-{pid}-")))
         .collect();
     assert!(mine.is_empty(), "containers left behind: {mine:?}");
+    assert_eq!(
+        processes_named(&marker("docker")),
+        Vec::<u32>::new(),
+        "sandbox processes left"
+    );
 }
 
 #[test]

@@ -301,3 +301,29 @@ pub fn serve_command(args: &[&str]) -> Vec<String> {
     command.extend(toy());
     command
 }
+
+/// Host pids whose name (`/proc/PID/comm`, set with prctl(PR_SET_NAME)) is `marker`, zombies
+/// left out; any user's.
+pub fn processes_named(marker: &str) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .is_ok_and(|c| c.trim_end() == marker)
+        })
+        .filter(|pid| {
+            // A zombie has let go of everything; it only waits for its parent to reap it.
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .map(|s| {
+                    s.rsplit(')')
+                        .next()
+                        .unwrap_or("")
+                        .trim_start()
+                        .starts_with('Z')
+                })
+                .is_ok_and(|zombie| !zombie)
+        })
+        .collect()
+}

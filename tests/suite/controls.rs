@@ -38,6 +38,7 @@ crate::on_both_backends!(
     output_is_capped,
     plain_output_cannot_forge_a_protocol_message,
     garbage_on_the_protocol_pipe_ends_the_cell_safely,
+    a_forged_call_for_an_allowed_tool_reaches_the_server,
     unknown_tools_are_refused_before_the_server_sees_them,
     the_allowlist_keeps_other_tools_out,
     arguments_outside_the_schema_are_refused,
@@ -261,11 +262,19 @@ print("own session", os.getsid(0) == os.getpgrp() == os.getpid())
     assert_eq!(lines.get(2).copied(), Some("own session True"), "{r:?}");
 }
 
+/// Runs `code` with `deadline` seconds, after a line `started` that the run must have
+/// printed: the deadline includes the sandbox's start, so a stop without it would pass for a
+/// run whose code never ran.
 fn assert_ends_by_deadline(backend: &str, code: &str, deadline: u64) -> super::common::Exec {
+    let code = format!("print('started', flush=True)\n{code}");
     let started = Instant::now();
-    let r = run(backend, code, &["--deadline", &deadline.to_string()]);
+    let r = run(backend, &code, &["--deadline", &deadline.to_string()]);
     let took = started.elapsed();
     assert!(took < Duration::from_secs(deadline + 15), "took {took:?}");
+    assert!(
+        r.printed().starts_with("started\n"),
+        "the code never started: {r:?}"
+    );
     r
 }
 
@@ -286,7 +295,7 @@ fn a_gibibyte_allocation_ends_within_the_deadline(backend: &str) {
     } else {
         assert!(r.stopped(), "{r:?}");
     }
-    assert_eq!(r.printed(), "", "{r:?}");
+    assert_eq!(r.printed(), "started\n", "{r:?}");
 }
 
 fn an_endless_loop_ends_within_the_deadline(backend: &str) {
@@ -355,10 +364,26 @@ fn garbage_on_the_protocol_pipe_ends_the_cell_safely(backend: &str) {
 }
 
 /// Code that writes a raw `call` line for `tool` to every descriptor that takes it.
+/// Code that writes a raw `call` line for `tool` with arguments `{"text": "x"}` (valid for
+/// `echo`, so only the check under test can refuse it) on every descriptor, the runner's
+/// private protocol descriptor among them.
 fn forge_call(tool: &str) -> String {
     format!(
-        "import os, json, asyncio\nline = (json.dumps({{'type': 'call', 'id': 424242, 'tool': {tool:?}, 'args': {{}}}}) + '\\n').encode()\nfor fd in range(3, 64):\n    try:\n        os.write(fd, line)\n    except OSError:\n        pass\nawait asyncio.sleep(0.5)\n"
+        "import os, json, asyncio\nline = (json.dumps({{'type': 'call', 'id': 424242, 'tool': {tool:?}, 'args': {{'text': 'x'}}}}) + '\\n').encode()\nfor fd in range(3, 64):\n    try:\n        os.write(fd, line)\n    except OSError:\n        pass\nawait asyncio.sleep(0.5)\n"
     )
+}
+
+/// The control for the two refusal tests below: the same forged line naming a tool the run
+/// may call does reach the bridge and the server (the server counts it), so a count of 1
+/// there means the forged call was refused, not lost.
+fn a_forged_call_for_an_allowed_tool_reaches_the_server(backend: &str) {
+    let code = format!("{}print(await calls({{}}))", forge_call("echo"));
+    let r = run(backend, &code, &[]);
+    assert_eq!(
+        r.printed(),
+        "2\n",
+        "the forged echo call and the calls() call: {r:?}"
+    );
 }
 
 fn unknown_tools_are_refused_before_the_server_sees_them(backend: &str) {
