@@ -35,3 +35,4 @@ mod steering;
 /// `--systemd-scope`: re-running inside a delegated systemd user scope.
 mod systemd_scope;
 mod timeouts;
+mod ts_client;

@@ -1,0 +1,87 @@
+// Steer runs of `serve` from the TypeScript MCP SDK: cancel through an AbortSignal, progress,
+// and a run longer than the client's request timeout kept alive by resetTimeoutOnProgress.
+//
+// Usage: node steer.mjs SCENARIO JOURNAL -- SERVE_COMMAND...
+// Prints one JSON object with what was observed (times in seconds).
+//
+//   cancel    start a run that awaits `slow` (30 s); abort it once the call reached the
+//             server (JOURNAL is the toy server's --journal); then time `print('next')`.
+//   progress  one run with onprogress: 3 calls, then 9 s of sleep; the notifications.
+//   long      a run of 12 s with a request timeout of 5 s, resetTimeoutOnProgress on;
+//             `long-no-reset` the same without it (the client gives up after 5 s).
+import { readFileSync } from "node:fs";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+
+const sep = process.argv.indexOf("--");
+const [scenario, journal] = process.argv.slice(2, sep);
+const command = process.argv.slice(sep + 1);
+const now = () => performance.now() / 1000;
+
+async function journalShows(text, within = 60) {
+  const end = now() + within;
+  while (now() < end) {
+    try {
+      if (readFileSync(journal, "utf8").includes(text)) return;
+    } catch {}
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`the journal never showed ${text}`);
+}
+
+const run = (client, code, options = {}) =>
+  client.callTool({ name: "run_python", arguments: { code } }, undefined, options);
+
+const scenarios = {
+  async cancel(client) {
+    const controller = new AbortController();
+    const pending = run(client, "await slow({'seconds': 30})\nawait echo({'text': 'after-cancel'})", {
+      signal: controller.signal,
+    }).then(
+      () => "answered",
+      (e) => `rejected: ${e.name}`,
+    );
+    await journalShows("call slow");
+    const started = now();
+    controller.abort("the user changed their mind");
+    const outcome = await pending;
+    const cancelled = now();
+    const next = await run(client, "print('next')");
+    return {
+      outcome,
+      cancel_returned_s: cancelled - started,
+      next_stdout: next.structuredContent.stdout,
+      next_after_cancel_s: now() - cancelled,
+    };
+  },
+  async progress(client) {
+    const seen = [];
+    const start = now();
+    const code = "import time\nfor i in range(3):\n    await add({'a': i, 'b': 1})\ntime.sleep(9)\nprint('slept')";
+    const result = await run(client, code, {
+      onprogress: (p) => seen.push({ t: now() - start, progress: p.progress, message: p.message ?? null }),
+    });
+    return { stdout: result.structuredContent.stdout, progress: seen };
+  },
+  async long(client, reset = true) {
+    const start = now();
+    try {
+      const result = await run(client, "import time\ntime.sleep(12)\nprint('slept')", {
+        timeout: 5000,
+        resetTimeoutOnProgress: reset,
+        onprogress: () => {},
+      });
+      return { stdout: result.structuredContent.stdout, seconds: now() - start };
+    } catch (e) {
+      return { error: String(e), seconds: now() - start };
+    }
+  },
+  "long-no-reset": (client) => scenarios.long(client, false),
+};
+
+const transport = new StdioClientTransport({ command: command[0], args: command.slice(1), stderr: "inherit" });
+const client = new Client({ name: "steer-ts", version: "1.0.0" });
+await client.connect(transport);
+const out = await scenarios[scenario](client);
+await client.close();
+console.log(JSON.stringify(out));

@@ -1,0 +1,149 @@
+//! The TypeScript MCP SDK as a real client of `serve` (`tests/clients/ts/steer.mjs`, the SDK
+//! pinned by `tests/clients/ts/package-lock.json`, installed with `npm ci` into the target
+//! directory on first use): cancelling through an AbortSignal, progress, and a run longer
+//! than the client's request timeout that completes because progress resets the timeout.
+//!
+//! The case is a 65 s run under the SDK's default 60 s timeout. The test keeps the
+//! same relation at a CI-friendly length: a 12 s run under a 5 s timeout (above the 4 s
+//! heartbeat, as 60 s is), and the same run without `resetTimeoutOnProgress` fails at 5 s,
+//! so the test can tell the two apart.
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+
+use serde_json::Value;
+
+use super::common::{bin, example, native_available, require, target_dir};
+
+/// A directory holding steer.mjs with the pinned SDK installed beside it; `None` when node
+/// or npm is missing or the install failed.
+fn client_dir() -> Option<PathBuf> {
+    static DIR: OnceLock<Option<PathBuf>> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let source = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/clients/ts");
+        let dir = target_dir().join("ts-client");
+        let files = ["package.json", "package-lock.json", "steer.mjs"];
+        let same = |file: &str| {
+            std::fs::read(source.join(file)).ok() == std::fs::read(dir.join(file)).ok()
+        };
+        let sdk = dir.join("node_modules/@modelcontextprotocol/sdk/package.json");
+        // Prepared already (the unprivileged run reuses what the privileged one made).
+        if sdk.exists() && files.iter().all(|f| same(f)) {
+            return Some(dir);
+        }
+        let stale = !same("package-lock.json");
+        std::fs::create_dir_all(&dir).ok()?;
+        for file in files {
+            std::fs::copy(source.join(file), dir.join(file)).ok()?;
+        }
+        if !sdk.exists() || stale {
+            let installed = Command::new("npm")
+                .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
+                .current_dir(&dir)
+                .stdout(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success());
+            if !installed {
+                return None;
+            }
+        }
+        Some(dir)
+    })
+    .clone()
+}
+
+fn ready() -> bool {
+    require(native_available(), "user namespaces are not available here")
+        && require(
+            client_dir().is_some(),
+            "node and npm could not install the TypeScript MCP SDK (tests/clients/ts)",
+        )
+}
+
+/// What `steer.mjs SCENARIO` printed, and the toy server's journal.
+fn steer(scenario: &str) -> (Value, String) {
+    let dir = client_dir().expect("the TypeScript client");
+    let temp = tempfile::tempdir().unwrap();
+    let journal = temp.path().join("journal");
+    let out = Command::new("node")
+        .arg(dir.join("steer.mjs"))
+        .arg(scenario)
+        .arg(&journal)
+        .arg("--")
+        .arg(bin())
+        .args(["serve", "--"])
+        .arg(example("toy_server"))
+        .arg("--journal")
+        .arg(&journal)
+        .output()
+        .expect("run node");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let parsed = serde_json::from_str(stdout.lines().last().unwrap_or("")).unwrap_or_else(|e| {
+        panic!(
+            "steer.mjs {scenario} printed no JSON ({e}): {stdout}\nstderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (
+        parsed,
+        std::fs::read_to_string(&journal).unwrap_or_default(),
+    )
+}
+
+#[test]
+fn an_abort_signal_cancels_the_run_and_its_call_upstream() {
+    if !ready() {
+        return;
+    }
+    let (out, journal) = steer("cancel");
+    assert_eq!(out["outcome"], "rejected: McpError", "{out}");
+    assert!(journal.contains("call slow"), "{journal}");
+    assert!(
+        journal.contains("cancelled "),
+        "the server heard of the cancel: {journal}"
+    );
+    assert!(
+        !journal.contains("after-cancel"),
+        "nothing after the cancel: {journal}"
+    );
+    assert_eq!(out["next_stdout"], "next\n", "{out}");
+}
+
+#[test]
+fn progress_reaches_the_typescript_client() {
+    if !ready() {
+        return;
+    }
+    let (out, _) = steer("progress");
+    assert_eq!(out["stdout"], "slept\n", "{out}");
+    let seen = out["progress"].as_array().expect("progress");
+    let messages: Vec<&str> = seen.iter().filter_map(|p| p["message"].as_str()).collect();
+    assert_eq!(
+        &messages[..4],
+        ["the sandbox started", "add", "add", "add"],
+        "{out}"
+    );
+    assert!(
+        messages[4..].iter().any(|m| m.starts_with("running for ")),
+        "{out}"
+    );
+}
+
+#[test]
+fn reset_timeout_on_progress_completes_a_run_longer_than_the_request_timeout() {
+    if !ready() {
+        return;
+    }
+    let (kept, _) = steer("long");
+    assert_eq!(kept["stdout"], "slept\n", "{kept}");
+    assert!(kept["seconds"].as_f64().unwrap_or(0.0) >= 12.0, "{kept}");
+    let (dropped, _) = steer("long-no-reset");
+    assert!(
+        dropped["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("Request timed out"),
+        "without resetTimeoutOnProgress the client gives up: {dropped}"
+    );
+}
