@@ -540,8 +540,11 @@ fn exception_groups_from_a_task_group_show_each_sub_exception() {
     }
     let text = errors_of(&[
         (
+            // The barrier holds each failed call until both have failed: without it the
+            // group cancels the second call when the first fails, whenever the host answers
+            // the first before the second, and shows one sub-exception, not two.
             "ToolErrors inside an asyncio.TaskGroup",
-            "import asyncio\nasync with asyncio.TaskGroup() as tg:\n    tg.create_task(add({'a': 1}))\n    tg.create_task(echo({'x': 2}))",
+            "import asyncio\nboth_failed = asyncio.Barrier(2)\nasync def call(tool, params):\n    try:\n        await tool(params)\n    finally:\n        await both_failed.wait()\nasync with asyncio.TaskGroup() as tg:\n    tg.create_task(call(add, {'a': 1}))\n    tg.create_task(call(echo, {'x': 2}))",
         ),
         (
             "a group of ValueErrors from a TaskGroup",
