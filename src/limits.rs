@@ -34,12 +34,15 @@ pub const STUB_TYPE_DEPTH: usize = 5;
 pub const MAX_PARAM_NAME_CHARS: usize = 64;
 /// Memory of one sandbox, bytes (no swap on top).
 pub const MEMORY_BYTES: u64 = 256 * 1024 * 1024;
-/// Processes and threads in one sandbox.
-pub const MAX_PIDS: u64 = 64;
+/// Processes and threads in one sandbox (the launcher's default RLIMIT_NPROC, and the pids
+/// cgroup limit).
+pub const MAX_PIDS: u64 = launcher::args::defaults::NPROC;
 /// Open files per process in the sandbox.
-pub const MAX_OPEN_FILES: u64 = 64;
+pub const MAX_OPEN_FILES: u64 = launcher::args::defaults::NOFILE;
 /// Size of the sandbox's `/tmp` tmpfs, bytes.
-pub const TMP_BYTES: u64 = 16 * 1024 * 1024;
+pub const TMP_BYTES: u64 = launcher::args::defaults::TMP_SIZE;
+/// Largest file the sandbox can write (RLIMIT_FSIZE), bytes: no file can outgrow `/tmp`.
+pub const MAX_FILE_BYTES: u64 = launcher::args::defaults::FSIZE;
 /// CPUs one sandbox may use.
 pub const CPUS: u64 = 1;
 /// Runs `serve` executes at the same time; further run_python calls wait for a slot (their

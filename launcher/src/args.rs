@@ -1,10 +1,28 @@
-//! The launcher's command line, parsed by hand (no clap in the sandbox path).
+//! The launcher's command line: parsed by hand (no clap in the sandbox path), and written by
+//! [`Config::to_args`] for the host, so both sides share one typed [`Config`].
 
 use std::ffi::OsString;
 use std::path::PathBuf;
 
 /// 1 MiB in bytes.
 const MIB: u64 = 1024 * 1024;
+
+/// The sandbox's default limits; the host's run limits (`mcp_code_mode::limits`) are these
+/// same constants.
+pub mod defaults {
+    use super::MIB;
+
+    /// RLIMIT_NPROC: processes and threads.
+    pub const NPROC: u64 = 64;
+    /// RLIMIT_NOFILE: open files per process.
+    pub const NOFILE: u64 = 64;
+    /// Size of the /tmp tmpfs, bytes.
+    pub const TMP_SIZE: u64 = 16 * MIB;
+    /// RLIMIT_FSIZE, bytes: no file can outgrow /tmp.
+    pub const FSIZE: u64 = TMP_SIZE;
+    /// The errno seccomp answers denied syscalls with.
+    pub const SECCOMP_ERRNO: i32 = libc::EPERM;
+}
 
 /// Everything the launcher needs for one sandbox. All sizes are in bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,24 +86,68 @@ pub enum ArgsError {
 }
 
 impl Config {
+    /// A sandbox of `rootfs` running `program` (absolute path inside it, then its arguments)
+    /// with the [`defaults`]: no cgroups, no RLIMIT_DATA, no RLIMIT_CPU.
+    pub fn new(rootfs: impl Into<PathBuf>, program: Vec<OsString>) -> Self {
+        Config {
+            rootfs: rootfs.into(),
+            cgroup_procs: Vec::new(),
+            memory_rlimit: None,
+            nproc: defaults::NPROC,
+            nofile: defaults::NOFILE,
+            fsize: defaults::FSIZE,
+            cpu_seconds: None,
+            tmp_size: defaults::TMP_SIZE,
+            seccomp_errno: defaults::SECCOMP_ERRNO,
+            report_fd: None,
+            test_knobs: crate::test_knobs::TestKnobs::default(),
+            program,
+        }
+    }
+
+    /// The command line that [`Config::parse`] reads back as this config: every option,
+    /// then `--` and the program.
+    pub fn to_args(&self) -> Vec<OsString> {
+        let mut args: Vec<OsString> = vec!["--rootfs".into(), self.rootfs.clone().into()];
+        for file in &self.cgroup_procs {
+            args.extend(["--cgroup-procs".into(), file.clone().into()]);
+        }
+        let mut number = |option: &str, value: Option<u64>| {
+            if let Some(value) = value {
+                args.extend([option.into(), value.to_string().into()]);
+            }
+        };
+        number("--memory-rlimit", self.memory_rlimit);
+        number("--nproc", Some(self.nproc));
+        number("--nofile", Some(self.nofile));
+        number("--fsize", Some(self.fsize));
+        number("--cpu-seconds", self.cpu_seconds);
+        number("--tmp-size", Some(self.tmp_size));
+        args.extend([
+            "--seccomp-errno".into(),
+            self.seccomp_errno.to_string().into(),
+        ]);
+        if let Some(fd) = self.report_fd {
+            args.extend(["--report-fd".into(), fd.to_string().into()]);
+        }
+        for option in crate::test_knobs::TestKnobs::OPTIONS {
+            // A knob that is on stays as it is when set again.
+            let mut with = self.test_knobs;
+            with.set(option);
+            if with == self.test_knobs {
+                args.push(option.into());
+            }
+        }
+        args.push("--".into());
+        args.extend(self.program.iter().cloned());
+        args
+    }
+
     /// Parses the arguments that follow `__launcher`.
     pub fn parse(args: impl Iterator<Item = OsString>) -> Result<Self, ArgsError> {
         let mut args = args.peekable();
         let mut rootfs = None;
-        let mut cfg = Config {
-            rootfs: PathBuf::new(),
-            cgroup_procs: Vec::new(),
-            memory_rlimit: None,
-            nproc: 64,
-            nofile: 64,
-            fsize: 16 * MIB,
-            cpu_seconds: None,
-            tmp_size: 16 * MIB,
-            seccomp_errno: libc::EPERM,
-            report_fd: None,
-            test_knobs: Default::default(),
-            program: Vec::new(),
-        };
+        let mut cfg = Config::new(PathBuf::new(), Vec::new());
         while let Some(arg) = args.next() {
             let Some(name) = arg.to_str() else {
                 return Err(ArgsError::Unknown(arg));
@@ -181,7 +243,8 @@ mod tests {
         assert_eq!((cfg.nproc, cfg.nofile), (64, 64));
         assert_eq!((cfg.fsize, cfg.tmp_size), (16 * MIB, 16 * MIB));
         assert_eq!(cfg.seccomp_errno, libc::EPERM);
-        assert_eq!(cfg.memory_rlimit, None);
+        assert_eq!((cfg.memory_rlimit, cfg.cpu_seconds), (None, None));
+        assert!(cfg.cgroup_procs.is_empty());
         assert_eq!(
             cfg.program,
             vec![OsString::from("/usr/bin/python3"), OsString::from("-I")]
@@ -252,6 +315,34 @@ mod tests {
                 .test_knobs
                 .any()
         );
+    }
+
+    #[test]
+    fn a_config_reads_back_from_its_own_command_line() {
+        let mut full = Config::new("/root fs", vec!["/usr/bin/python3".into(), "-I".into()]);
+        full.cgroup_procs = vec![PathBuf::from("/a/cgroup.procs"), PathBuf::from("/b")];
+        full.memory_rlimit = Some(256 * MIB);
+        full.cpu_seconds = Some(60);
+        (full.nproc, full.nofile, full.fsize, full.tmp_size) = (1, 2, 3, 4);
+        full.seccomp_errno = libc::ENOSYS;
+        full.report_fd = Some(3);
+        let bare = Config::new("/r", vec!["/p".into(), "--".into(), "--nproc".into()]);
+        for cfg in [full, bare] {
+            let args = cfg.to_args();
+            assert_eq!(Config::parse(args.into_iter()), Ok(cfg));
+        }
+        // Test knobs are written too; they read back only where the environment allows them.
+        let mut knobs = Config::new("/r", vec!["/p".into()]);
+        for option in crate::test_knobs::TestKnobs::OPTIONS {
+            knobs.test_knobs.set(option);
+        }
+        let args = knobs.to_args();
+        for option in crate::test_knobs::TestKnobs::OPTIONS {
+            assert!(args.contains(&OsString::from(option)), "{option}");
+        }
+        if crate::test_knobs::TestKnobs::enabled_by_environment() {
+            assert_eq!(Config::parse(args.into_iter()), Ok(knobs));
+        }
     }
 
     #[test]

@@ -15,10 +15,10 @@ pub const FIRST_CLOSED: u32 = 3;
 pub enum FdError {
     /// close_range(3, ~0) failed (Linux < 5.9 lacks it: ENOSYS).
     #[error("failed to close descriptors from {FIRST_CLOSED} up (close_range): {0}")]
-    CloseRange(std::io::Error),
+    CloseRange(#[source] std::io::Error),
     /// Replacing the outer launcher's stdin/stdout with /dev/null failed.
     #[error("failed to hand the protocol pipes over to the sandbox: {0}")]
-    HandOver(std::io::Error),
+    HandOver(#[source] std::io::Error),
 }
 
 /// Closes every descriptor from 3 up except `keep` (the launcher's report socket, which is

@@ -25,16 +25,16 @@ pub const HOSTNAME: &str = "sandbox";
 pub enum IdentityError {
     /// setresgid(2) failed.
     #[error("failed to setresgid to {SANDBOX_ID}: {0}")]
-    Gid(std::io::Error),
+    Gid(#[source] std::io::Error),
     /// setresuid(2) failed.
     #[error("failed to setresuid to {SANDBOX_ID}: {0}")]
-    Uid(std::io::Error),
+    Uid(#[source] std::io::Error),
     /// setsid(2) failed.
     #[error("failed to setsid: {0}")]
-    Session(std::io::Error),
+    Session(#[source] std::io::Error),
     /// sethostname(2) failed.
     #[error("failed to sethostname {HOSTNAME:?}: {0}")]
-    Hostname(std::io::Error),
+    Hostname(#[source] std::io::Error),
 }
 
 /// Starts a new session, sets real, effective and saved gid then uid to 65534 (gid first:

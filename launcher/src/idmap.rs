@@ -35,7 +35,7 @@ pub enum IdMapError {
     },
     /// setgroups(0, NULL) as root failed.
     #[error("failed to drop supplementary groups: {0}")]
-    Groups(std::io::Error),
+    Groups(#[source] std::io::Error),
 }
 
 /// Builds the maps for a caller with effective ids `(uid, gid)`.

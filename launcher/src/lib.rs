@@ -15,6 +15,7 @@ pub mod args;
 pub mod capabilities;
 pub mod cgroups;
 pub mod exec;
+pub mod failure;
 pub mod fds;
 pub mod identity;
 pub mod idmap;
@@ -32,13 +33,10 @@ pub mod test_knobs;
 mod testutil;
 
 pub use args::Config;
+pub use failure::{FAILURE_STATUS, LaunchFailure, Note, Stage};
 pub use seccomp::{ArgCmp, CmpOp, Policy, Rule, policy};
 
 use namespaces::{Gate, Sandbox, Side};
-
-/// The exit status of the launcher when it fails before the program runs (as `env`, `chroot`
-/// and container runtimes use it).
-pub const FAILURE_STATUS: i32 = 125;
 
 /// Any stage's failure. Each message reads "failed to <step>: <why>".
 #[derive(Debug, thiserror::Error)]
@@ -71,39 +69,62 @@ pub enum LaunchError {
     Exec(#[from] exec::ExecError),
     /// Sending the sandbox's pidfd to the host failed.
     #[error("failed to report the sandbox to the host: {0}")]
-    Report(std::io::Error),
+    Report(#[source] std::io::Error),
+}
+
+impl LaunchError {
+    /// The failure as the host reads it: the stage, the errno behind it, the message.
+    pub fn failure(&self) -> LaunchFailure {
+        let (stage, error): (Stage, &(dyn std::error::Error + 'static)) = match self {
+            LaunchError::Args(e) => (Stage::Args, e),
+            LaunchError::Cgroup(e) => (Stage::Cgroup, e),
+            LaunchError::Namespace(e) => (Stage::Namespace, e),
+            LaunchError::IdMap(e) => (Stage::IdMap, e),
+            LaunchError::Identity(e) => (Stage::Identity, e),
+            LaunchError::Mount(e) => (Stage::Mount, e),
+            LaunchError::Rlimit(e) => (Stage::Rlimit, e),
+            LaunchError::Fd(e) => (Stage::Fd, e),
+            LaunchError::Capability(e) => (Stage::Capability, e),
+            LaunchError::Privs(e) => (Stage::Privs, e),
+            LaunchError::Landlock(e) => (Stage::Landlock, e),
+            LaunchError::Seccomp(e) => (Stage::Seccomp, e),
+            LaunchError::Exec(e) => (Stage::Exec, e),
+            LaunchError::Report(_) => (Stage::Report, self),
+        };
+        LaunchFailure::new(stage, error)
+    }
 }
 
 /// Parses the arguments after `__launcher` and runs the sandbox.
 ///
 /// On success the sandbox process execs the program and the outer launcher returns the
 /// program's exit status (128 + N when killed by signal N). On failure it returns
-/// [`FAILURE_STATUS`] (125) and says `failed to <step>: <why>`: on the report socket when
+/// [`FAILURE_STATUS`] (125) and reports a [`LaunchFailure`]: on the report socket when
 /// `--report-fd` was given (the only failure the host believes, see [`report`]), else as one
-/// line `launcher: failed to ...` on stderr.
+/// line `launcher: failed to <step>: <why> (stage <stage>, errno <n>)` on stderr.
 pub fn run_from_args(args: impl Iterator<Item = OsString>) -> i32 {
     let cfg = match Config::parse(args) {
         Ok(cfg) => cfg,
         Err(e) => {
-            eprintln!("launcher: {e}");
+            eprintln!("{}", LaunchError::from(e).failure().stderr_line());
             return FAILURE_STATUS;
         }
     };
     let reporter = match report::Reporter::adopt(cfg.report_fd) {
         Ok(reporter) => reporter,
         Err(e) => {
-            eprintln!("launcher: failed to take the report descriptor: {e}");
+            eprintln!("{}", LaunchError::Report(e).failure().stderr_line());
             return FAILURE_STATUS;
         }
     };
     match run(&cfg, &reporter) {
         Ok(status) => status,
         Err(e) if reporter.is_active() => {
-            reporter.failed(&e.to_string());
+            reporter.failed(&e.failure());
             FAILURE_STATUS
         }
         Err(e) => {
-            eprintln!("launcher: {e}");
+            eprintln!("{}", e.failure().stderr_line());
             FAILURE_STATUS
         }
     }
@@ -181,10 +202,11 @@ fn inner(cfg: &Config, gate: Gate, reporter: &report::Reporter) -> Result<Infall
         let plan = landlock_rules::plan(root, &entries, tmp, Path::new("/dev/null"));
         let enforced = landlock_rules::install(&plan)?;
         if enforced.status != landlock::RulesetStatus::FullyEnforced {
-            eprintln!(
-                "launcher: note: landlock {:?} (abi {:?})",
-                enforced.status, enforced.abi
-            );
+            let note = Note::Landlock {
+                status: format!("{:?}", enforced.status),
+                abi: enforced.abi.map(|abi| abi as u32),
+            };
+            eprintln!("{}", note.encode());
         }
     }
     // 10. seccomp: the allowlist policy, denied calls answered with --seccomp-errno.

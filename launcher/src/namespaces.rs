@@ -37,25 +37,25 @@ const USERNS_HINT: &str = "unprivileged user namespaces may be disabled \
 pub enum NamespaceError {
     /// prctl(PR_SET_PDEATHSIG) failed.
     #[error("failed to arm the parent death signal: {0}")]
-    DeathSignal(std::io::Error),
+    DeathSignal(#[source] std::io::Error),
     /// Our parent died before the death signal was armed.
     #[error("failed to start: the parent process exited before the launcher was ready")]
     ParentGone,
     /// pipe2(2) for the start handshake failed.
     #[error("failed to create the start pipe: {0}")]
-    Pipe(std::io::Error),
+    Pipe(#[source] std::io::Error),
     /// clone(2) with the namespace flags failed.
     #[error("failed to clone into new user, mount, pid, net, ipc, uts and cgroup namespaces: {0}; {hint}", hint = USERNS_HINT)]
-    Clone(std::io::Error),
+    Clone(#[source] std::io::Error),
     /// Telling the child to go on failed.
     #[error("failed to release the sandbox process: {0}")]
-    Release(std::io::Error),
+    Release(#[source] std::io::Error),
     /// The outer launcher went away before releasing the child.
     #[error("failed to start: the outer launcher exited before writing the id maps")]
     NotReleased,
     /// waitpid(2) failed.
     #[error("failed to wait for the sandbox process: {0}")]
-    Wait(std::io::Error),
+    Wait(#[source] std::io::Error),
 }
 
 /// Arms SIGKILL for when our parent (the host's spawning thread) exits, then checks that it

@@ -9,7 +9,7 @@ use crate::sys;
 pub enum PrivsError {
     /// The prctl call failed.
     #[error("failed to set no_new_privs: {0}")]
-    NoNewPrivs(std::io::Error),
+    NoNewPrivs(#[source] std::io::Error),
 }
 
 /// Sets no_new_privs (irreversible, inherited by every child).

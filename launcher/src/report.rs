@@ -10,7 +10,7 @@
 //!   its whole pid namespace, pid_namespaces(7)), whatever the code did to its own death
 //!   signal, session or process group. A pidfd names one process for as long as it is open,
 //!   so a reused pid can never be hit (pidfd_open(2)).
-//! - `failed to <step>: <why>` when a stage fails, from either side.
+//! - a [`LaunchFailure`] when a stage fails, from either side (its own text encoding).
 //!
 //! At execve the socket closes (close-on-exec), so nothing the program writes, on any
 //! descriptor, can pass for a launcher failure: the host believes only this channel.
@@ -18,6 +18,7 @@
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
+use crate::failure::LaunchFailure;
 use crate::sys;
 
 /// The descriptor number the host gives the report socket in the launcher.
@@ -35,9 +36,10 @@ pub enum Message {
     /// The sandbox's pid 1 exists; `pid` is its pid in the host's pid namespace and `pidfd`
     /// names it (close-on-exec). The program has not run yet.
     Started { pid: i32, pidfd: OwnedFd },
-    /// A stage failed: `failed to <step>: <why>`, as the launcher wrote it (untrusted bytes
-    /// never reach this channel, but the host escapes it before printing anyway).
-    Failed(String),
+    /// A stage failed (untrusted bytes never reach this channel, but the host escapes the
+    /// message before printing anyway). A message of neither shape is read as a failure of
+    /// [`crate::Stage::Report`].
+    Failed(LaunchFailure),
 }
 
 /// A new report channel: (the host's end, the launcher's end). Both are close-on-exec.
@@ -71,7 +73,9 @@ pub fn receive(host_end: &OwnedFd) -> io::Result<Option<Message>> {
         .and_then(|p| p.trim().parse::<i32>().ok());
     Ok(Some(match (pid, fd) {
         (Some(pid), Some(pidfd)) => Message::Started { pid, pidfd },
-        _ => Message::Failed(text),
+        _ => Message::Failed(
+            LaunchFailure::decode(&text).unwrap_or_else(|| LaunchFailure::unreadable(&text)),
+        ),
     }))
 }
 
@@ -132,10 +136,11 @@ impl Reporter {
         sys::send_with_fd(socket, format!("{STARTED}{pid}").as_bytes(), Some(&pidfd))
     }
 
-    /// Sends a failure message. Errors are ignored: the launcher exits 125 either way.
-    pub fn failed(&self, message: &str) {
+    /// Sends a failure. Errors are ignored: the launcher exits 125 either way.
+    pub fn failed(&self, failure: &LaunchFailure) {
         if let Some(socket) = &self.socket {
-            let bytes = message.as_bytes();
+            let text = failure.encode();
+            let bytes = text.as_bytes();
             let _ = sys::send_with_fd(socket, &bytes[..bytes.len().min(MAX_MESSAGE_BYTES)], None);
         }
     }
@@ -160,7 +165,12 @@ mod tests {
             Cloned::Parent { child } => child,
         };
         reporter.started(child).unwrap();
-        reporter.failed("failed to exec: no such file");
+        let failure = LaunchFailure {
+            stage: crate::Stage::Exec,
+            errno: Some(libc::ENOENT),
+            message: "failed to exec: no such file".into(),
+        };
+        reporter.failed(&failure);
         drop(reporter);
         let Some(Message::Started { pid, pidfd }) = receive(&host).unwrap() else {
             panic!("expected a started message");
@@ -172,7 +182,7 @@ mod tests {
         kill(&pidfd).unwrap();
         assert!(matches!(
             receive(&host).unwrap(),
-            Some(Message::Failed(m)) if m == "failed to exec: no such file"
+            Some(Message::Failed(f)) if f == failure
         ));
         assert!(receive(&host).unwrap().is_none());
     }

@@ -221,11 +221,7 @@ const LANDLOCK_LOSSES: [(u32, &str); 5] = [
 
 fn landlock_check(facts: &Facts) -> Check {
     let note = match &facts.sandbox {
-        Some(Ok(run)) => run
-            .stderr
-            .lines()
-            .find(|l| l.contains("note: landlock"))
-            .map(str::to_owned),
+        Some(Ok(run)) => landlock_note(&run.stderr),
         _ => None,
     };
     let check = match facts.landlock_abi {
@@ -359,6 +355,19 @@ fn probe_values(output: &str) -> Vec<(&str, &str)> {
     output.lines().filter_map(|l| l.split_once('=')).collect()
 }
 
+/// The launcher's note that Landlock holds only in part, if its stderr has one.
+fn landlock_note(stderr: &str) -> Option<String> {
+    launcher::Note::find_all(stderr)
+        .into_iter()
+        .map(|note| match note {
+            launcher::Note::Landlock { status, abi } => match abi {
+                Some(abi) => format!("landlock {status} (ABI {abi})"),
+                None => format!("landlock {status}"),
+            },
+        })
+        .next()
+}
+
 fn sandbox_check(run: &Result<SandboxRun, String>) -> Check {
     let run = match run {
         Ok(run) => run,
@@ -371,12 +380,11 @@ fn sandbox_check(run: &Result<SandboxRun, String>) -> Check {
         }
     };
     if run.status != Some(0) {
-        let why = run
-            .stderr
-            .lines()
-            .find(|l| l.starts_with("launcher: failed"))
-            .or_else(|| run.stderr.lines().last())
-            .unwrap_or("no message");
+        // The launcher's own report first; else the last thing the sandbox said.
+        let why = match &run.start_failure {
+            Some(failure) => failure.to_string(),
+            None => run.stderr.lines().last().unwrap_or("no message").to_owned(),
+        };
         return Check::new(
             Layer::Sandbox,
             State::Missing,

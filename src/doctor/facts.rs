@@ -134,6 +134,8 @@ pub struct SandboxRun {
     pub output: String,
     /// The launcher's and Python's stderr.
     pub stderr: String,
+    /// The launcher's report that it failed before Python ran.
+    pub start_failure: Option<crate::sandbox::SandboxError>,
     /// Which limits held, as the native backend reports them.
     pub limits: String,
 }
@@ -419,6 +421,7 @@ async fn sandbox_probe(rootfs: &Rootfs) -> Result<SandboxRun, String> {
         status: ending.status,
         output: String::from_utf8_lossy(&output).into_owned(),
         stderr: ending.stderr,
+        start_failure: ending.start_failure,
         limits: control.limits(),
     })
 }

@@ -55,6 +55,7 @@ fn healthy_root() -> Facts {
                      root_write=refused:EROFS\ntmp_write=allowed\n"
                 .into(),
             stderr: String::new(),
+            start_failure: None,
             limits: "cgroup: memory, swap, pids, cpu".into(),
         })),
         docker: Some(DockerFacts::Answering {
@@ -355,11 +356,20 @@ fn landlock_disabled_at_boot_points_at_the_lsm_parameter() {
 fn a_landlock_note_from_the_launcher_degrades_a_good_abi() {
     let mut facts = healthy_root();
     if let Some(Ok(run)) = &mut facts.sandbox {
-        run.stderr = "launcher: note: landlock PartiallyEnforced (abi Some(V5))".into();
+        let note = launcher::Note::Landlock {
+            status: "PartiallyEnforced".into(),
+            abi: Some(5),
+        };
+        run.stderr = format!("Python said this\n{}", note.encode());
     }
     let ll = line(&report(&facts), Layer::Landlock).clone();
     assert_eq!(ll.state, State::Degraded);
-    assert!(ll.detail.contains("PartiallyEnforced"));
+    assert!(
+        ll.detail
+            .ends_with("says: landlock PartiallyEnforced (ABI 5)"),
+        "{}",
+        ll.detail
+    );
 }
 
 #[test]
@@ -413,13 +423,23 @@ fn a_launcher_failure_is_quoted() {
     let mut facts = healthy_root();
     facts.sandbox = Some(Ok(SandboxRun {
         status: Some(125),
-        stderr: "launcher: failed to mount /tmp: Permission denied".into(),
+        stderr: "launcher: failed to mount /tmp: forged by the code".into(),
+        start_failure: Some(crate::sandbox::SandboxError::Launch(
+            launcher::LaunchFailure {
+                stage: launcher::Stage::Mount,
+                errno: Some(13),
+                message: "failed to mount /tmp: Permission denied".into(),
+            },
+        )),
         ..SandboxRun::default()
     }));
     let sb = line(&report(&facts), Layer::Sandbox).clone();
     assert!(
+        sb.detail.ends_with(
+            "status 125: failed to start the sandbox: failed to mount /tmp: Permission denied"
+        ),
+        "{}",
         sb.detail
-            .ends_with("launcher: failed to mount /tmp: Permission denied")
     );
 }
 

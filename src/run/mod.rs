@@ -526,8 +526,8 @@ async fn serve_cell(
 fn ended_early(ending: Ending, output: StreamedOutput) -> Result<RunResult, SandboxError> {
     // Only the backend's own channel can say the sandbox failed to start: the code can
     // write anything on stderr and exit with any status, 125 included.
-    if let Some(why) = ending.launcher_failure {
-        return Err(SandboxError::Spawn(why));
+    if let Some(error) = ending.start_failure {
+        return Err(error);
     }
     if !ending.stderr.is_empty() {
         // The runner's diagnostics (why it left), or Python's own fatal error.
@@ -589,7 +589,7 @@ mod tests {
             status: Some(status),
             memory_limit_hit: false,
             stderr: stderr.into(),
-            launcher_failure: None,
+            start_failure: None,
         }
     }
 
@@ -602,14 +602,20 @@ mod tests {
             Some("the sandbox exited with status 125 without a result")
         );
         // Only the backend's own report makes a start failure.
+        let failure = launcher::LaunchFailure {
+            stage: launcher::Stage::Mount,
+            errno: Some(1), // EPERM
+            message: "failed to mount /tmp: EPERM\u{1b}[31m".into(),
+        };
         let reported = Ending {
-            launcher_failure: Some("failed to mount /tmp: EPERM".into()),
+            start_failure: Some(SandboxError::Launch(failure.clone())),
             ..ending(125, "")
         };
         let err = ended_early(reported, StreamedOutput::default()).unwrap_err();
-        assert!(
-            err.to_string().contains("failed to mount /tmp: EPERM"),
-            "{err}"
+        assert_eq!(err, SandboxError::Launch(failure));
+        assert_eq!(
+            err.to_string(),
+            "failed to start the sandbox: failed to mount /tmp: EPERM\\u{1b}[31m"
         );
     }
 

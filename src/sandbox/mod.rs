@@ -25,11 +25,15 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 pub const STDERR_KEEP_BYTES: usize = 4096;
 
 /// Why a sandbox could not be started.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SandboxError {
     /// The backend could not start the process at all.
     #[error("failed to start the sandbox: {0}")]
     Spawn(String),
+    /// The native launcher failed before the program ran, as it reported on its report
+    /// socket (control characters escaped when shown).
+    #[error("failed to start the sandbox: {}", escape_controls(&.0.message))]
+    Launch(launcher::LaunchFailure),
     /// The rootfs could not be prepared.
     #[error("failed to prepare the rootfs: {0}")]
     Rootfs(String),
@@ -54,9 +58,10 @@ pub struct Ending {
     /// diagnostics). Untrusted: the code writes there too.
     pub stderr: String,
     /// The sandbox could not be started, as the backend itself reported it (the native
-    /// launcher's report socket, which the code never holds; Docker's own failure before the
-    /// container started). Never taken from anything the code can write.
-    pub launcher_failure: Option<String>,
+    /// launcher's report socket, which the code never holds: [`SandboxError::Launch`];
+    /// Docker's own failure before the container started: [`SandboxError::Spawn`]). Never
+    /// taken from anything the code can write.
+    pub start_failure: Option<SandboxError>,
 }
 
 /// Backend-specific control of a running sandbox.

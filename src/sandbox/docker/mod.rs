@@ -27,12 +27,11 @@ use std::time::{Duration, Instant};
 
 use tokio::process::{Child, Command};
 
-use super::native::MAX_FILE_BYTES;
 use super::{
     Backend, BoxFuture, Ending, Sandbox, SandboxControl, SandboxError, StderrDrain, exit_code,
     spawner, take_pipes,
 };
-use crate::limits::{CPUS, MAX_OPEN_FILES, MAX_PIDS, MEMORY_BYTES, TMP_BYTES};
+use crate::limits::{CPUS, MAX_FILE_BYTES, MAX_OPEN_FILES, MAX_PIDS, MEMORY_BYTES, TMP_BYTES};
 use crate::rootfs::Rootfs;
 use crate::sandbox::owner::{Owner, RunName};
 use launcher::rlimits::{MSGQUEUE_BYTES, SIGPENDING};
@@ -514,15 +513,17 @@ impl SandboxControl for DockerControl {
                 }
             }
             let stderr = self.stderr.text().await;
-            let launcher_failure = match status {
-                Some(125..=127) if !self.started => Some(format!("docker run failed: {stderr}")),
+            let start_failure = match status {
+                Some(125..=127) if !self.started => {
+                    Some(SandboxError::Spawn(format!("docker run failed: {stderr}")))
+                }
                 _ => None,
             };
             Ending {
                 status,
                 memory_limit_hit: self.oom,
                 stderr,
-                launcher_failure,
+                start_failure,
             }
         })
     }

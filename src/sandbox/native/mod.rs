@@ -12,6 +12,7 @@
 pub mod cgroup;
 pub mod scope;
 
+use std::ffi::OsString;
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -23,17 +24,15 @@ use tokio::time::Duration;
 use launcher::report::{self, Message};
 
 use self::cgroup::{CgroupHost, CgroupLimits, RunCgroup};
-use crate::limits::{CPUS, MAX_OPEN_FILES, MAX_PIDS, MEMORY_BYTES, TMP_BYTES};
+use crate::limits::{CPUS, MAX_FILE_BYTES, MAX_OPEN_FILES, MAX_PIDS, MEMORY_BYTES, TMP_BYTES};
 use crate::sandbox::owner::RunName;
 use crate::sandbox::{
-    Backend, BoxFuture, Ending, Sandbox, SandboxControl, SandboxError, StderrDrain,
-    escape_controls, exit_code, spawner,
+    Backend, BoxFuture, Ending, Sandbox, SandboxControl, SandboxError, StderrDrain, exit_code,
+    spawner,
 };
 
 /// The hidden subcommand that turns this binary into the launcher.
 pub const LAUNCHER_SUBCOMMAND: &str = "__launcher";
-/// RLIMIT_FSIZE inside the sandbox, bytes (no file can outgrow /tmp).
-pub const MAX_FILE_BYTES: u64 = TMP_BYTES;
 /// Longest wait for the launcher's first report (the sandbox exists, or why not).
 const REPORT_TIMEOUT: Duration = Duration::from_secs(30);
 /// Longest wait, after the launcher exited, for the end of its report socket.
@@ -81,40 +80,29 @@ impl NativeBackend {
         ))
     }
 
+    /// The launcher's configuration for one run: the limits of [`crate::limits`], the run's
+    /// cgroups when it has them (RLIMIT_DATA stands in for a memory cgroup it lacks), and the
+    /// report socket at [`report::REPORT_FD`].
+    fn launch_config(&self, cgroup: Option<&RunCgroup>) -> launcher::Config {
+        let program = self.argv.iter().map(OsString::from).collect();
+        let mut config = launcher::Config::new(&self.rootfs, program);
+        config.cgroup_procs = cgroup.map(RunCgroup::procs_files).unwrap_or_default();
+        let memory_cgroup = cgroup.is_some_and(|cg| cg.held().contains(&"memory"));
+        config.memory_rlimit = (!memory_cgroup).then_some(MEMORY_BYTES);
+        config.nproc = MAX_PIDS;
+        config.nofile = MAX_OPEN_FILES;
+        config.fsize = MAX_FILE_BYTES;
+        config.tmp_size = TMP_BYTES;
+        config.cpu_seconds = Some(self.cpu_seconds);
+        config.report_fd = Some(report::REPORT_FD);
+        config
+    }
+
     fn command(&self, cgroup: Option<&RunCgroup>) -> Command {
         let mut command = Command::new(&self.launcher);
         command
             .arg(LAUNCHER_SUBCOMMAND)
-            .arg("--rootfs")
-            .arg(&self.rootfs);
-        match cgroup {
-            Some(cg) => {
-                for file in cg.procs_files() {
-                    command.arg("--cgroup-procs").arg(file);
-                }
-                if !cg.held().contains(&"memory") {
-                    command.arg("--memory-rlimit").arg(MEMORY_BYTES.to_string());
-                }
-            }
-            None => {
-                command.arg("--memory-rlimit").arg(MEMORY_BYTES.to_string());
-            }
-        }
-        command
-            .arg("--nproc")
-            .arg(MAX_PIDS.to_string())
-            .arg("--nofile")
-            .arg(MAX_OPEN_FILES.to_string())
-            .arg("--fsize")
-            .arg(MAX_FILE_BYTES.to_string())
-            .arg("--tmp-size")
-            .arg(TMP_BYTES.to_string())
-            .arg("--cpu-seconds")
-            .arg(self.cpu_seconds.to_string())
-            .arg("--report-fd")
-            .arg(report::REPORT_FD.to_string())
-            .arg("--")
-            .args(&self.argv)
+            .args(self.launch_config(cgroup).to_args())
             .env_clear()
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -161,25 +149,25 @@ impl Backend for NativeBackend {
                 other => {
                     let _ = child.start_kill();
                     let _ = child.wait().await;
-                    let why = match other {
-                        Ok(Some(Message::Failed(why))) => why,
-                        Err(_) => format!(
+                    let error = match other {
+                        Ok(Some(Message::Failed(failure))) => SandboxError::Launch(failure),
+                        Err(_) => SandboxError::Spawn(format!(
                             "the launcher did not start the sandbox within {} s",
                             REPORT_TIMEOUT.as_secs()
-                        ),
+                        )),
                         // The launcher ended before its report socket was set up (bad
                         // arguments): nothing but the launcher ran, so its stderr is its own.
-                        _ => format!(
+                        _ => SandboxError::Spawn(format!(
                             "the launcher exited before starting the sandbox: {}",
                             stderr.text().await
-                        ),
+                        )),
                     };
                     if let Some(cg) = cgroup
                         && let Err(e) = cg.remove()
                     {
                         tracing::warn!("failed to remove a run's cgroup: {e}");
                     }
-                    return Err(SandboxError::Spawn(escape_controls(&why)));
+                    return Err(error);
                 }
             };
             let stdin = to_runner
@@ -268,13 +256,13 @@ impl SandboxControl for NativeControl {
             // The launcher is gone; whatever of the sandbox it left behind goes with pid 1.
             self.end_sandbox();
             // A failure of the sandbox process before exec comes just before the socket ends.
-            let mut launcher_failure = None;
+            let mut start_failure = None;
             let deadline = tokio::time::Instant::now() + REPORT_END_TIMEOUT;
             while let Ok(Some(message)) =
                 tokio::time::timeout_at(deadline, self.reports.recv()).await
             {
-                if let Message::Failed(why) = message {
-                    launcher_failure = Some(escape_controls(&why));
+                if let Message::Failed(failure) = message {
+                    start_failure = Some(SandboxError::Launch(failure));
                 }
             }
             // Read to the end of stderr, so what the sandbox wrote just before exit is kept.
@@ -283,7 +271,7 @@ impl SandboxControl for NativeControl {
                 status,
                 memory_limit_hit: self.cgroup.as_ref().is_some_and(|c| c.memory_limit_hit()),
                 stderr,
-                launcher_failure,
+                start_failure,
             }
         })
     }
