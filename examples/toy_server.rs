@@ -1,4 +1,4 @@
-//! A small MCP server over stdio, for the tests and the README's examples (SEED-SPEC §6).
+//! A small MCP server over stdio, for the tests and the README's examples.
 //!
 //! Tools: `add` (`a`, `b` integers → structured `{"sum": a+b}`), `echo` (`text` → the text),
 //! `slow` (`seconds` → sleeps, then "done"), `huge` (`size` → "x" × size), `fail` (an

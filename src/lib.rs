@@ -5,7 +5,7 @@
 //! [`bridge`], which checks it before the wrapped server sees it. [`serve`] serves all of it
 //! as one MCP tool, `run_python`.
 //!
-//! The library is the Rust form of the seed's Python API: open a [`bridge::Bridge`] over one
+//! As a library: open a [`bridge::Bridge`] over one
 //! server or several ([`config::load_config`]), read its [`bridge::Bridge::stubs`] for your
 //! own prompt, run code with [`run::run_code`], build the run_python server without starting
 //! it with [`serve::CodeModeServer::new`], or hold one sandbox across cells with

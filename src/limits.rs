@@ -1,7 +1,6 @@
 //! The fixed limits of a run, in one place.
 //!
-//! Every number here is the seed's (see `SEED-SPEC.md` §1 and the README's "How a call
-//! works"); the runner receives the output limits in its `start` message, and
+//! The README states each of them ("How a call works", "Security model"); the runner receives the output limits in its `start` message, and
 //! `skills/mcp-code-mode/SKILL.md` is kept equal to them by a test.
 
 use std::time::Duration;

@@ -1,6 +1,6 @@
 //! JSON text in the form Python's `json.dumps` writes by default.
 //!
-//! The seed hands structured results to the code and prints its result object this way
+//! Structured results reach the code, and the result object is printed, written this way
 //! (`{"sum": 5}`, `{"stdout": "…", "error": null, …}`): separators `", "` and `": "`,
 //! non-ASCII escaped as `\uXXXX` (surrogate pairs above U+FFFF), keys in their given order.
 //! Python writes floats with `repr`; integral floats keep a `.0` here too.

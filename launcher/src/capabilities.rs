@@ -1,4 +1,4 @@
-//! Stage 7: drop every capability: bounding, ambient, inheritable, effective, permitted.
+//! Stage 8: drop every capability: bounding, ambient, inheritable, effective, permitted.
 //!
 //! The bounding set goes first (dropping it needs CAP_SETPCAP, which is in the effective set
 //! until the end). Sources: capabilities(7), "Capability bounding set" and "Ambient

@@ -1,4 +1,4 @@
-//! Stage 11: execve(2) the program with an empty environment (cwd /tmp was set by the
+//! Stage 12: execve(2) the program with an empty environment (cwd /tmp was set by the
 //! mount stage). On success this never returns.
 
 use std::ffi::{CString, OsString};

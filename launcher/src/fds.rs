@@ -1,4 +1,4 @@
-//! Stage 6: close every descriptor except 0, 1 and 2 (the protocol pipes and stderr).
+//! Stage 7: close every descriptor except 0, 1 and 2 (the protocol pipes and stderr).
 //!
 //! close_range(2) from 3 to the top, so nothing the launcher or the host leaked (even a
 //! descriptor without O_CLOEXEC) reaches the program.

@@ -1,4 +1,4 @@
-//! Stage 5a: who the sandbox is: its own session, uid/gid 65534 and hostname "sandbox".
+//! Stage 4: who the sandbox is: its own session, uid/gid 65534 and hostname "sandbox".
 //!
 //! The new session comes first: the clone child inherits the host's session and process
 //! group, and `kill(0, sig)` (or `kill(-pgid, sig)`) from inside would reach every host
@@ -11,7 +11,7 @@
 //! kernel refuses to create inodes (the /dev mount points, anything in /tmp) for an unmapped
 //! owner (EOVERFLOW, see `fsuidgid_has_mapping` in fs/namei.c). Capabilities survive the
 //! switch: the namespace's root uid 0 is not mapped, so the setuid(2) capability fixups
-//! (capabilities(7), "Effect of user ID changes on capabilities") never apply; stage 7 drops
+//! (capabilities(7), "Effect of user ID changes on capabilities") never apply; stage 8 drops
 //! them explicitly.
 
 use crate::idmap::SANDBOX_ID;

@@ -1,4 +1,4 @@
-//! Stage 9: Landlock, at the best ABI the kernel offers (best effort, outcome reported).
+//! Stage 10: Landlock, at the best ABI the kernel offers (best effort, outcome reported).
 //!
 //! Filesystem: read and execute under `/`, read and write but never execute under `/tmp`,
 //! read and write on `/dev/null`; everything else handled and so denied (no write anywhere

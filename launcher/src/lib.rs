@@ -170,32 +170,31 @@ fn outer(
 }
 
 /// The sandbox process: pid 1 of the new pid namespace, full capabilities in its own user
-/// namespace until stage 7.
+/// namespace until stage 8.
 fn inner(cfg: &Config, gate: Gate, reporter: &report::Reporter) -> Result<Infallible, LaunchError> {
     // 3. Wait for the id maps; if the outer launcher failed, it already said why.
     if gate.wait_for_release().is_err() {
         std::process::exit(FAILURE_STATUS);
     }
-    // 5a. Own session; become uid/gid 65534 with hostname "sandbox" (before the mounts: see
-    //     identity.rs),
-    //     and re-arm the death signal that the uid change cleared.
+    // 4. Own session; become uid/gid 65534 with hostname "sandbox" (before the mounts: see
+    //    identity.rs), and re-arm the death signal that the uid change cleared.
     identity::become_sandbox_user()?;
     gate.rearm_after_credentials_change()?;
-    // 4. Private mounts, read-only root, /tmp, /dev, fresh /proc, pivot_root, cwd /tmp.
+    // 5. Private mounts, read-only root, /tmp, /dev, fresh /proc, pivot_root, cwd /tmp.
     let mut mount_plan = mounts::plan(&cfg.rootfs, cfg.tmp_size);
     cfg.test_knobs.relax_mounts(&cfg.rootfs, &mut mount_plan);
     mounts::install(&mount_plan)?;
-    // 5b. Resource limits: NPROC, NOFILE, FSIZE, CORE 0, STACK, optional DATA and CPU.
+    // 6. Resource limits: NPROC, NOFILE, FSIZE, CORE 0, STACK, optional DATA and CPU.
     rlimits::install(&rlimits::plan(cfg))?;
-    // 6. Close every descriptor but 0, 1, 2 and the report socket (close-on-exec).
+    // 7. Close every descriptor but 0, 1, 2 and the report socket (close-on-exec).
     fds::close_all_but_stdio(reporter.raw_fd())?;
-    // 7. Drop every capability: bounding, ambient, inheritable, effective, permitted.
+    // 8. Drop every capability: bounding, ambient, inheritable, effective, permitted.
     capabilities::drop_all()?;
-    // 8. no_new_privs.
+    // 9. no_new_privs.
     privs::forbid_new_privileges()?;
-    // 9. Landlock: read+exec under / but not /tmp, read+write /tmp and /dev/null; no TCP;
-    //    abstract unix sockets and signals scoped to the sandbox.
-    //    (Left out only by the test knob --test-without-landlock.)
+    // 10. Landlock: read+exec under / but not /tmp, read+write /tmp and /dev/null; no TCP;
+    //     abstract unix sockets and signals scoped to the sandbox.
+    //     (Left out only by the test knob --test-without-landlock.)
     if !cfg.test_knobs.without_landlock {
         let (root, tmp) = (Path::new("/"), Path::new("/tmp"));
         let entries = landlock_rules::root_entries(root, tmp)?;
@@ -209,7 +208,7 @@ fn inner(cfg: &Config, gate: Gate, reporter: &report::Reporter) -> Result<Infall
             eprintln!("{}", note.encode());
         }
     }
-    // 10. seccomp: the allowlist policy, denied calls answered with --seccomp-errno.
+    // 11. seccomp: the allowlist policy, denied calls answered with --seccomp-errno.
     //     (Left out only by the test knob --test-without-seccomp.)
     if !cfg.test_knobs.without_seccomp {
         seccomp::install(&Policy {
@@ -217,7 +216,7 @@ fn inner(cfg: &Config, gate: Gate, reporter: &report::Reporter) -> Result<Infall
             ..seccomp::policy()
         })?;
     }
-    // 11. Exec the program with an empty environment.
+    // 12. Exec the program with an empty environment.
     Err(exec::exec_program(&cfg.program).into())
 }
 

@@ -1,4 +1,4 @@
-//! Stage 4: the sandbox's filesystem view, as a plan ([`plan`]) and its installer ([`install`]).
+//! Stage 5: the sandbox's filesystem view, as a plan ([`plan`]) and its installer ([`install`]).
 //!
 //! The root is a read-only, non-recursive bind of the rootfs directory (so no host mount below
 //! it comes along); `/tmp` is a small tmpfs (noexec, nosuid, nodev); `/dev` is a read-only

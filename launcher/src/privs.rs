@@ -1,4 +1,4 @@
-//! Stage 8: no_new_privs, so no execve can gain privileges again (setuid bits, file
+//! Stage 9: no_new_privs, so no execve can gain privileges again (setuid bits, file
 //! capabilities), and seccomp and Landlock can be installed without CAP_SYS_ADMIN.
 //! Source: prctl(2) PR_SET_NO_NEW_PRIVS; Documentation/userspace-api/no_new_privs.rst.
 

@@ -1,4 +1,4 @@
-//! Stage 5b: resource limits, as a list ([`plan`]) and its installer ([`install`]).
+//! Stage 6: resource limits, as a list ([`plan`]) and its installer ([`install`]).
 //!
 //! Soft and hard limits are set equal, so the program cannot raise them again. A limit is
 //! never raised above the hard limit the launcher inherited (that would need CAP_SYS_RESOURCE

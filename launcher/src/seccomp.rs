@@ -1,4 +1,4 @@
-//! Stage 10: the seccomp filter. The policy is data ([`policy`]); [`install`] loads it with
+//! Stage 11: the seccomp filter. The policy is data ([`policy`]); [`install`] loads it with
 //! libseccomp. The host exports the same [`Policy`] as Docker's seccomp JSON, so one policy
 //! serves both backends.
 //!
@@ -76,8 +76,8 @@ pub struct Policy {
     pub enosys: Vec<&'static str>,
 }
 
-/// Syscalls the policy must never allow, with the reason (THREAT-MODEL.md, probe classes
-/// PRIV and KRN). Tests check none of them is in [`Policy::allow`] or [`Policy::allow_if`].
+/// Syscalls the policy must never allow, with the reason (probe classes PRIV and KRN, README
+/// "Security model"). Tests check none of them is in [`Policy::allow`] or [`Policy::allow_if`].
 pub const REFUSED: &[(&str, &str)] = &[
     ("ptrace", "tracing other processes"),
     ("process_vm_readv", "reading another process's memory"),
@@ -604,7 +604,7 @@ pub fn build(policy: &Policy) -> Result<ScmpFilterContext, SeccompError> {
     Ok(ctx)
 }
 
-/// Loads `policy` into this thread (and every later child). Needs no_new_privs (stage 8).
+/// Loads `policy` into this thread (and every later child). Needs no_new_privs (stage 9).
 /// After this, only allowed syscalls run; the next call should be execve.
 pub fn install(policy: &Policy) -> Result<(), SeccompError> {
     let ctx = build(policy)?;

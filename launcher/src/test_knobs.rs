@@ -22,9 +22,9 @@ pub const SCRATCH_DIR: &str = "/dev/scratch";
 /// The knobs, all off by default (the sandbox as shipped).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct TestKnobs {
-    /// `--test-without-landlock`: stage 9 is left out.
+    /// `--test-without-landlock`: stage 10 is left out.
     pub without_landlock: bool,
-    /// `--test-without-seccomp`: stage 10 is left out.
+    /// `--test-without-seccomp`: stage 11 is left out.
     pub without_seccomp: bool,
     /// `--test-exec-tmp`: /tmp is mounted without noexec.
     pub exec_tmp: bool,

@@ -2,7 +2,7 @@
 //!
 //! Only the bridge's own refusal messages and a server's `isError` text reach the code, each
 //! capped at [`MAX_ERROR_CHARS`]; any other fault on the host reaches it only as a type name
-//! (SEED-SPEC §2.4, test `a_host_fault_raises_in_the_cell_without_its_details`).
+//! (test `a_host_fault_raises_in_the_cell_without_its_details`), so no host detail leaks.
 
 use crate::limits::MAX_ERROR_CHARS;
 

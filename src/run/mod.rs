@@ -91,7 +91,8 @@ pub struct RunOptions {
 }
 
 impl Default for RunOptions {
-    /// The seed's defaults: 90 s and 200 calls.
+    /// 90 s and 200 calls ([`crate::limits::DEFAULT_DEADLINE_SECS`],
+    /// [`crate::limits::DEFAULT_MAX_CALLS`]).
     fn default() -> Self {
         Self {
             deadline: Duration::from_secs(crate::limits::DEFAULT_DEADLINE_SECS),
@@ -213,8 +214,8 @@ pub async fn run_steered(
     report
 }
 
-/// One sandbox held across several cells, with the code's variables kept between them: the
-/// Rust form of the seed's `Sandbox`, for a caller's own agent loop. Each cell has its own
+/// One sandbox held across several cells, with the code's variables kept between them, for a
+/// caller's own agent loop. Each cell has its own
 /// call budget and deadline. After a cell is stopped (deadline, protocol violation, crash)
 /// the sandbox is gone, and later cells are stopped at once.
 pub struct HeldSandbox {
@@ -491,7 +492,7 @@ async fn serve_cell(
                 let steering = steering.clone();
                 calls.spawn(async move {
                     // A bug on the host side must still answer the call: the code sees only
-                    // the fault's type name, never its details (THREAT-MODEL.md).
+                    // the fault's type name, never its details (see bridge::refusal).
                     let outcome = AssertUnwindSafe(bridge.call(&budget, &tool, &args))
                         .catch_unwind()
                         .await

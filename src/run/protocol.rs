@@ -5,7 +5,7 @@
 //! starts and points 0, 1 and 2 at `/dev/null`, but code in the same process can still find
 //! them, so every line the host reads is untrusted: [`parse_runner_line`] refuses a line that
 //! is too long, not JSON, or not exactly one of the shapes below, and the run then ends as a
-//! protocol violation (THREAT-MODEL.md, "code forges a protocol message").
+//! protocol violation (README "Security model": code forges protocol messages).
 //!
 //! Host → runner ([`HostMessage`]):
 //! ```text

@@ -1,4 +1,4 @@
-//! The run_python tool's description (SEED-SPEC §3.6–3.7).
+//! The run_python tool's description (README "How a call works").
 //!
 //! A paragraph on how to write the code and its limits, a fence line that marks what follows
 //! as the wrapped servers' text (data, not instructions), then every stub while the stubs fit

@@ -83,7 +83,7 @@ pub fn run_python_tool(bridge: &Bridge, options: &RunOptions) -> Tool {
 }
 
 impl CodeModeServer {
-    /// Build the server without starting it (the seed's `build_server`).
+    /// Build the server without starting it, to serve it on a transport of the caller's.
     pub fn new(bridge: Arc<Bridge>, backend: Arc<dyn Backend>, options: RunOptions) -> Self {
         let tool = run_python_tool(&bridge, &options);
         Self {

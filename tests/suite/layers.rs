@@ -326,7 +326,7 @@ out["tcgets_pipe"] = t(fcntl.ioctl, r, termios.TCGETS, bytes(64))
     #[test]
     fn a_signal_to_the_hosts_process_group_does_not_leave_the_sandbox() {
         // The launcher gives the sandbox a session and process group of its own (setsid in
-        // stage 5a; pid 1 leads it), so kill(0, sig) reaches only the sandbox. Without it the
+        // stage 4; pid 1 leads it), so kill(0, sig) reaches only the sandbox. Without it the
         // sandbox would keep the host's group (getpgrp() 0 inside) and, on kernels without
         // Landlock's signal scope (ABI < 6), signal the sentinel: a host process in our
         // group with the sandbox's host uid.

@@ -1,4 +1,4 @@
-//! Python names for MCP tools (SEED-SPEC §3.3).
+//! Python names for MCP tools (README "How a call works", step 1).
 //!
 //! In order: `server__tool` with `--config`; every character outside `[A-Za-z0-9_]` becomes
 //! `_` (`get-weather` → `get_weather`); an empty name or one starting with a digit gets a

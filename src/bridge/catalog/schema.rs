@@ -10,8 +10,7 @@
 //! - a schema nested deeper than [`MAX_SCHEMA_DEPTH`], or one the validator cannot compile,
 //!   leaves its tool out with a warning (test `a_schema_too_deep_to_check_is_left_out_not_fatal`);
 //! - arguments the schema does not name are refused unless it says `additionalProperties`
-//!   (true or a schema) or `patternProperties`/`unevaluatedProperties` allow them: the seed's
-//!   "arguments the schema does not name are refused unless it allows them".
+//!   (true or a schema) or `patternProperties`/`unevaluatedProperties` allow them (README "How a call works", step 3).
 
 use jsonschema::{Draft, Validator};
 use serde_json::Value;

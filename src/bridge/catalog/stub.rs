@@ -1,4 +1,4 @@
-//! Stubs and summary lines for tools (SEED-SPEC §3.1, §3.6).
+//! Stubs and summary lines for tools, as the run_python description and `TOOLS` show them.
 //!
 //! ```text
 //! async def add(params: dict) -> str:

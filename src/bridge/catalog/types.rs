@@ -1,4 +1,4 @@
-//! JSON Schema → the Python type text written in stubs (SEED-SPEC §3.2).
+//! JSON Schema → the Python type text written in stubs.
 //!
 //! `string` → `str`, `integer` → `int`, `number` → `float`, `boolean` → `bool`, `null` →
 //! `None`, `array` → `list[T]`, `object` → `dict`, type arrays and `anyOf`/`oneOf` → `A | B`,

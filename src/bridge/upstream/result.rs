@@ -1,4 +1,4 @@
-//! A tool's result as the string the code receives (SEED-SPEC §2.4).
+//! A tool's result as the string the code receives (README "How a call works", step 4).
 //!
 //! `structuredContent` when present, as Python's `json.dumps` writes it (integers exact up
 //! to 64 bits); otherwise the content blocks: text as is, joined by `\n`, and every other block as a short bracketed

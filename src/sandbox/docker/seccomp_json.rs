@@ -1,6 +1,6 @@
 //! The launcher's seccomp [`Policy`] exported as a Docker seccomp profile (JSON).
 //!
-//! One policy serves both backends (THREAT-MODEL.md, "One seccomp policy for both backends"):
+//! One policy serves both backends (docs/architecture.md, "One seccomp policy"):
 //! the native launcher loads [`launcher::seccomp::policy`] with libseccomp, and the Docker
 //! backend hands the same data to `docker run --security-opt seccomp=<file>`. This module
 //! is the pure translation; the golden copy `tests/golden/docker-seccomp.json` makes every
