@@ -23,10 +23,12 @@ pub mod landlock_rules;
 pub mod mounts;
 pub mod namespaces;
 pub mod privs;
+#[allow(unsafe_code)]
 pub mod probe;
 pub mod report;
 pub mod rlimits;
 pub mod seccomp;
+#[allow(unsafe_code)]
 mod sys;
 pub mod test_knobs;
 #[cfg(test)]

@@ -32,7 +32,10 @@ fn rootfs() -> Option<PathBuf> {
     let built = ROOTFS.get_or_init(|| {
         let dir = build_rootfs()?;
         // SAFETY: registers a plain function to run at exit(3); it only removes a directory.
-        unsafe { libc::atexit(remove_rootfs) };
+        #[allow(unsafe_code)]
+        unsafe {
+            libc::atexit(remove_rootfs)
+        };
         Ok(dir)
     });
     match built {

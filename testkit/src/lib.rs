@@ -98,8 +98,8 @@ mod tests {
         std::fs::write(&file, "old\n").unwrap();
         let caught =
             |f: &dyn Fn()| std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).is_err();
-        // SAFETY (of the environment change): this is the only test of this crate that reads
-        // or writes CI and UPDATE_GOLDEN.
+        // SAFETY: set_var races only with other threads reading the environment; this is the
+        // only test of this crate that reads or writes CI and UPDATE_GOLDEN.
         unsafe {
             for ci in ["true", "1"] {
                 std::env::set_var("CI", ci);
