@@ -27,6 +27,9 @@
 //!   its answer and keeps it for `$ANSWERS`;
 //! - `{"sleep_ms": N}`, `{"hang": true}` (never answer), `{"exit": CODE}`.
 
+// A test fixture: a bad scenario file fails it loudly.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::collections::HashMap;
 use std::io::{BufRead, Write};
 use std::sync::mpsc::{Sender, channel};

@@ -5,4 +5,7 @@
 //! run by a person; under `CI=true` or `CI=1` it fails instead (`testkit::require`, the one
 //! skip rule of the workspace). Golden files follow `testkit::golden`.
 
+// Tests may unwrap: a panic is the test failing with the value that was wrong.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod suite;

@@ -5,6 +5,9 @@
 //! Skipped by `testkit::require` (a failure under CI) when the host lacks user namespaces or
 //! that python3.
 
+// Tests may unwrap: a panic is the test failing with the value that was wrong.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;

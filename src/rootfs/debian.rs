@@ -262,7 +262,9 @@ fn copy_libraries(unpacked: &Path, dir: &Path, root: &Path) -> Result<(), Rootfs
     let dest_dir = root.join(dir);
     fs::create_dir_all(&dest_dir).map_err(io_err("create", &dest_dir))?;
     for entry in tree::sorted_entries(&unpacked.join(dir))? {
-        let name = entry.file_name().expect("entries have names");
+        let Some(name) = entry.file_name() else {
+            continue;
+        };
         if !name.to_string_lossy().contains(".so") {
             continue;
         }

@@ -161,7 +161,9 @@ fn copy_filtered(
     fs::create_dir_all(dest).map_err(io_err("create", dest))?;
     for entry in sorted_entries(src)? {
         let rel = entry.strip_prefix(base).unwrap_or(&entry);
-        let name = entry.file_name().expect("read_dir entries have names");
+        let Some(name) = entry.file_name() else {
+            continue;
+        };
         let meta = fs::symlink_metadata(&entry).map_err(io_err("read", &entry))?;
         if meta.file_type().is_symlink() {
             let target = fs::read_link(&entry).map_err(io_err("read the symlink", &entry))?;

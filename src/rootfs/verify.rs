@@ -100,7 +100,15 @@ pub(crate) fn precompile(root: &Path, version: &str) -> Result<(), RootfsError> 
             .collect();
         handles
             .into_iter()
-            .map(|handle| handle.join().expect("a compile thread does not panic"))
+            .map(|handle| {
+                handle.join().unwrap_or_else(|_| {
+                    Err(RootfsError::Command {
+                        command: format!("{PYTHON_IN_ROOTFS} -m compileall (inside the rootfs)"),
+                        why: "its thread panicked".into(),
+                        hint: None,
+                    })
+                })
+            })
             .collect()
     });
     for result in results {

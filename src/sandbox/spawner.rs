@@ -19,15 +19,19 @@ fn sender() -> &'static Mutex<mpsc::Sender<Job>> {
     static SENDER: OnceLock<Mutex<mpsc::Sender<Job>>> = OnceLock::new();
     SENDER.get_or_init(|| {
         let (tx, rx) = mpsc::channel::<Job>();
-        std::thread::Builder::new()
+        // If the thread cannot start, `rx` is dropped and every spawn fails with "the
+        // spawner thread is gone".
+        let started = std::thread::Builder::new()
             .name("sandbox-spawner".into())
             .spawn(move || {
                 while let Ok((handle, mut command, reply)) = rx.recv() {
                     let _guard = handle.enter();
                     let _ = reply.send(command.spawn());
                 }
-            })
-            .expect("failed to start the sandbox spawner thread");
+            });
+        if let Err(e) = started {
+            tracing::error!("failed to start the sandbox spawner thread: {e}");
+        }
         Mutex::new(tx)
     })
 }
