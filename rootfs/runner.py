@@ -5,11 +5,13 @@ protocol from the host, fd 1 = the protocol to the host, fd 2 = a diagnostics pi
 The protocol is newline-delimited UTF-8 JSON, one object per line:
 
   host -> runner   {"type":"start","tools":[{"name","stub","summary","private"}...],
-                    "limits":{"stdout_keep","stdout_stop","error_chars","max_line"}}
+                    "limits":{"stdout_keep","stdout_stop","error_chars","max_line"},
+                    "ready":true}
                    {"type":"cell","code":"..."}
                    {"type":"result","id":7,"ok":true,"value":"..."}
                    {"type":"result","id":8,"ok":false,"error":"..."}
-  runner -> host   {"type":"call","id":7,"tool":"add","args":{...}}
+  runner -> host   {"type":"ready"}
+                   {"type":"call","id":7,"tool":"add","args":{...}}
                    {"type":"output","text":"...","truncated":false}
                    {"type":"done","stdout":"...","error":null,"truncated":false,"stopped":false}
 
@@ -21,6 +23,9 @@ bytes.
 `truncated` becomes true, once, on the message after which output is dropped (its text may be
 empty). None is sent after the cell's `done`, whose `stdout` is the whole kept output and
 authoritative. A start without `max_line` (the host's line cap) means 1 MiB.
+
+`ready` answers a start that asks for it (`"ready": true`, a pooled sandbox): it is sent
+once, after the imports and the catalog are done, when the runner blocks on its first cell.
 
 Every string sent is valid Unicode (no lone surrogates: the host's JSON reader refuses them),
 and a call whose line the host could not read as sent (a lone surrogate, NaN, an integer
@@ -264,6 +269,8 @@ def _check_start(msg):
         name = tool["name"]
         if not name.isidentifier() or reserved(name):
             bad_host_line("tool name is not a free Python identifier: " + name[:64])
+    if type(msg.get("ready", False)) is not bool:
+        bad_host_line("ready must be a bool")
     limits = msg.get("limits", DEFAULT_LIMITS)
     if not isinstance(limits, dict):
         bad_host_line("limits must be an object")
@@ -731,6 +738,8 @@ def main():
     capture = _capture = Capture(limits)
     sys.stdout = sys.stderr = capture
     loop = asyncio.new_event_loop()
+    if start.get("ready"):
+        send({"type": "ready"})
 
     while True:
         msg = _inbox.get()

@@ -16,6 +16,7 @@ use crate::bridge::upstream::ServerSpec;
 use crate::bridge::{Bridge, ServerEntry};
 use crate::limits::{DEFAULT_DEADLINE_SECS, DEFAULT_MAX_CALLS};
 use crate::rootfs::{self, Source};
+use crate::run::pool::{DEFAULT_POOL_SIZE, Pool};
 use crate::run::{RunOptions, run_code};
 use crate::sandbox::Backend;
 use crate::sandbox::docker::DockerBackend;
@@ -53,7 +54,7 @@ impl Command {
     /// The `--systemd-scope` mode, for the commands that start native sandboxes.
     fn systemd_scope(&self) -> Option<ScopeMode> {
         match self {
-            Command::Serve(ServeArgs { run }) | Command::Exec(ExecArgs { run, .. })
+            Command::Serve(ServeArgs { run, .. }) | Command::Exec(ExecArgs { run, .. })
                 if run.backend == BackendKind::Native =>
             {
                 Some(run.systemd_scope)
@@ -179,6 +180,9 @@ struct RunArgs {
 struct ServeArgs {
     #[command(flatten)]
     run: RunArgs,
+    /// Sandboxes kept started ahead, each ready for one run (0: every run starts its own).
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_POOL_SIZE, value_parser = clap::value_parser!(u16).range(0..=64))]
+    pool: u16,
 }
 
 #[derive(Args, Debug)]
@@ -275,8 +279,10 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Serve(args) => {
             let (bridge, backend, options) = prepare(&args.run).await?;
-            let server = CodeModeServer::new(bridge.clone(), backend, options);
+            let pool = Arc::new(Pool::new(bridge.clone(), backend, usize::from(args.pool)));
+            let server = CodeModeServer::with_pool(bridge.clone(), pool.clone(), options);
             let served = until_signal(server.serve_stdio()).await;
+            pool.close().await;
             bridge.close().await;
             match served {
                 Some(served) => served.map(|()| ExitCode::SUCCESS),

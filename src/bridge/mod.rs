@@ -157,6 +157,7 @@ pub struct Bridge {
     call_timeout: Duration,
     /// Each server's own call timeout, by server index (from its entry).
     server_timeouts: Vec<Option<Duration>>,
+    catalog_version: tokio::sync::watch::Sender<u64>,
 }
 
 impl Bridge {
@@ -206,6 +207,7 @@ impl Bridge {
             send_lock: Mutex::new(()),
             call_timeout: CALL_TIMEOUT,
             server_timeouts: entries.iter().map(|e| e.call_timeout).collect(),
+            catalog_version: tokio::sync::watch::Sender::new(0),
         })
     }
 
@@ -240,6 +242,26 @@ impl Bridge {
     /// The catalog of kept tools.
     pub fn catalog(&self) -> &Catalog {
         &self.catalog
+    }
+
+    /// The catalog's version: 0 when the bridge opens, one more each time
+    /// [`Self::catalog_changed`] is called. A sandbox whose `start` carried an older version
+    /// holds a stale catalog: the warm pool ([`crate::run::pool`]) throws such sandboxes away.
+    pub fn catalog_version(&self) -> u64 {
+        *self.catalog_version.borrow()
+    }
+
+    /// A receiver that sees each new [`Self::catalog_version`].
+    pub fn watch_catalog(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.catalog_version.subscribe()
+    }
+
+    /// Say that what a `start` message carries may have changed: the catalog was replaced
+    /// (a server's tools re-listed after `notifications/tools/list_changed`) or a wrapped
+    /// server was restarted. Call it after the new catalog is in place, so a sandbox that
+    /// reads the version first and the catalog second is never newer than it looks.
+    pub fn catalog_changed(&self) {
+        self.catalog_version.send_modify(|v| *v += 1);
     }
 
     /// Every stub, for a caller's own prompt, separated by blank lines.
@@ -310,7 +332,13 @@ impl Bridge {
         }
         let upstream = &self.upstreams[tool.server];
         let timeout = self.timeout_of(tool.server);
-        match upstream.call(&tool.mcp_name, map.clone(), timeout).await {
+        let restarts = upstream.restarts();
+        let outcome = upstream.call(&tool.mcp_name, map.clone(), timeout).await;
+        if upstream.restarts() != restarts {
+            // A restarted server is a new process: what sandboxes were started with is stale.
+            self.catalog_changed();
+        }
+        match outcome {
             CallOutcome::Result(result) => {
                 if result.is_error == Some(true) {
                     let text = upstream::result::content_text(&result);

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 use serde_json::json;
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
@@ -30,6 +30,8 @@ use crate::bridge::{Bridge, CallBudget};
 use crate::limits::MAX_PROTOCOL_LINE_BYTES;
 use crate::lines::{LineRead, read_line};
 use crate::sandbox::{Backend, Ending, Sandbox, SandboxError};
+
+pub mod pool;
 
 /// Tool calls of one run served at the same time.
 pub const MAX_CALLS_IN_FLIGHT: usize = 16;
@@ -149,6 +151,8 @@ pub struct RunReport {
     pub limits: String,
     /// Calls sent to wrapped servers.
     pub calls: u32,
+    /// The sandbox came from the warm pool ([`pool`]) rather than a cold start.
+    pub pooled: bool,
 }
 
 /// Run `code` in a fresh sandbox from `backend`, its calls checked by `bridge`.
@@ -180,19 +184,38 @@ pub async fn run_steered(
     options: &RunOptions,
     steering: &Steering,
 ) -> Result<RunReport, SandboxError> {
+    run_in(
+        HeldSandbox::start(bridge.clone(), backend),
+        code,
+        options,
+        steering,
+    )
+    .await
+}
+
+/// Run `code` as the one cell of the sandbox `start` gives (a cold start or a take from the
+/// pool), then end it. The deadline and the call budget start when `start` is called.
+async fn run_in(
+    start: impl std::future::Future<Output = Result<HeldSandbox, SandboxError>>,
+    code: &str,
+    options: &RunOptions,
+    steering: &Steering,
+) -> Result<RunReport, SandboxError> {
     let cancelled = || RunReport {
         result: RunResult::stopped(StreamedOutput::default(), CANCELLED.into()),
         limits: String::new(),
         calls: 0,
+        pooled: false,
     };
     if steering.cancel.is_cancelled() {
         return Ok(cancelled());
     }
     let deadline = Instant::now() + options.deadline;
+    // A sandbox taken or started when the run is cancelled is dropped, which kills it.
     let started = tokio::select! {
         biased;
         () = steering.cancel.cancelled() => return Ok(cancelled()),
-        started = HeldSandbox::start(bridge.clone(), backend) => started,
+        started = start => started,
     };
     let mut held = started?;
     held.quick_stop = true;
@@ -232,6 +255,8 @@ pub struct HeldSandbox {
     quick_stop: bool,
     /// The last cell was stopped or cancelled and the sandbox not killed yet.
     abandoned: bool,
+    /// Taken from the warm pool.
+    pub(crate) pooled: bool,
 }
 
 impl HeldSandbox {
@@ -240,19 +265,27 @@ impl HeldSandbox {
     /// # Errors
     /// [`SandboxError`] when the backend cannot start one.
     pub async fn start(bridge: Arc<Bridge>, backend: &dyn Backend) -> Result<Self, SandboxError> {
+        let sandbox = backend.spawn().await?;
+        Ok(Self::begin(bridge, sandbox, false).await)
+    }
+
+    /// Hold `sandbox` and send it the bridge's catalog; with `ready`, the `start` asks the
+    /// runner to say `ready` once it waits for its first cell (see [`Self::wait_ready`]).
+    pub(crate) async fn begin(bridge: Arc<Bridge>, sandbox: Sandbox, ready: bool) -> Self {
         let Sandbox {
             stdin,
             stdout,
             control,
-        } = backend.spawn().await?;
+        } = sandbox;
         let (to_runner, writer_rx) = mpsc::channel::<Vec<u8>>(MAX_CALLS_IN_FLIGHT * 2);
         let writer = tokio::spawn(write_loop(stdin, writer_rx));
         let start = HostMessage::Start {
             tools: bridge.catalog().entries(),
             limits: RunnerLimits::default(),
+            ready,
         };
         let _ = to_runner.send(start.to_line()).await;
-        Ok(Self {
+        Self {
             bridge,
             to_runner: Some(to_runner),
             writer,
@@ -262,7 +295,60 @@ impl HeldSandbox {
             dead: None,
             quick_stop: false,
             abandoned: false,
-        })
+            pooled: false,
+        }
+    }
+
+    /// Wait at most `limit` for the runner's `ready` (asked for by [`Self::begin`]).
+    ///
+    /// # Errors
+    /// Why the sandbox is of no use (it ended, with its stderr; it sent something else; the
+    /// time ran out); the sandbox is killed then.
+    pub(crate) async fn wait_ready(&mut self, limit: Duration) -> Result<(), String> {
+        let mut line = Vec::new();
+        let read = read_line(&mut self.reader, MAX_PROTOCOL_LINE_BYTES, &mut line);
+        let why = match tokio::time::timeout(limit, read).await {
+            Err(_) => format!("no ready within {} s", limit.as_secs_f64()),
+            Ok(Ok(LineRead::TooLong)) => "it sent a line that is too long".to_owned(),
+            Ok(Err(_) | Ok(LineRead::Eof { .. })) => {
+                let ending = match tokio::time::timeout(EXIT_GRACE, self.control.wait()).await {
+                    Ok(ending) => ending,
+                    Err(_) => {
+                        self.control.kill().await;
+                        self.control.wait().await
+                    }
+                };
+                self.dead = Some("it ended before it was ready".into());
+                return Err(format!(
+                    "it ended before it was ready (status {:?}): {}",
+                    ending.status,
+                    tail(&ending.stderr, STDERR_LOG_CHARS)
+                ));
+            }
+            Ok(Ok(LineRead::Line)) => match parse_runner_line(&line) {
+                Ok(RunnerMessage::Ready) => return Ok(()),
+                _ => "it sent something other than ready".to_owned(),
+            },
+        };
+        self.control.kill().await;
+        self.control.wait().await;
+        self.dead = Some(why.clone());
+        Err(why)
+    }
+
+    /// Whether a sandbox that waits for a cell still does: its output neither ended nor holds
+    /// anything (a waiting runner writes nothing). Does not wait.
+    pub(crate) fn still_waiting(&mut self) -> bool {
+        self.dead.is_none()
+            && self.to_runner.is_some()
+            && self.reader.buffer().is_empty()
+            && self.reader.fill_buf().now_or_never().is_none()
+    }
+
+    /// Resolves when a sandbox that waits for a cell stops waiting: its output ends (it
+    /// died: out of memory, a signal) or carries anything at all.
+    pub(crate) async fn stops_waiting(&mut self) {
+        let _ = self.reader.fill_buf().await;
     }
 
     /// Run one cell with a budget of `max_calls` and a deadline of `deadline` from now.
@@ -364,6 +450,7 @@ impl HeldSandbox {
             result,
             limits: self.limits.clone(),
             calls: budget.used(),
+            pooled: self.pooled,
         })
     }
 
@@ -475,6 +562,11 @@ async fn serve_cell(
                     truncated: done.truncated,
                     stopped: done.stopped,
                 });
+            }
+            Ok(RunnerMessage::Ready) => {
+                break Err(CellEnd::Stop(
+                    "protocol violation: a ready message during a cell".to_owned(),
+                ));
             }
             Ok(RunnerMessage::Call { id, tool, args }) => {
                 let waited = tokio::select! {

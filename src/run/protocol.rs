@@ -10,13 +10,15 @@
 //! Host → runner ([`HostMessage`]):
 //! ```text
 //! {"type":"start","tools":[{"name":"add","stub":"…","summary":"…","private":false}],
-//!  "limits":{"stdout_keep":8192,"stdout_stop":1048576,"error_chars":2000,"max_line":1048576}}
+//!  "limits":{"stdout_keep":8192,"stdout_stop":1048576,"error_chars":2000,"max_line":1048576},
+//!  "ready":true}
 //! {"type":"cell","code":"…"}
 //! {"type":"result","id":7,"ok":true,"value":"{\"sum\": 5}"}
 //! {"type":"result","id":8,"ok":false,"error":"…"}
 //! ```
 //! Runner → host ([`RunnerMessage`]):
 //! ```text
+//! {"type":"ready"}
 //! {"type":"call","id":7,"tool":"add","args":{"a":2,"b":3}}
 //! {"type":"output","text":"…","truncated":false}
 //! {"type":"done","stdout":"…","error":null,"truncated":false,"stopped":false}
@@ -27,6 +29,10 @@
 //! it printed. Its texts add up to at most [`STDOUT_KEEP_BYTES`] per cell ([`StreamedOutput`]
 //! holds the runner to that); `truncated` says output was dropped. On `done`, `done.stdout`
 //! is the whole kept output and the streamed texts are discarded.
+//!
+//! `ready` is sent once, only when `start` asked for it (a pooled sandbox,
+//! [`crate::run::pool`]): the runner has done its imports and loaded the catalog and now
+//! blocks reading its first cell. Anywhere else it is a violation.
 //!
 //! The runner sends only what the host can read as sent: no lone surrogates, and it refuses
 //! in the code (`ToolError`) a call holding NaN, an integer outside `i64`/`u64`, or a line
@@ -87,6 +93,9 @@ pub enum HostMessage {
         tools: Vec<ToolEntry>,
         /// Output limits.
         limits: RunnerLimits,
+        /// Ask for `ready` once the runner waits for its first cell (omitted when false).
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        ready: bool,
     },
     /// Code to run; several in a row for a held sandbox.
     Cell {
@@ -153,6 +162,8 @@ pub enum RunnerMessage {
     },
     /// The cell finished.
     Done(Done),
+    /// The runner waits for its first cell (only when `start` asked for it).
+    Ready,
 }
 
 /// Why a runner line was refused; the run ends as a protocol violation with this reason.
@@ -219,7 +230,7 @@ struct WireOutput {
 ///
 /// # Errors
 /// A [`ProtocolViolation`] for a line over [`MAX_PROTOCOL_LINE_BYTES`], invalid JSON, a
-/// `type` other than `call`, `output` or `done`, missing or extra fields, wrong field types,
+/// `type` other than `call`, `output`, `done` or `ready`, missing or extra fields, wrong field types,
 /// an `output` text or `done` stdout over the kept-output cap, or a `done` whose `error`
 /// exceeds [`MAX_DONE_ERROR_CHARS`]. The cap over a cell's `output` messages together is
 /// [`StreamedOutput::add`]'s.
@@ -271,6 +282,8 @@ pub fn parse_runner_line(line: &[u8]) -> Result<RunnerMessage, ProtocolViolation
             }
             Ok(RunnerMessage::Done(done))
         }
+        "ready" if map.is_empty() => Ok(RunnerMessage::Ready),
+        "ready" => Err(ProtocolViolation::Shape("bad ready")),
         _ => Err(ProtocolViolation::Shape("unknown type")),
     }
 }
@@ -372,9 +385,27 @@ mod tests {
         let start = HostMessage::Start {
             tools: Vec::new(),
             limits: RunnerLimits::default(),
+            ready: false,
         };
         let line = String::from_utf8(start.to_line()).unwrap();
         assert!(line.contains(r#""max_line":1048576"#), "{line}");
+        assert!(!line.contains("ready"), "{line}");
+    }
+
+    #[test]
+    fn ready_is_asked_for_only_by_a_pooled_start_and_has_no_fields() {
+        let start = HostMessage::Start {
+            tools: Vec::new(),
+            limits: RunnerLimits::default(),
+            ready: true,
+        };
+        let line = String::from_utf8(start.to_line()).unwrap();
+        assert!(line.ends_with(",\"ready\":true}\n"), "{line}");
+        assert_eq!(
+            parse_runner_line(br#"{"type":"ready"}"#),
+            Ok(RunnerMessage::Ready)
+        );
+        assert!(parse_runner_line(br#"{"type":"ready","x":1}"#).is_err());
     }
 
     #[test]

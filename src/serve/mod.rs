@@ -23,7 +23,8 @@ use tokio_util::sync::CancellationToken;
 
 use self::description::describe;
 use crate::bridge::Bridge;
-use crate::run::{CANCELLED, RunOptions, Steering, run_steered};
+use crate::run::pool::Pool;
+use crate::run::{CANCELLED, RunOptions, Steering};
 use crate::sandbox::Backend;
 use progress::ProgressReporter;
 
@@ -31,6 +32,8 @@ use progress::ProgressReporter;
 pub const LIMITS_META_KEY: &str = "mcp-code-mode/limits";
 /// `_meta` key of a run_python result that counts the calls sent to wrapped servers.
 pub const CALLS_META_KEY: &str = "mcp-code-mode/calls";
+/// `_meta` key of a run_python result that says whether its sandbox came from the warm pool.
+pub const POOLED_META_KEY: &str = "mcp-code-mode/pooled";
 
 /// The one tool's name.
 pub const TOOL_NAME: &str = "run_python";
@@ -38,8 +41,7 @@ pub const TOOL_NAME: &str = "run_python";
 /// The run_python server, ready to serve over any rmcp transport.
 #[derive(Clone)]
 pub struct CodeModeServer {
-    bridge: Arc<Bridge>,
-    backend: Arc<dyn Backend>,
+    pool: Arc<Pool>,
     options: RunOptions,
     tool: Tool,
     slots: Arc<tokio::sync::Semaphore>,
@@ -83,12 +85,19 @@ pub fn run_python_tool(bridge: &Bridge, options: &RunOptions) -> Tool {
 }
 
 impl CodeModeServer {
-    /// Build the server without starting it, to serve it on a transport of the caller's.
+    /// Build the server without starting it, to serve it on a transport of the caller's;
+    /// every run starts its sandbox cold (see [`Self::with_pool`]).
     pub fn new(bridge: Arc<Bridge>, backend: Arc<dyn Backend>, options: RunOptions) -> Self {
+        let pool = Arc::new(Pool::new(bridge.clone(), backend, 0));
+        Self::with_pool(bridge, pool, options)
+    }
+
+    /// Build the server with runs taking their sandboxes from `pool` (a pool of `bridge`).
+    /// The caller closes the pool after serving ([`Pool::close`]).
+    pub fn with_pool(bridge: Arc<Bridge>, pool: Arc<Pool>, options: RunOptions) -> Self {
         let tool = run_python_tool(&bridge, &options);
         Self {
-            bridge,
-            backend,
+            pool,
             options,
             tool,
             slots: Arc::new(tokio::sync::Semaphore::new(
@@ -127,17 +136,14 @@ impl CodeModeServer {
             }
             slot = self.slots.acquire() => slot,
         };
-        match run_steered(
-            &self.bridge,
-            self.backend.as_ref(),
-            code,
-            &self.options,
-            steering,
-        )
-        .await
-        {
+        match self.pool.run_steered(code, &self.options, steering).await {
             Ok(report) => {
-                tracing::info!(limits = %report.limits, calls = report.calls, "run finished");
+                tracing::info!(
+                    limits = %report.limits,
+                    calls = report.calls,
+                    pooled = report.pooled,
+                    "run finished"
+                );
                 let text = report.result.to_json();
                 let structured = serde_json::to_value(&report.result).unwrap_or(Value::Null);
                 let mut result = if report.result.succeeded() {
@@ -149,6 +155,7 @@ impl CodeModeServer {
                 let mut meta = serde_json::Map::new();
                 meta.insert(LIMITS_META_KEY.into(), Value::String(report.limits));
                 meta.insert(CALLS_META_KEY.into(), Value::from(report.calls));
+                meta.insert(POOLED_META_KEY.into(), Value::Bool(report.pooled));
                 result.meta = Some(rmcp::model::MetaObject(meta));
                 result
             }

@@ -38,16 +38,23 @@ pub(super) fn cgroups_of(pid: u32) -> Vec<PathBuf> {
 }
 
 /// The process name (comm, at most 15 bytes) the runs below give the processes they leave.
-fn marker(backend: &str) -> String {
-    format!("lb{}{}", &backend[..1], std::process::id() % 1_000_000_000)
+/// One marker per backend and pool size, so the cold and the pooled test never see each
+/// other's processes.
+fn marker(backend: &str, pool: u32) -> String {
+    format!(
+        "lb{}{}{}",
+        &backend[..1],
+        pool % 10,
+        std::process::id() % 1_000_000_000
+    )
 }
 
-/// Runs 100 cells through `serve` on `backend`, some leaving a daemon or a child named
-/// [`marker`]; returns serve's pid.
-fn hundred_runs(backend: &str) -> u32 {
-    let marker = marker(backend);
+/// Runs 100 cells through `serve` on `backend` with a warm pool of `pool` (0: every run
+/// cold), some leaving a daemon or a child named [`marker`]; returns serve's pid.
+fn hundred_runs(backend: &str, pool: u32) -> u32 {
+    let marker = marker(backend, pool);
     let pid_file = std::env::temp_dir().join(format!(
-        "mcp-code-mode-serve-{backend}-{}.pid",
+        "mcp-code-mode-serve-{backend}-{pool}-{}.pid",
         std::process::id()
     ));
     let mut serve = vec![
@@ -62,6 +69,8 @@ fn hundred_runs(backend: &str) -> u32 {
         "--deadline".into(),
         // Docker's container start counts against the deadline; leave room under load.
         if backend == "docker" { "8" } else { "3" }.into(),
+        "--pool".into(),
+        pool.to_string(),
         "--".into(),
     ];
     serve.extend(toy());
@@ -97,11 +106,38 @@ fn hundred_runs(backend: &str) -> u32 {
 
 #[test]
 fn a_hundred_native_runs_leave_nothing_behind() {
-    if !native_client_ready() {
-        return;
+    if native_client_ready() {
+        native_runs_leave_nothing_behind(0);
     }
-    let pid = hundred_runs("native");
+}
+
+#[test]
+fn a_hundred_pooled_native_runs_leave_nothing_behind() {
+    if native_client_ready() {
+        native_runs_leave_nothing_behind(4);
+    }
+}
+
+/// Launchers still running whose command line names a run cgroup of serve `pid` (pooled
+/// sandboxes that were never taken would be such).
+fn launchers_of(pid: u32) -> Vec<String> {
+    let mark = format!("mcp-code-mode-{pid}-");
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        if let Ok(cmd) = std::fs::read(entry.path().join("cmdline")) {
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            if cmd.contains("__launcher") && cmd.contains(&mark) {
+                found.push(cmd);
+            }
+        }
+    }
+    found
+}
+
+fn native_runs_leave_nothing_behind(pool: u32) {
+    let pid = hundred_runs("native", pool);
     assert!(pid > 0);
+    assert_eq!(launchers_of(pid), Vec::<String>::new(), "sandboxes left");
     assert_eq!(
         cgroups_of(pid),
         Vec::<PathBuf>::new(),
@@ -110,7 +146,7 @@ fn a_hundred_native_runs_leave_nothing_behind() {
     // Every sandbox process descends from a launcher child of serve; serve has exited, so
     // a process still named with the marker would be an orphan the runs left.
     assert_eq!(
-        processes_named(&marker("native")),
+        processes_named(&marker("native", pool)),
         Vec::<u32>::new(),
         "sandbox processes left"
     );
@@ -144,6 +180,15 @@ fn a_process_named_with_the_marker_is_found() {
 
 #[test]
 fn a_hundred_docker_runs_leave_nothing_behind() {
+    docker_runs_leave_nothing_behind(0);
+}
+
+#[test]
+fn a_hundred_pooled_docker_runs_leave_nothing_behind() {
+    docker_runs_leave_nothing_behind(4);
+}
+
+fn docker_runs_leave_nothing_behind(pool: u32) {
     if !require(
         docker_available(),
         "no Docker engine answers (scripts/start-docker starts one)",
@@ -153,7 +198,7 @@ fn a_hundred_docker_runs_leave_nothing_behind() {
     ) {
         return;
     }
-    let pid = hundred_runs("docker");
+    let pid = hundred_runs("docker", pool);
     let ps = Command::new("docker")
         .args(["ps", "-a", "--format", "{{.Names}}"])
         .output()
@@ -165,7 +210,7 @@ fn a_hundred_docker_runs_leave_nothing_behind() {
         .collect();
     assert!(mine.is_empty(), "containers left behind: {mine:?}");
     assert_eq!(
-        processes_named(&marker("docker")),
+        processes_named(&marker("docker", pool)),
         Vec::<u32>::new(),
         "sandbox processes left"
     );

@@ -20,6 +20,8 @@ mod layers;
 mod layers_alone;
 /// Wrapped servers that misbehave.
 mod misbehaving_servers;
+/// The warm pool: one run per pooled sandbox, dead and stale members replaced.
+mod pool;
 /// Private data, discovery, names and schemas, several servers.
 mod private_data_and_servers;
 /// Hostile probes per class, judged from outside.

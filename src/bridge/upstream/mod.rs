@@ -259,6 +259,7 @@ pub struct Upstream {
     spec: ServerSpec,
     live: tokio::sync::Mutex<Option<Live>>,
     last_start: Mutex<Instant>,
+    restarts: std::sync::atomic::AtomicU64,
 }
 
 impl Upstream {
@@ -274,6 +275,7 @@ impl Upstream {
                 spec,
                 live: tokio::sync::Mutex::new(Some(live)),
                 last_start: Mutex::new(Instant::now()),
+                restarts: std::sync::atomic::AtomicU64::new(0),
             },
             tools,
         ))
@@ -282,6 +284,11 @@ impl Upstream {
     /// The server's name.
     pub fn name(&self) -> &str {
         &self.spec.name
+    }
+
+    /// How often the server was restarted.
+    pub fn restarts(&self) -> u64 {
+        self.restarts.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Call `tool` with `args`, waiting at most `timeout` in all (a restart included).
@@ -357,7 +364,11 @@ impl Upstream {
                 old.process.kill().await;
             }
             match connect(&self.spec).await {
-                Ok(l) => *live = Some(l),
+                Ok(l) => {
+                    *live = Some(l);
+                    self.restarts
+                        .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                }
                 Err(e) => {
                     tracing::warn!(server = %self.spec.name, "{e}");
                     return Err(format!(

@@ -1,0 +1,452 @@
+//! The warm pool: sandboxes started ahead of the runs that will use them.
+//!
+//! A pool of size N keeps N slots. Each slot starts one sandbox from the [`Backend`], sends
+//! it the catalog in a `start` that asks for `ready`, and waits for that `ready`: runner.py
+//! has done its imports, loaded the catalog and blocks reading its first cell. The sandbox
+//! then waits, idle, until one of four things happens:
+//!
+//! - a run takes it ([`Pool::take`]): the slot starts the next sandbox at once;
+//! - it dies or writes anything (out of memory, a signal from the host, a crash): thrown away;
+//! - the bridge's [`Bridge::catalog_version`] moves on (a catalog change, a server restart):
+//!   thrown away, since its `start` is stale;
+//! - the pool closes ([`Pool::close`], or the pool is dropped): killed.
+//!
+//! Every sandbox serves exactly one run and is then ended like a cold one: a pooled run has
+//! fresh namespaces, a fresh /tmp and its own cgroup or container, exactly as a cold run.
+//! A run's deadline and call budget start when it takes its sandbox, never when the sandbox
+//! was started. When no sandbox is idle (runs come faster than the slots refill), a run
+//! waits for a sandbox already being started, which is sooner than a start of its own;
+//! when none is (or the one it got turns out dead or stale), the run starts a sandbox of
+//! its own (a cold start): a run never fails because of a pool member.
+//!
+//! Slots start their sandboxes one at a time, so filling the pool competes with a cold run
+//! for the CPU as little as one more start does.
+//!
+//! A slot whose sandbox fails to start waits before it tries again (from
+//! [`RETRY_FIRST`] doubling up to [`RETRY_MAX`]), so a host that cannot start sandboxes is
+//! not kept busy; runs then start cold and report the failure themselves.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::{oneshot, watch};
+use tokio::task::JoinSet;
+
+use super::{HeldSandbox, RunOptions, RunReport, Steering, run_in};
+use crate::bridge::Bridge;
+use crate::sandbox::{Backend, SandboxError};
+
+/// The pool size `serve` uses by default: one sandbox for each run it runs at once.
+pub const DEFAULT_POOL_SIZE: u16 = crate::limits::MAX_CONCURRENT_RUNS as u16;
+/// Longest time a pooled sandbox may take to say `ready` before it is thrown away.
+pub const READY_LIMIT: Duration = Duration::from_secs(60);
+/// Longest time a take waits for a sandbox being started before it starts one of its own.
+pub const WAIT_LIMIT: Duration = Duration::from_secs(10);
+/// Wait after a slot's first failed start, doubled after each further failure.
+pub const RETRY_FIRST: Duration = Duration::from_millis(250);
+/// Longest wait between two failed starts of one slot.
+pub const RETRY_MAX: Duration = Duration::from_secs(30);
+
+/// Counts of what a pool did since it was made (for logs, tests and the benchmark).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PoolStats {
+    /// Sandboxes waiting for a run now.
+    pub idle: usize,
+    /// Sandboxes that said `ready`.
+    pub ready: u64,
+    /// Runs that took a pooled sandbox.
+    pub taken: u64,
+    /// Runs that started a sandbox of their own (none was idle, or it was dead or stale).
+    pub cold: u64,
+    /// Idle sandboxes thrown away because they died or wrote something.
+    pub dead: u64,
+    /// Idle sandboxes thrown away because the catalog changed.
+    pub stale: u64,
+    /// Starts that failed (no `ready`).
+    pub failed: u64,
+}
+
+/// A sandbox ready for a run, handed over by its slot.
+struct Member {
+    held: HeldSandbox,
+    /// The catalog version its `start` carried.
+    version: u64,
+}
+
+/// An idle sandbox as the pool lists it: ask its slot for it through `give`.
+struct Idle {
+    id: u64,
+    give: oneshot::Sender<oneshot::Sender<Member>>,
+}
+
+#[derive(Default)]
+struct Counters {
+    ready: AtomicU64,
+    taken: AtomicU64,
+    cold: AtomicU64,
+    dead: AtomicU64,
+    stale: AtomicU64,
+    failed: AtomicU64,
+}
+
+/// The pool's lists, under one lock.
+#[derive(Default)]
+struct State {
+    /// Ready sandboxes, oldest first.
+    idle: VecDeque<Idle>,
+    /// Takes that wait for a sandbox being started, first come first served.
+    waiters: VecDeque<oneshot::Sender<Member>>,
+    /// Sandboxes being started now (spawned, not yet ready).
+    in_progress: usize,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    /// One sandbox starts at a time: a burst of starts (the pool filling up, several takes
+    /// at once) would slow down the cold starts of runs that found the pool empty.
+    starting: tokio::sync::Semaphore,
+    ids: AtomicU64,
+    counters: Counters,
+}
+
+impl Shared {
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn unlist(&self, id: u64) {
+        self.state().idle.retain(|idle| idle.id != id);
+    }
+
+    /// A start ended: with `member` when it succeeded. The member goes to the first take
+    /// still waiting, if any (then `None`); takes that now wait for more starts than are
+    /// under way go cold.
+    fn start_ended(&self, member: Option<Member>) -> Option<Member> {
+        let mut state = self.state();
+        state.in_progress = state.in_progress.saturating_sub(1);
+        let mut member = member;
+        while let Some(m) = member.take() {
+            let Some(waiter) = state.waiters.pop_front() else {
+                member = Some(m);
+                break;
+            };
+            // A waiter that is gone (its run was cancelled) hands the member back.
+            if let Err(m) = waiter.send(m) {
+                member = Some(m);
+            } else {
+                self.counters.taken.fetch_add(1, Ordering::SeqCst);
+                return None;
+            }
+        }
+        while state.waiters.len() > state.in_progress {
+            state.waiters.pop_back();
+        }
+        member
+    }
+}
+
+/// Sandboxes started ahead for runs of one bridge on one backend. Size 0 is no pool: every
+/// run starts cold. Dropping the pool ends its slots, which kill their sandboxes; call
+/// [`Pool::close`] to wait until they are gone.
+pub struct Pool {
+    bridge: Arc<Bridge>,
+    backend: Arc<dyn Backend>,
+    size: usize,
+    shared: Arc<Shared>,
+    closed: watch::Sender<bool>,
+    slots: Mutex<JoinSet<()>>,
+}
+
+impl Pool {
+    /// A pool of `size` sandboxes for runs of `bridge` on `backend`; the slots start filling
+    /// at once. Needs a tokio runtime when `size` is above 0.
+    pub fn new(bridge: Arc<Bridge>, backend: Arc<dyn Backend>, size: usize) -> Self {
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State::default()),
+            starting: tokio::sync::Semaphore::new(1),
+            ids: AtomicU64::new(0),
+            counters: Counters::default(),
+        });
+        let closed = watch::Sender::new(false);
+        let mut slots = JoinSet::new();
+        for _ in 0..size {
+            slots.spawn(slot(
+                bridge.clone(),
+                backend.clone(),
+                shared.clone(),
+                closed.subscribe(),
+            ));
+        }
+        Self {
+            bridge,
+            backend,
+            size,
+            shared,
+            closed,
+            slots: Mutex::new(slots),
+        }
+    }
+
+    /// The number of slots.
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    /// The backend the sandboxes come from.
+    pub fn backend(&self) -> &Arc<dyn Backend> {
+        &self.backend
+    }
+
+    /// What the pool did so far.
+    pub fn stats(&self) -> PoolStats {
+        let c = &self.shared.counters;
+        PoolStats {
+            idle: self.shared.state().idle.len(),
+            ready: c.ready.load(Ordering::SeqCst),
+            taken: c.taken.load(Ordering::SeqCst),
+            cold: c.cold.load(Ordering::SeqCst),
+            dead: c.dead.load(Ordering::SeqCst),
+            stale: c.stale.load(Ordering::SeqCst),
+            failed: c.failed.load(Ordering::SeqCst),
+        }
+    }
+
+    /// A sandbox for one run, its `start` sent: an idle pooled one when there is one that is
+    /// alive and current; else the next one to be ready when one is being started for this
+    /// take (never longer than [`WAIT_LIMIT`]); else a fresh one from the backend. The second
+    /// value says whether it came from the pool.
+    ///
+    /// # Errors
+    /// [`SandboxError`] when the pool had none and the backend cannot start one.
+    pub async fn take(&self) -> Result<(HeldSandbox, bool), SandboxError> {
+        enum Source {
+            Idle(Idle),
+            Wait(oneshot::Receiver<Member>),
+            Cold,
+        }
+        loop {
+            let source = {
+                let mut state = self.shared.state();
+                if let Some(idle) = state.idle.pop_front() {
+                    Source::Idle(idle)
+                } else if state.in_progress > state.waiters.len() {
+                    let (tx, rx) = oneshot::channel();
+                    state.waiters.push_back(tx);
+                    Source::Wait(rx)
+                } else {
+                    Source::Cold
+                }
+            };
+            let mut member = match source {
+                Source::Cold => break,
+                Source::Idle(idle) => {
+                    let (reply, member) = oneshot::channel();
+                    if idle.give.send(reply).is_err() {
+                        continue;
+                    }
+                    let Ok(member) = member.await else {
+                        continue;
+                    };
+                    self.shared.counters.taken.fetch_add(1, Ordering::SeqCst);
+                    member
+                }
+                Source::Wait(rx) => match tokio::time::timeout(WAIT_LIMIT, rx).await {
+                    Ok(Ok(member)) => member,
+                    Ok(Err(_)) => continue,
+                    Err(_) => break,
+                },
+            };
+            let counters = &self.shared.counters;
+            let why = if member.version != self.bridge.catalog_version() {
+                counters.stale.fetch_add(1, Ordering::SeqCst);
+                "the catalog changed"
+            } else if !member.held.still_waiting() {
+                counters.dead.fetch_add(1, Ordering::SeqCst);
+                "it died while idle"
+            } else {
+                member.held.pooled = true;
+                return Ok((member.held, true));
+            };
+            tracing::info!("pooled sandbox thrown away at its take: {why}");
+            tokio::spawn(member.held.close());
+        }
+        self.shared.counters.cold.fetch_add(1, Ordering::SeqCst);
+        let held = HeldSandbox::start(self.bridge.clone(), self.backend.as_ref()).await?;
+        Ok((held, false))
+    }
+
+    /// Run `code` in a sandbox of this pool ([`Self::take`]); its deadline and call budget
+    /// start at the take. The sandbox ends with the run.
+    ///
+    /// # Errors
+    /// [`SandboxError`] when the sandbox could not be started at all.
+    pub async fn run(&self, code: &str, options: &RunOptions) -> Result<RunReport, SandboxError> {
+        self.run_steered(code, options, &Steering::default()).await
+    }
+
+    /// [`Self::run`], steered as [`crate::run::run_steered`] is: a run cancelled at its take
+    /// or later kills its sandbox.
+    ///
+    /// # Errors
+    /// [`SandboxError`] when the sandbox could not be started at all.
+    pub async fn run_steered(
+        &self,
+        code: &str,
+        options: &RunOptions,
+        steering: &Steering,
+    ) -> Result<RunReport, SandboxError> {
+        let take = async { self.take().await.map(|(held, _)| held) };
+        run_in(take, code, options, steering).await
+    }
+
+    /// Stop refilling and end every pooled sandbox (killed, its cgroup or container
+    /// removed), waiting until they are gone.
+    pub async fn close(&self) {
+        self.closed.send_replace(true);
+        {
+            let mut state = self.shared.state();
+            state.idle.clear();
+            state.waiters.clear();
+        }
+        let mut slots = std::mem::take(&mut *self.slots.lock().unwrap_or_else(|p| p.into_inner()));
+        while slots.join_next().await.is_some() {}
+    }
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        // The slots see the pool closed and end their sandboxes on their own.
+        self.closed.send_replace(true);
+    }
+}
+
+/// Resolves when the pool is closed or dropped.
+async fn closing(closed: &mut watch::Receiver<bool>) {
+    let _ = closed.wait_for(|c| *c).await;
+}
+
+/// Resolves when the catalog version moves past `version` (never when the bridge is gone).
+async fn catalog_moves(catalog: &mut watch::Receiver<u64>, version: u64) {
+    if catalog.wait_for(|v| *v != version).await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
+/// Start a sandbox that asks for `ready`, and wait for it.
+async fn start_member(bridge: &Arc<Bridge>, backend: &dyn Backend) -> Result<HeldSandbox, String> {
+    let sandbox = backend.spawn().await.map_err(|e| e.to_string())?;
+    let mut held = HeldSandbox::begin(bridge.clone(), sandbox, true).await;
+    held.wait_ready(READY_LIMIT).await?;
+    Ok(held)
+}
+
+/// What ended a pooled sandbox's wait.
+enum Next {
+    Taken(oneshot::Sender<Member>),
+    Dead,
+    Stale,
+    Closed,
+}
+
+/// One slot: keep one sandbox ready until the pool closes.
+async fn slot(
+    bridge: Arc<Bridge>,
+    backend: Arc<dyn Backend>,
+    shared: Arc<Shared>,
+    mut closed: watch::Receiver<bool>,
+) {
+    let mut catalog = bridge.watch_catalog();
+    let mut retry = RETRY_FIRST;
+    loop {
+        if *closed.borrow() {
+            return;
+        }
+        // The version is read before the catalog goes into `start` (see catalog_changed).
+        let version = bridge.catalog_version();
+        let start = async {
+            let _one_at_a_time = shared.starting.acquire().await;
+            shared.state().in_progress += 1;
+            start_member(&bridge, backend.as_ref()).await
+        };
+        let started = tokio::select! {
+            started = start => started,
+            // Dropping a start half way kills what it started.
+            () = closing(&mut closed) => return,
+        };
+        let mut held = match started {
+            Ok(held) => {
+                retry = RETRY_FIRST;
+                shared.counters.ready.fetch_add(1, Ordering::SeqCst);
+                let member = Member { held, version };
+                match shared.start_ended(Some(member)) {
+                    Some(member) => member.held,
+                    None => {
+                        tracing::info!("pooled sandbox ready, handed to a waiting run");
+                        continue;
+                    }
+                }
+            }
+            Err(why) => {
+                shared.start_ended(None);
+                shared.counters.failed.fetch_add(1, Ordering::SeqCst);
+                tracing::warn!(
+                    "a pooled sandbox failed to start: {why}; runs start cold until one does; next try in {} ms",
+                    retry.as_millis()
+                );
+                tokio::select! {
+                    () = tokio::time::sleep(retry) => {}
+                    () = closing(&mut closed) => return,
+                }
+                retry = (retry * 2).min(RETRY_MAX);
+                continue;
+            }
+        };
+        if bridge.catalog_version() != version {
+            shared.counters.stale.fetch_add(1, Ordering::SeqCst);
+            tracing::info!("pooled sandbox thrown away: the catalog changed");
+            held.close().await;
+            continue;
+        }
+        let id = shared.ids.fetch_add(1, Ordering::SeqCst);
+        let (give, mut asked) = oneshot::channel();
+        let idle = {
+            let mut state = shared.state();
+            state.idle.push_back(Idle { id, give });
+            state.idle.len()
+        };
+        tracing::info!(idle, "pooled sandbox ready");
+        let next = tokio::select! {
+            asked = &mut asked => match asked {
+                Ok(reply) => Next::Taken(reply),
+                Err(_) => Next::Closed,
+            },
+            () = held.stops_waiting() => Next::Dead,
+            () = catalog_moves(&mut catalog, version) => Next::Stale,
+            () = closing(&mut closed) => Next::Closed,
+        };
+        match next {
+            Next::Taken(reply) => {
+                if let Err(member) = reply.send(Member { held, version }) {
+                    member.held.close().await;
+                }
+                continue;
+            }
+            Next::Dead => {
+                shared.counters.dead.fetch_add(1, Ordering::SeqCst);
+                tracing::info!("pooled sandbox thrown away: it died while idle");
+            }
+            Next::Stale => {
+                shared.counters.stale.fetch_add(1, Ordering::SeqCst);
+                tracing::info!("pooled sandbox thrown away: the catalog changed");
+            }
+            Next::Closed => {}
+        }
+        shared.unlist(id);
+        held.close().await;
+        if matches!(next, Next::Closed) {
+            return;
+        }
+    }
+}

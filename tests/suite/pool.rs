@@ -1,0 +1,391 @@
+//! The warm pool (`serve --pool N`): every pooled sandbox serves one run and is as fresh as a
+//! cold one; dead and stale members are thrown away; a run's deadline starts at its take.
+//!
+//! Each test drives `serve` with the Python SDK client one call at a time
+//! (tests/clients/pool_driver.py) and watches the pool from the host: serve's log says when
+//! a pooled sandbox is ready, and the sandboxes themselves are serve's launcher children
+//! (native) or its containers (docker).
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::common::{bin, require, toy, venv_python};
+
+/// Longest wait for the pool to reach a state (a Docker container start under load).
+const PATIENCE: Duration = Duration::from_secs(60);
+
+/// `serve` under the driver, one call at a time.
+struct Served {
+    backend: String,
+    driver: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    log: PathBuf,
+    pid_file: PathBuf,
+}
+
+impl Served {
+    fn start(backend: &str, args: &[&str]) -> Self {
+        let python = venv_python().expect("venv python");
+        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/clients/pool_driver.py");
+        let tag = format!("{}-{:?}", std::process::id(), std::thread::current().id())
+            .replace(|c: char| !c.is_ascii_alphanumeric(), "");
+        let dir = std::env::temp_dir();
+        let log = dir.join(format!("mcp-code-mode-pool-{backend}-{tag}.log"));
+        let pid_file = dir.join(format!("mcp-code-mode-pool-{backend}-{tag}.pid"));
+        let _ = std::fs::remove_file(&log);
+        let _ = std::fs::remove_file(&pid_file);
+        let mut command = Command::new(python);
+        command
+            .arg(script)
+            .arg(&log)
+            .arg("--")
+            .args([
+                "sh",
+                "-c",
+                &format!("echo $$ > {}; exec \"$@\"", pid_file.display()),
+                "sh",
+            ])
+            .arg(bin())
+            .args(["serve", "--backend", backend])
+            .args(args)
+            .arg("--")
+            .args(toy())
+            .env("MCP_CODE_MODE_LOG", "info,rmcp=warn")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped());
+        let mut driver = command.spawn().expect("start the pool driver");
+        let stdin = driver.stdin.take().expect("stdin");
+        let stdout = BufReader::new(driver.stdout.take().expect("stdout"));
+        let mut served = Self {
+            backend: backend.into(),
+            driver,
+            stdin,
+            stdout,
+            log,
+            pid_file,
+        };
+        assert_eq!(served.reply()["ready"], true, "the session started");
+        served
+    }
+
+    fn reply(&mut self) -> Value {
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).expect("read the driver");
+        serde_json::from_str(&line).unwrap_or_else(|e| {
+            panic!(
+                "driver said {line:?} ({e}); serve's log:\n{}",
+                self.log_text()
+            )
+        })
+    }
+
+    /// Call run_python with `code`; the whole reply (structured, is_error, meta).
+    fn run(&mut self, code: &str) -> Value {
+        writeln!(self.stdin, "{}", Value::from(code)).expect("write the driver");
+        self.stdin.flush().expect("flush");
+        self.reply()
+    }
+
+    fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// How often serve's log holds `what`.
+    fn logged(&self, what: &str) -> usize {
+        self.log_text().matches(what).count()
+    }
+
+    /// Wait until serve has logged `what` at least `count` times.
+    fn wait_logged(&self, what: &str, count: usize) {
+        let start = Instant::now();
+        while self.logged(what) < count {
+            assert!(
+                start.elapsed() < PATIENCE,
+                "serve did not log {what:?} {count} times; its log:\n{}",
+                self.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Wait until `count` pooled sandboxes have said ready since serve started.
+    fn wait_ready(&self, count: usize) {
+        self.wait_logged("pooled sandbox ready", count);
+    }
+
+    fn serve_pid(&self) -> u32 {
+        std::fs::read_to_string(&self.pid_file)
+            .expect("serve's pid")
+            .trim()
+            .parse()
+            .expect("a pid")
+    }
+
+    /// serve's sandboxes as the host sees them: launcher pids (native) or container names
+    /// (docker). Between runs, these are the pooled ones.
+    fn sandboxes(&self) -> Vec<String> {
+        let pid = self.serve_pid();
+        if self.backend == "docker" {
+            let out = Command::new("docker")
+                .args(["ps", "--all", "--format", "{{.Names}}"])
+                .output()
+                .expect("docker ps");
+            String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .filter(|n| n.starts_with(&format!("mcp-code-mode-{pid}-")))
+                .map(str::to_owned)
+                .collect()
+        } else {
+            children(pid)
+                .into_iter()
+                .filter(|c| {
+                    std::fs::read(format!("/proc/{c}/cmdline"))
+                        .is_ok_and(|cmd| String::from_utf8_lossy(&cmd).contains("__launcher"))
+                })
+                .map(|c| c.to_string())
+                .collect()
+        }
+    }
+
+    /// Whether the sandbox `id` (from [`Self::sandboxes`]) still exists on the host.
+    fn exists(&self, id: &str) -> bool {
+        if self.backend == "docker" {
+            Command::new("docker")
+                .args(["inspect", id])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        } else {
+            std::path::Path::new(&format!("/proc/{id}")).exists()
+        }
+    }
+
+    /// Kill the code's process of an idle sandbox, as the OOM killer or a host signal would,
+    /// and wait until it is gone.
+    fn kill_idle(&self, id: &str) {
+        if self.backend == "docker" {
+            let killed = Command::new("docker")
+                .args(["kill", id])
+                .stdout(Stdio::null())
+                .status()
+                .expect("docker kill");
+            assert!(killed.success(), "docker kill {id}");
+        } else {
+            let launcher: u32 = id.parse().expect("a pid");
+            let runner = *children(launcher).first().expect("the launcher's child");
+            let killed = Command::new("kill")
+                .args(["-KILL", &runner.to_string()])
+                .status()
+                .expect("kill");
+            assert!(killed.success(), "kill {runner}");
+        }
+        let start = Instant::now();
+        while self.exists(id) && self.backend != "docker" {
+            assert!(start.elapsed() < PATIENCE, "{id} did not die");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.driver.kill();
+        let _ = self.driver.wait();
+        let _ = std::fs::remove_file(&self.log);
+        let _ = std::fs::remove_file(&self.pid_file);
+    }
+}
+
+/// Child pids of `pid`, over all its threads.
+fn children(pid: u32) -> Vec<u32> {
+    let mut found = Vec::new();
+    if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+        for task in tasks.flatten() {
+            if let Ok(list) = std::fs::read_to_string(task.path().join("children")) {
+                found.extend(
+                    list.split_whitespace()
+                        .filter_map(|c| c.parse::<u32>().ok()),
+                );
+            }
+        }
+    }
+    found
+}
+
+fn ready(backend: &str) -> bool {
+    require(
+        venv_python().is_some(),
+        "could not install the Python MCP SDK from PyPI",
+    ) && super::common::backend_ready(backend)
+}
+
+fn stdout(reply: &Value) -> &str {
+    reply["structured"]["stdout"].as_str().unwrap_or_else(|| {
+        panic!("no stdout in {reply}");
+    })
+}
+
+fn pooled(reply: &Value) -> bool {
+    reply["meta"]["mcp-code-mode/pooled"] == true
+}
+
+/// Two runs of `first` then `second`, each in a pooled sandbox of a pool of one.
+fn two_pooled_runs(backend: &str, first: &str, second: &str) -> (Value, Value) {
+    let mut served = Served::start(backend, &["--pool", "1"]);
+    served.wait_ready(1);
+    let one = served.run(first);
+    assert!(pooled(&one) && one["is_error"] == false, "{one}");
+    served.wait_ready(2);
+    let two = served.run(second);
+    assert!(pooled(&two), "the second run was pooled: {two}");
+    (one, two)
+}
+
+fn a_file_written_to_tmp_is_absent_in_the_next_pooled_run(backend: &str) {
+    let (_, second) = two_pooled_runs(
+        backend,
+        "open('/tmp/left-behind', 'w').write('x')\nprint('written')",
+        "import os\nprint(os.path.exists('/tmp/left-behind'), os.listdir('/tmp'))",
+    );
+    assert_eq!(stdout(&second), "False []\n", "{second}");
+}
+
+fn a_global_defined_in_one_pooled_run_is_absent_in_the_next(backend: &str) {
+    let (_, second) = two_pooled_runs(
+        backend,
+        "left_behind = 42\nimport json\nprint('defined')",
+        "print('left_behind' in globals(), 'json' in globals())",
+    );
+    assert_eq!(stdout(&second), "False False\n", "{second}");
+}
+
+const NAMESPACES: &str = "import os\nprint(' '.join(os.readlink('/proc/self/ns/' + n) for n in ('pid', 'cgroup', 'mnt', 'net', 'ipc', 'uts', 'user')))";
+
+fn the_next_pooled_run_has_its_own_pid_namespace_and_cgroup(backend: &str) {
+    let (first, second) = two_pooled_runs(backend, NAMESPACES, NAMESPACES);
+    let first: Vec<&str> = stdout(&first).split_whitespace().collect();
+    let second: Vec<&str> = stdout(&second).split_whitespace().collect();
+    assert_eq!(first.len(), 7, "{first:?}");
+    // Docker runs containers in the host's user namespace (no userns-remap).
+    let compared = if backend == "docker" { 6 } else { 7 };
+    for (a, b) in first.iter().zip(&second).take(compared) {
+        assert_ne!(a, b, "one namespace for two runs: {first:?} {second:?}");
+    }
+}
+
+fn a_pool_member_killed_while_idle_is_replaced_and_the_run_succeeds(backend: &str) {
+    let mut served = Served::start(backend, &["--pool", "1"]);
+    served.wait_ready(1);
+    let idle = served.sandboxes();
+    assert_eq!(idle.len(), 1, "one pooled sandbox: {idle:?}");
+    served.kill_idle(&idle[0]);
+    let run = served.run("print('still fine')");
+    assert_eq!(stdout(&run), "still fine\n", "{run}");
+    assert_eq!(run["is_error"], false, "{run}");
+    // The dead one was replaced: a later run is pooled again.
+    served.wait_logged("pooled sandbox thrown away", 1);
+    let ready = served.logged("pooled sandbox ready");
+    served.wait_ready(ready.max(2));
+    let later = served.run("print('pooled')");
+    assert!(pooled(&later) && stdout(&later) == "pooled\n", "{later}");
+}
+
+fn a_catalog_change_replaces_the_pooled_sandboxes(backend: &str) {
+    let mut served = Served::start(backend, &["--pool", "2"]);
+    served.wait_ready(2);
+    // The wrapped server exits; the next call restarts it, which may change its tools.
+    let died = served.run("await exit_({})");
+    assert_eq!(died["is_error"], true, "{died}");
+    served.wait_ready(3);
+    let before = served.sandboxes();
+    assert_eq!(before.len(), 2, "two pooled sandboxes: {before:?}");
+    // A restart waits 2 s after the server's last start.
+    std::thread::sleep(Duration::from_secs(2));
+    let restarted = served.run("print(await add({'a': 1, 'b': 2}))");
+    assert_eq!(stdout(&restarted), "{\"sum\": 3}\n", "{restarted}");
+    served.wait_logged("thrown away: the catalog changed", 1);
+    let start = Instant::now();
+    while before.iter().any(|id| served.exists(id)) {
+        assert!(
+            start.elapsed() < PATIENCE,
+            "pooled sandboxes from before the change are still there: {before:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let ready = served.logged("pooled sandbox ready");
+    served.wait_ready(ready.max(5));
+    let after = served.run("print(await add({'a': 2, 'b': 2}))");
+    assert!(pooled(&after), "{after}");
+    assert_eq!(stdout(&after), "{\"sum\": 4}\n", "{after}");
+}
+
+fn the_deadline_counts_from_the_take_not_from_the_pool_start(backend: &str) {
+    let mut served = Served::start(backend, &["--pool", "1", "--deadline", "2"]);
+    served.wait_ready(1);
+    // The pooled sandbox waits longer than a whole deadline before its run.
+    std::thread::sleep(Duration::from_secs(3));
+    let run = served.run("import time\ntime.sleep(1)\nprint('in time')");
+    assert!(pooled(&run), "{run}");
+    assert_eq!(stdout(&run), "in time\n", "{run}");
+    assert_eq!(run["structured"]["stopped"], false, "{run}");
+}
+
+fn twenty_runs_back_to_back_with_a_pool_of_two_all_succeed(backend: &str) {
+    let mut served = Served::start(backend, &["--pool", "2"]);
+    for i in 0..20 {
+        let run = served.run(&format!("print({i})"));
+        assert_eq!(stdout(&run), format!("{i}\n"), "run {i}: {run}");
+    }
+}
+
+mod native {
+    use super::*;
+    macro_rules! native {
+        ($($name:ident),*) => {$(
+            #[test]
+            fn $name() {
+                if ready("native") {
+                    super::$name("native");
+                }
+            }
+        )*};
+    }
+    native!(
+        a_file_written_to_tmp_is_absent_in_the_next_pooled_run,
+        a_global_defined_in_one_pooled_run_is_absent_in_the_next,
+        the_next_pooled_run_has_its_own_pid_namespace_and_cgroup,
+        a_pool_member_killed_while_idle_is_replaced_and_the_run_succeeds,
+        a_catalog_change_replaces_the_pooled_sandboxes,
+        the_deadline_counts_from_the_take_not_from_the_pool_start,
+        twenty_runs_back_to_back_with_a_pool_of_two_all_succeed
+    );
+}
+
+mod docker {
+    use super::*;
+    macro_rules! docker {
+        ($($name:ident),*) => {$(
+            #[test]
+            fn $name() {
+                if ready("docker") {
+                    super::$name("docker");
+                }
+            }
+        )*};
+    }
+    docker!(
+        a_file_written_to_tmp_is_absent_in_the_next_pooled_run,
+        a_global_defined_in_one_pooled_run_is_absent_in_the_next,
+        the_next_pooled_run_has_its_own_pid_namespace_and_cgroup,
+        a_pool_member_killed_while_idle_is_replaced_and_the_run_succeeds,
+        a_catalog_change_replaces_the_pooled_sandboxes,
+        the_deadline_counts_from_the_take_not_from_the_pool_start,
+        twenty_runs_back_to_back_with_a_pool_of_two_all_succeed
+    );
+}
