@@ -23,7 +23,7 @@ use std::fmt;
 use std::io;
 use std::os::fd::OwnedFd;
 
-use crate::sys::{self, Exit};
+use crate::sys::{self, Cloned, Exit};
 
 /// A namespace kind the launcher creates (see [`crate::namespaces::FLAGS`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -250,8 +250,11 @@ pub fn landlock_abi() -> Result<u32, i32> {
 /// Runs `steps` in a child with fork semantics and reports the first that failed.
 fn in_child(steps: &[Step]) -> io::Result<Probe> {
     let (read, write) = sys::pipe()?;
-    match fork_for_syscalls_only()? {
-        Forked::Child => {
+    // clone with SIGCHLD only: fork(2) without glibc's atfork handlers. The child keeps to
+    // async-signal-safe work until it exits (see the module docs), which makes the clone
+    // sound although the caller (doctor) is multi-threaded.
+    match sys::clone_process(0)? {
+        Cloned::Child => {
             // Only async-signal-safe work from here on (see the module docs).
             let code = match run_steps(steps) {
                 Ok(()) => 0,
@@ -261,9 +264,9 @@ fn in_child(steps: &[Step]) -> io::Result<Probe> {
                     1
                 }
             };
-            exit_now(code)
+            sys::exit_now(code)
         }
-        Forked::Parent(child) => {
+        Cloned::Parent { child } => {
             drop(write);
             let report = read_report(&read);
             let exit = sys::wait_for(child)?;
@@ -326,44 +329,6 @@ fn expect(got: io::Result<libc::c_int>, want: libc::c_int) -> io::Result<()> {
 }
 
 // The syscalls of the probe child. None allocates, takes a lock or can panic.
-
-enum Forked {
-    Parent(libc::pid_t),
-    Child,
-}
-
-/// clone(2) with SIGCHLD only and no new stack: fork(2) without glibc's atfork handlers.
-/// The child must keep to async-signal-safe calls until it exits (see the module docs).
-fn fork_for_syscalls_only() -> io::Result<Forked> {
-    // SAFETY: with a NULL stack the raw clone behaves like fork(2): the child gets a
-    // copy-on-write copy of the address space, this stack frame included, and only the
-    // calling thread. Memory that other threads were changing, or locks they held, may be
-    // inconsistent in the child; the only caller, `in_child`, therefore runs nothing in the
-    // child but `run_steps` (raw syscalls on constants, a static step list and stack data),
-    // two one-byte writes to a pipe made before the fork, and _exit: no allocation, no lock,
-    // no unwinding. The parent is unaffected.
-    let ret = unsafe {
-        libc::syscall(
-            libc::SYS_clone,
-            libc::SIGCHLD as libc::c_ulong,
-            std::ptr::null_mut::<libc::c_void>(),
-            std::ptr::null_mut::<libc::c_int>(),
-            std::ptr::null_mut::<libc::c_int>(),
-            0 as libc::c_ulong,
-        )
-    };
-    match ret {
-        -1 => Err(io::Error::last_os_error()),
-        0 => Ok(Forked::Child),
-        pid => Ok(Forked::Parent(pid as libc::pid_t)),
-    }
-}
-
-/// _exit(2): no atexit handlers, no destructors, no stdio flush.
-fn exit_now(code: i32) -> ! {
-    // SAFETY: _exit never returns, has no preconditions and is async-signal-safe.
-    unsafe { libc::_exit(code) }
-}
 
 fn check(ret: libc::c_int) -> io::Result<libc::c_int> {
     if ret == -1 {

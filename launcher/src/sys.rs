@@ -45,14 +45,16 @@ pub enum Cloned {
 
 /// clone(2) with `flags | SIGCHLD` and no new stack: fork semantics plus the namespace flags.
 ///
-/// The child runs on a copy of the caller's stack, like fork(2). Only sound to use in a
-/// single-threaded process (the launcher is one; tests call it from a freshly forked child).
+/// The child runs on a copy of the caller's stack, like fork(2). Sound in a single-threaded
+/// process (the launcher is one; tests call it from a freshly forked child), or when the
+/// child keeps to async-signal-safe raw syscalls and `_exit` (`probe::in_child`).
 pub fn clone_process(flags: libc::c_int) -> io::Result<Cloned> {
     // SAFETY: with a NULL stack pointer the raw clone syscall behaves like fork(2): the child
     // gets a copy-on-write copy of the whole address space, including this stack frame, so no
-    // memory is shared. The caller is single-threaded, so no lock can be held by a thread that
-    // does not exist in the child. glibc's cached thread id in the child is stale, which only
-    // matters to pthread functions the child never calls before execve.
+    // memory is shared. Either the caller is single-threaded, so no lock can be held by a
+    // thread that does not exist in the child, or the child takes no lock and allocates
+    // nothing before it exits (the probe). glibc's cached thread id in the child is stale,
+    // which only matters to pthread functions the child never calls before execve or _exit.
     let ret = unsafe {
         libc::syscall(
             libc::SYS_clone,
@@ -123,8 +125,8 @@ pub fn wait_for(pid: libc::pid_t) -> io::Result<Exit> {
     }
 }
 
-#[cfg(test)]
-/// _exit(2): end this process now, without running atexit handlers or destructors.
+/// _exit(2): end this process now, without running atexit handlers or destructors, and
+/// without flushing stdio (async-signal-safe).
 pub fn exit_now(code: i32) -> ! {
     // SAFETY: _exit never returns and has no preconditions.
     unsafe { libc::_exit(code) }
