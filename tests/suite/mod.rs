@@ -36,5 +36,6 @@ mod skill;
 mod steering;
 /// `--systemd-scope`: re-running inside a delegated systemd user scope.
 mod systemd_scope;
+/// Deadlines, call timeouts and foreign-ABI syscalls, and the numbers the description states.
 mod timeouts;
 mod ts_client;
