@@ -5,6 +5,11 @@
 //! (tests/clients/pool_driver.py) and watches the pool from the host: serve's log says when
 //! a pooled sandbox is ready, and the sandboxes themselves are serve's launcher children
 //! (native) or its containers (docker).
+//!
+//! Checked once to fail without their rule (native): with the take's version and liveness
+//! checks and the idle watch removed from run/pool.rs, the catalog test fails (no stale
+//! sandbox is ever thrown away) and the killed-member test fails (the dead sandbox stays
+//! listed).
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
@@ -184,11 +189,12 @@ impl Served {
                 .status()
                 .expect("kill");
             assert!(killed.success(), "kill {runner}");
-        }
-        let start = Instant::now();
-        while self.exists(id) && self.backend != "docker" {
-            assert!(start.elapsed() < PATIENCE, "{id} did not die");
-            std::thread::sleep(Duration::from_millis(10));
+            // Its launcher reaps it; the launcher is reaped by serve once serve notices.
+            let start = Instant::now();
+            while std::path::Path::new(&format!("/proc/{runner}")).exists() {
+                assert!(start.elapsed() < PATIENCE, "{runner} did not die");
+                std::thread::sleep(Duration::from_millis(10));
+            }
         }
     }
 }
