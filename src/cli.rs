@@ -217,7 +217,7 @@ pub fn main() -> ExitCode {
     if let Some(mode) = cli.command.systemd_scope()
         && let Err(e) = scope::enter(mode)
     {
-        eprintln!("mcp-code-mode: {e}");
+        crate::stderr_log::error_line(&e.to_string());
         return ExitCode::from(2);
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -235,7 +235,7 @@ pub fn main() -> ExitCode {
     match outcome {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("mcp-code-mode: {e:#}");
+            crate::stderr_log::error_line(&format!("{e:#}"));
             ExitCode::from(2)
         }
     }
@@ -248,8 +248,8 @@ fn init_logging(serving: bool) {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_writer(crate::stderr_log::EscapedStderr)
+        .with_ansi(false)
         .with_target(false)
         .try_init();
 }

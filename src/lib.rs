@@ -69,6 +69,7 @@ pub mod limits;
 mod lines;
 pub mod pyjson;
 pub mod rootfs;
+mod stderr_log;
 
 pub use serve::description;
 

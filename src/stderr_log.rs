@@ -1,0 +1,74 @@
+//! Everything this program writes on its own stderr (tracing logs and the last-resort error
+//! line) goes through [`EscapedStderr`], so text that came from a sandbox or a wrapped
+//! server (a server's stderr quoted in a startup error, a tool name in a warning, a
+//! structured log field) cannot move the operator's terminal cursor, retitle its window or
+//! colour what follows. See docs/threat-model.md, "Forged host errors".
+//!
+//! Logs are therefore written without ANSI colours: a colour sequence of our own would be
+//! escaped like anyone else's.
+
+use std::io::{self, Write};
+
+use tracing_subscriber::fmt::MakeWriter;
+
+use crate::sandbox::escape_controls;
+
+/// A `MakeWriter` for tracing-subscriber whose writers escape every control character but
+/// newline and tab (C0, DEL, C1: ECMA-48) before it reaches stderr. Each `write` call is
+/// escaped on its own; tracing's fmt layer writes each event in one call, so a multi-byte
+/// character is never split across calls in practice, and one that is split is written as
+/// U+FFFD rather than as raw bytes.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct EscapedStderr;
+
+impl<'a> MakeWriter<'a> for EscapedStderr {
+    type Writer = EscapingWriter<io::Stderr>;
+
+    fn make_writer(&'a self) -> Self::Writer {
+        EscapingWriter(io::stderr())
+    }
+}
+
+/// The writer [`EscapedStderr`] makes: escapes control characters, then writes to `W`.
+#[derive(Debug)]
+pub struct EscapingWriter<W: Write>(pub W);
+
+impl<W: Write> Write for EscapingWriter<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let text = escape_controls(&String::from_utf8_lossy(buf));
+        self.0.write_all(text.as_bytes())?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.0.flush()
+    }
+}
+
+/// Print `mcp-code-mode: {message}` on stderr with control characters escaped: the one
+/// line a failed command ends with, which may quote a wrapped server's stderr.
+pub fn error_line(message: &str) {
+    let mut writer = EscapingWriter(io::stderr());
+    let _ = writeln!(writer, "mcp-code-mode: {message}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escape_sequences_reach_the_writer_as_text() {
+        let mut out = EscapingWriter(Vec::new());
+        out.write_all("title \u{1b}]0;PWNED\u{7} red \u{1b}[31m csi \u{9b}2J end\n\tok".as_bytes())
+            .unwrap();
+        let text = String::from_utf8(out.0).unwrap();
+        assert!(
+            !text
+                .chars()
+                .any(|c| c.is_control() && c != '\n' && c != '\t'),
+            "{text:?}"
+        );
+        assert!(text.contains("\\u{1b}]0;PWNED\\u{7}"), "{text}");
+        assert!(text.ends_with("end\n\tok"), "{text}");
+    }
+}
