@@ -181,7 +181,6 @@ pub async fn run_steered(
     steering: &Steering,
 ) -> Result<RunReport, SandboxError> {
     run_in(
-        bridge,
         HeldSandbox::start(bridge.clone(), backend),
         code,
         options,
@@ -193,7 +192,6 @@ pub async fn run_steered(
 /// Run `code` as the one cell of the sandbox `start` gives (a cold start or a take from the
 /// pool), then end it. The deadline and the call budget start when `start` is called.
 async fn run_in(
-    bridge: &Bridge,
     start: impl std::future::Future<Output = Result<HeldSandbox, SandboxError>>,
     code: &str,
     options: &RunOptions,
@@ -207,12 +205,6 @@ async fn run_in(
     };
     if steering.cancel.is_cancelled() {
         return Ok(cancelled());
-    }
-    // Servers that changed their tools are read again, failed ones retried (bounded).
-    tokio::select! {
-        biased;
-        () = steering.cancel.cancelled() => return Ok(cancelled()),
-        () = bridge.refresh() => {}
     }
     let deadline = Instant::now() + options.deadline;
     // A sandbox taken or started when the run is cancelled is dropped, which kills it.

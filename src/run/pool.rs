@@ -277,11 +277,6 @@ impl Pool {
         Ok((held, false))
     }
 
-    /// The bridge whose catalog the pool's sandboxes carry.
-    pub fn bridge(&self) -> &Arc<Bridge> {
-        &self.bridge
-    }
-
     /// Run `code` in a sandbox of this pool ([`Self::take`]); its deadline and call budget
     /// start at the take. The sandbox ends with the run.
     ///
@@ -303,7 +298,7 @@ impl Pool {
         steering: &Steering,
     ) -> Result<RunReport, SandboxError> {
         let take = async { self.take().await.map(|(held, _)| held) };
-        run_in(&self.bridge, take, code, options, steering).await
+        run_in(take, code, options, steering).await
     }
 
     /// Stop refilling and end every pooled sandbox (killed, its cgroup or container

@@ -44,8 +44,6 @@ pub struct CodeModeServer {
     pool: Arc<Pool>,
     options: RunOptions,
     tool: Tool,
-    /// The catalog generation `tool` was described from.
-    tool_generation: u64,
     slots: Arc<tokio::sync::Semaphore>,
     /// Cancelled when the client goes away (stdin reaches its end): every run is cancelled.
     disconnected: CancellationToken,
@@ -76,7 +74,7 @@ pub fn run_python_tool(bridge: &Bridge, options: &RunOptions) -> Tool {
     Tool::new(
         TOOL_NAME,
         describe(
-            &bridge.catalog(),
+            bridge.catalog(),
             options.deadline.as_secs(),
             options.max_calls,
             &bridge.call_timeouts(),
@@ -98,12 +96,10 @@ impl CodeModeServer {
     /// The caller closes the pool after serving ([`Pool::close`]).
     pub fn with_pool(bridge: Arc<Bridge>, pool: Arc<Pool>, options: RunOptions) -> Self {
         let tool = run_python_tool(&bridge, &options);
-        let tool_generation = bridge.generation();
         Self {
             pool,
             options,
             tool,
-            tool_generation,
             slots: Arc::new(tokio::sync::Semaphore::new(
                 crate::limits::MAX_CONCURRENT_RUNS,
             )),
@@ -202,15 +198,7 @@ impl ServerHandler for CodeModeServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        // The description follows the current catalog: a server that started on a later
-        // try, or one whose tools changed, shows up here.
-        let bridge = self.pool.bridge();
-        let tool = if bridge.generation() == self.tool_generation {
-            self.tool.clone()
-        } else {
-            run_python_tool(bridge, &self.options)
-        };
-        Ok(ListToolsResult::with_all_items(vec![tool]))
+        Ok(ListToolsResult::with_all_items(vec![self.tool.clone()]))
     }
 
     async fn call_tool(
