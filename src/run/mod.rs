@@ -185,17 +185,26 @@ pub async fn run_steered(
         code,
         options,
         steering,
+        None,
     )
     .await
 }
 
 /// Run `code` as the one cell of the sandbox `start` gives (a cold start or a take from the
 /// pool), then end it. The deadline and the call budget start when `start` is called.
+///
+/// A pooled sandbox can die between its take and the cell (killed from outside while idle:
+/// the take's liveness check cannot see a death that is still on its way, such as a
+/// container whose `docker run` has not noticed yet). When it ends having sent nothing at
+/// all for the cell (no output, no call, no result), nothing of the code reached anyone,
+/// so with `cold` the cell runs again in a fresh sandbox from that backend, under the same
+/// deadline.
 async fn run_in(
     start: impl std::future::Future<Output = Result<HeldSandbox, SandboxError>>,
     code: &str,
     options: &RunOptions,
     steering: &Steering,
+    cold: Option<(&Arc<Bridge>, &dyn Backend)>,
 ) -> Result<RunReport, SandboxError> {
     let cancelled = || RunReport {
         result: RunResult::stopped(StreamedOutput::default(), CANCELLED.into()),
@@ -216,7 +225,7 @@ async fn run_in(
     let mut held = started?;
     held.quick_stop = true;
     steering.tell(RunEvent::Started);
-    let report = held
+    let mut report = held
         .cell_until(
             code,
             options.max_calls,
@@ -225,6 +234,28 @@ async fn run_in(
             steering,
         )
         .await;
+    if let Some((bridge, backend)) = cold.filter(|_| held.pooled && held.died_unheard) {
+        tracing::info!(
+            "pooled sandbox thrown away: it died before it began the run; the run starts cold"
+        );
+        held.discard();
+        let started = tokio::select! {
+            biased;
+            () = steering.cancel.cancelled() => return Ok(cancelled()),
+            started = HeldSandbox::start(bridge.clone(), backend) => started,
+        };
+        held = started?;
+        held.quick_stop = true;
+        report = held
+            .cell_until(
+                code,
+                options.max_calls,
+                deadline,
+                options.deadline,
+                steering,
+            )
+            .await;
+    }
     if held.abandoned {
         held.discard();
     } else {
@@ -253,6 +284,9 @@ pub struct HeldSandbox {
     abandoned: bool,
     /// Taken from the warm pool.
     pub(crate) pooled: bool,
+    /// The last cell ended because the sandbox's output ended before it sent a single line
+    /// for that cell.
+    died_unheard: bool,
 }
 
 impl HeldSandbox {
@@ -292,6 +326,7 @@ impl HeldSandbox {
             quick_stop: false,
             abandoned: false,
             pooled: false,
+            died_unheard: false,
         }
     }
 
@@ -417,7 +452,8 @@ impl HeldSandbox {
                         self.dead = Some(CANCELLED.into());
                         RunResult::stopped(output, CANCELLED.into())
                     }
-                    Err(CellEnd::Closed) => {
+                    Err(CellEnd::Closed { heard }) => {
+                        self.died_unheard = !heard;
                         // It closed its pipe: let it exit, so its own status is reported.
                         let ending =
                             match tokio::time::timeout(EXIT_GRACE, self.control.wait()).await {
@@ -492,8 +528,11 @@ impl HeldSandbox {
 
 /// How a cell ended without `done`.
 enum CellEnd {
-    /// The runner closed its pipe.
-    Closed,
+    /// The runner closed its pipe; `heard` says whether it sent any line before.
+    Closed {
+        /// At least one line was read in this cell.
+        heard: bool,
+    },
     /// The sandbox must be killed, for this reason.
     Stop(String),
     /// The caller cancelled the run.
@@ -524,6 +563,7 @@ async fn serve_cell(
         ))
     };
     let cancel = &steering.cancel;
+    let mut heard = false;
     let outcome = loop {
         let read = tokio::select! {
             biased;
@@ -536,13 +576,16 @@ async fn serve_cell(
         let message = match read {
             Err(_) => break Err(late()),
             // A read error is the sandbox's pipe gone: the same as its end.
-            Ok(Ok(LineRead::Eof { .. }) | Err(_)) => break Err(CellEnd::Closed),
+            Ok(Ok(LineRead::Eof { .. }) | Err(_)) => break Err(CellEnd::Closed { heard }),
             Ok(Ok(LineRead::TooLong)) => {
                 break Err(CellEnd::Stop(format!(
                     "protocol violation: a line of more than {MAX_PROTOCOL_LINE_BYTES} bytes"
                 )));
             }
-            Ok(Ok(LineRead::Line)) => parse_runner_line(&line),
+            Ok(Ok(LineRead::Line)) => {
+                heard = true;
+                parse_runner_line(&line)
+            }
         };
         match message {
             Err(violation) => break Err(CellEnd::Stop(format!("protocol violation: {violation}"))),

@@ -298,7 +298,8 @@ impl Pool {
         steering: &Steering,
     ) -> Result<RunReport, SandboxError> {
         let take = async { self.take().await.map(|(held, _)| held) };
-        run_in(take, code, options, steering).await
+        let cold = Some((&self.bridge, self.backend.as_ref()));
+        run_in(take, code, options, steering, cold).await
     }
 
     /// Stop refilling and end every pooled sandbox (killed, its cgroup or container
