@@ -130,6 +130,7 @@ import keyword  # noqa: E402
 import linecache  # noqa: E402
 import queue  # noqa: E402
 import re  # noqa: E402
+import signal  # noqa: E402
 import threading  # noqa: E402
 import traceback  # noqa: E402
 import types  # noqa: E402
@@ -428,13 +429,35 @@ def _make_search(catalog):
 # Output: sys.stdout and sys.stderr both write here, from any thread.
 
 
+# Most bytes a writer's held output may reach before it is written anyway, in the middle of
+# another writer's line (the memory a writer may pin; writers are threads, so at most the
+# sandbox's pids limit of them).
+LINE_HOLD = 64 * 1024
+
+# How deep the current thread is in signal handlers (see _signal): a handler's output is a
+# writer of its own, so it never lands in the middle of the line it interrupted.
+_handler_depth = threading.local()
+
+
+def _writer():
+    """Who is writing: the thread, and how many signal handlers deep it is."""
+    return (threading.get_ident(), getattr(_handler_depth, "n", 0))
+
+
 class Capture(io.TextIOBase):
     """Keeps the first `keep` bytes of output as UTF-8 text and streams them to the host as
     `output` messages (line-buffered); at `stop` bytes written ends the process.
 
-    Any thread may write. A signal handler may also write in the middle of a write on its own
-    thread (the lock is reentrant): its bytes wait in `later` until the write it interrupted
-    is over, so what is kept and what is streamed stay in the same order."""
+    Any thread may write, and lines are never broken: output goes out at once while the
+    stream is at the start of a line or its open line is the writer's own (so a single
+    writer's unterminated last line is streamed and survives a kill); another writer's output
+    is held, in order, until that line is ended, then written. A writer is a thread, or a
+    signal handler running on it (see _signal). Held output is written anyway past
+    LINE_HOLD bytes, and at the end of the cell, after whatever line is open.
+
+    A signal handler may also write in the middle of a write on its own thread (the lock is
+    reentrant): its bytes wait in `later` until the write it interrupted is over, so what is
+    kept and what is streamed stay in the same order."""
 
     def __init__(self, limits):
         self.keep = limits["stdout_keep"]
@@ -455,7 +478,10 @@ class Capture(io.TextIOBase):
             self.unsent = []  # kept pieces not yet streamed
             self.told_truncated = False
             self.streaming = True
-            self.later = []  # bytes written by a signal handler during a write
+            self.later = []  # (writer, bytes) written by a signal handler during a write
+            self.owner = None  # the writer whose line is open, None at the start of a line
+            self.held = {}  # writer -> [bytes, ...] held until the open line ends
+            self.held_bytes = {}  # writer -> bytes held
 
     @property
     def encoding(self):
@@ -478,17 +504,47 @@ class Capture(io.TextIOBase):
         return len(text)
 
     def write_bytes(self, data):
+        writer = _writer()
         with self.lock:
             if self.busy:
-                self.later.append(bytes(data))
+                self.later.append((writer, bytes(data)))
                 return
             self.busy = True
             try:
-                self._write(data)
+                self._line(writer, data)
                 while self.later:
-                    self._write(self.later.pop(0))
+                    self._line(*self.later.pop(0))
             finally:
                 self.busy = False
+
+    def _line(self, writer, data):
+        """Write `data` of `writer` now if the open line is its own (or none is), else hold
+        it; then write held output while no line is open."""
+        if not data:
+            return
+        if self.owner in (None, writer) and writer not in self.held:
+            self._emit(writer, data)
+        else:
+            self.held.setdefault(writer, []).append(bytes(data))
+            self.held_bytes[writer] = self.held_bytes.get(writer, 0) + len(data)
+            if self.held_bytes[writer] > LINE_HOLD:
+                self._emit_held(writer)
+        while self.owner is None and self.held:
+            self._emit_held(next(iter(self.held)))
+
+    def _emit_held(self, writer):
+        self.held_bytes.pop(writer, None)
+        self._emit(writer, b"".join(self.held.pop(writer)))
+
+    def _emit(self, writer, data):
+        self.owner = None if data.endswith(b"\n") else writer
+        self._write(data)
+
+    def forked(self):
+        """In a child made by os.fork: what other writers held is the parent's to write."""
+        self.held = {}
+        self.held_bytes = {}
+        self.owner = None
 
     def flush(self):
         with self.lock:
@@ -563,7 +619,13 @@ class Capture(io.TextIOBase):
 
     def _finish(self, error, stopped):
         while self.later:
-            self._take(self.later.pop(0))
+            writer, data = self.later.pop(0)
+            self.held.setdefault(writer, []).append(data)
+        # The cell is over: what writers held follows whatever line is open.
+        for chunks in self.held.values():
+            self._take(b"".join(chunks))
+        self.held = {}
+        self.held_bytes = {}
         # An incomplete last character is dropped when output was cut, else replaced.
         self._keep(self.decoder.decode(b"", final=True))
         self.streaming = False
@@ -595,6 +657,41 @@ class _RawCapture(io.RawIOBase):
 
     def flush(self):
         self.capture.flush()
+
+
+_real_signal = signal.signal
+_real_getsignal = signal.getsignal
+_handlers = {}  # (signal number, the wrapper installed) -> the code's handler
+
+
+def _signal(signum, handler):
+    """signal.signal for the code: a Python handler runs as a writer of its own (see
+    Capture), so what it prints never lands in the middle of the line it interrupted.
+    signal.getsignal still gives the code's own handler."""
+    installed = handler
+    if callable(handler):
+
+        def installed(sig, frame):
+            _handler_depth.n = getattr(_handler_depth, "n", 0) + 1
+            try:
+                return handler(sig, frame)
+            finally:
+                _handler_depth.n -= 1
+
+    previous = _real_signal(signum, installed)
+    previous = _handlers.pop((int(signum), previous), previous)
+    if installed is not handler:
+        _handlers[(int(signum), installed)] = handler
+    return previous
+
+
+def _getsignal(signum):
+    current = _real_getsignal(signum)
+    return _handlers.get((int(signum), current), current)
+
+
+signal.signal = _signal
+signal.getsignal = _getsignal
 
 
 def _size(n):
@@ -736,6 +833,7 @@ def main():
     sys.argv = [""]
 
     capture = _capture = Capture(limits)
+    os.register_at_fork(after_in_child=capture.forked)
     sys.stdout = sys.stderr = capture
     loop = asyncio.new_event_loop()
     if start.get("ready"):

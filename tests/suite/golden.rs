@@ -38,6 +38,9 @@ fn check(name: &str, actual: &str) {
         .join("tests/golden")
         .join(name);
     testkit::golden(&path, actual);
+    // Compared or rewritten, the file now holds exactly what was generated.
+    let stored = std::fs::read_to_string(&path).expect("the golden file exists");
+    assert_eq!(stored, actual, "{}", path.display());
 }
 
 #[tokio::test]

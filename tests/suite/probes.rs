@@ -265,7 +265,9 @@ const EXPECT: &[Expect] = &[
         "res/sleep_ignoring_sigterm",
         &["stopped:deadline"],
     ),
-    e("res/double_fork_daemon", &["started"]),
+    // Holds the host's pipes open: the run still ends with the cell's result (a "started"
+    // run that was stopped fails), and the daemon dies with it.
+    e("res/daemon_holding_the_pipes", &["started"]),
     e("res/stdout_gib", &["stopped:output"]),
     e("res/stderr_gib", &["stopped:output"]),
     e("res/raw_fds_gib", &["denied"]),
@@ -686,6 +688,13 @@ fn run_probe(backend: &str, probe: &str, facts: &Value) -> Verdict {
             .is_some_and(|s| s.lines().any(|l| l == started_marker(probe)))
     {
         failures.push("stopped by the deadline before the probe started".into());
+    }
+    // A daemon that started must not keep the run from ending with the cell's result.
+    if outcome == "started" && r.result().get("stopped").and_then(Value::as_bool) != Some(false) {
+        failures.push(format!(
+            "the run did not end with the cell's result: {:?}",
+            r.result().get("error")
+        ));
     }
     if outcome == "stopped" && r.result().get("error").and_then(Value::as_str) == Some("") {
         failures.push("a stop without an error reads as a success".into());

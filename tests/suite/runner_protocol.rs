@@ -783,17 +783,25 @@ fn streamed_output_stops_at_the_cap_and_says_it_was_cut() {
 
 #[test]
 fn printing_threads_and_signal_handlers_never_break_a_line() {
-    let mut runner = Runner::start();
+    // Eight threads and the main thread print lines of several writes each (print writes
+    // each argument, the separators and the end separately), a signal handler prints every
+    // half millisecond, and calls go out in between; the interpreter switches threads as
+    // often as it can. Every line must arrive whole, each exactly once, in its writer's order.
+    let mut runner = Runner::start_with(
+        json!({"stdout_keep": 1 << 20, "stdout_stop": 4 << 20, "error_chars": 2000}),
+    );
     runner.cell(
-        "import asyncio, signal, threading\n\
-         ticks = []\n\
-         signal.signal(signal.SIGALRM, lambda *a: print('tick'))\n\
+        "import asyncio, signal, sys, threading\n\
+         sys.setswitchinterval(1e-6)\n\
+         signal.signal(signal.SIGALRM, lambda *a: print('tick', 'tock'))\n\
          signal.setitimer(signal.ITIMER_REAL, 0.0005, 0.0005)\n\
-         def chatter():\n    for i in range(300):\n        print('thread', i)\n\
-         t = threading.Thread(target=chatter)\nt.start()\n\
+         def chatter(n):\n    for i in range(300):\n        print('thread', n, i, sep=' ', end='\\n')\n\
+         threads = [threading.Thread(target=chatter, args=(n,)) for n in range(8)]\n\
+         for t in threads:\n    t.start()\n\
          results = await asyncio.gather(*(add({'a': i, 'b': 0}) for i in range(20)))\n\
          for i in range(300):\n    print('main', i)\n\
-         t.join()\nsignal.setitimer(signal.ITIMER_REAL, 0)\nprint(len(results))",
+         for t in threads:\n    t.join()\n\
+         signal.setitimer(signal.ITIMER_REAL, 0)\nprint(len(results))",
     );
     let mut answered = 0;
     let done = loop {
@@ -808,8 +816,34 @@ fn printing_threads_and_signal_handlers_never_break_a_line() {
     };
     assert_eq!(answered, 20);
     assert_eq!(done["type"], "done", "{done}");
+    assert_eq!(done["truncated"], false, "{done}");
     let stdout = done["stdout"].as_str().unwrap();
     assert!(stdout.starts_with(&joined(&runner.take_output())));
+    assert_eq!(stdout.lines().filter(|l| *l == "20").count(), 1, "{stdout}");
+    // Each writer's lines, in the order they arrived.
+    let mut seen: std::collections::BTreeMap<String, Vec<u32>> = Default::default();
+    let mut ticks = 0;
+    for line in stdout.lines() {
+        let words: Vec<&str> = line.split(' ').collect();
+        match words.as_slice() {
+            ["tick", "tock"] => ticks += 1,
+            ["20"] => {}
+            ["thread", n, i] if n.len() == 1 => seen
+                .entry(format!("thread {n}"))
+                .or_default()
+                .push(i.parse().expect("a line number")),
+            ["main", i] => seen
+                .entry("main".into())
+                .or_default()
+                .push(i.parse().expect("a line number")),
+            _ => panic!("a broken line: {line:?}"),
+        }
+    }
+    assert_eq!(seen.len(), 9, "{seen:?}");
+    for (writer, numbers) in &seen {
+        assert_eq!(*numbers, (0..300).collect::<Vec<u32>>(), "{writer}");
+    }
+    assert!(ticks > 0, "the signal handler never printed");
 }
 
 #[test]
