@@ -1,7 +1,9 @@
 //! Stage 5: the sandbox's filesystem view, as a plan ([`plan`]) and its installer ([`install`]).
 //!
-//! The root is a read-only, non-recursive bind of the rootfs directory (so no host mount below
-//! it comes along); `/tmp` is a small tmpfs (noexec, nosuid, nodev); `/dev` is a read-only
+//! The root is a read-only overlay whose only content is the rootfs directory (so no host mount
+//! below it comes along, and every file is an inode of this sandbox's own overlay: a record
+//! lock, which seccomp cannot refuse by file, is seen by no other run and not by the host);
+//! `/tmp` is a small tmpfs (noexec, nosuid, nodev); `/dev` is a read-only
 //! tmpfs holding only null, zero, urandom and random (bind-mounted from the host: device nodes
 //! made inside a user namespace would not open; each bind read-only, so the host's inode
 //! keeps its times, mode and owner) and the /dev/fd symlinks; `/proc` is a fresh
@@ -29,6 +31,12 @@ pub enum Step {
     MakePrivate,
     /// A non-recursive bind mount of `source` on `target`.
     Bind { source: PathBuf, target: PathBuf },
+    /// A read-only overlay on `target` whose layers are `lower` and an empty directory (the
+    /// kernel wants two layers when there is no upper one). The empty directory is made on a
+    /// 4 KiB tmpfs mounted on `lower`/proc, which the overlay hides; the layers are named
+    /// relative to `lower`, so the mount table shows `lowerdir=.:proc/empty` and no host path.
+    /// Files of an overlay are its own inodes, so locks taken on them stay in this mount.
+    Overlay { lower: PathBuf, target: PathBuf },
     /// A tmpfs on `target`; `size` in bytes, `mode` of its root directory, extra mount flags.
     Tmpfs {
         target: PathBuf,
@@ -78,8 +86,8 @@ pub fn plan(rootfs: &Path, tmp_size: u64) -> Vec<Step> {
     let dev = rootfs.join("dev");
     let mut steps = vec![
         Step::MakePrivate,
-        Step::Bind {
-            source: rootfs.to_owned(),
+        Step::Overlay {
+            lower: rootfs.to_owned(),
             target: rootfs.to_owned(),
         },
         Step::Tmpfs {
@@ -184,6 +192,7 @@ fn run_step(step: &Step) -> Result<(), MountError> {
                  when the caller is root, e.g. mode o+rx)",
             ))
         }
+        Step::Overlay { lower, target } => mount_overlay(lower, target),
         Step::Tmpfs {
             target,
             size,
@@ -240,6 +249,44 @@ fn remount_read_only(target: &Path, flags: libc::c_ulong) -> Result<(), MountErr
     let current = sys::mount_flags_of(target).map_err(failed(what.clone(), ""))?;
     let all = libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY | flags | kept_flags(current);
     sys::mount(None, target, None, all, None).map_err(failed(what, ""))
+}
+
+/// Where [`Step::Overlay`] makes its empty layer, relative to the lower directory.
+const EMPTY_LAYER: &str = "proc/empty";
+
+fn mount_overlay(lower: &Path, target: &Path) -> Result<(), MountError> {
+    let what = || {
+        format!(
+            "mount a read-only overlay of {} on {}",
+            lower.display(),
+            target.display()
+        )
+    };
+    let scratch = lower.join("proc");
+    sys::mount(
+        Some(Path::new("tmpfs")),
+        &scratch,
+        Some(c"tmpfs"),
+        NO_SUID_DEV_EXEC,
+        Some(c"size=4096,mode=755"),
+    )
+    .map_err(failed(format!("mount tmpfs on {}", scratch.display()), ""))?;
+    std::fs::create_dir(lower.join(EMPTY_LAYER)).map_err(failed(what(), ""))?;
+    // Relative layer paths: resolved from the working directory, shown as given.
+    sys::chdir(lower).map_err(failed(format!("chdir to {}", lower.display()), ""))?;
+    let data =
+        sys::cstring(format!("lowerdir=.:{EMPTY_LAYER}").as_ref()).map_err(failed(what(), ""))?;
+    sys::mount(
+        Some(Path::new("overlay")),
+        target,
+        Some(c"overlay"),
+        libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV,
+        Some(&data),
+    )
+    .map_err(failed(
+        what(),
+        " (overlayfs must be available and mountable in a user namespace: Linux 5.11 or later)",
+    ))
 }
 
 fn mount_proc(target: &Path) -> Result<(), MountError> {
@@ -318,10 +365,15 @@ mod tests {
                 _ => None,
             })
             .collect();
-        let expected: Vec<PathBuf> = std::iter::once(PathBuf::from("/r"))
-            .chain(DEVICES.iter().map(|d| Path::new("/dev").join(d)))
-            .collect();
+        let expected: Vec<PathBuf> = DEVICES.iter().map(|d| Path::new("/dev").join(d)).collect();
         assert_eq!(binds, expected);
+        assert_eq!(
+            plan(Path::new("/r"), 1)[1],
+            Step::Overlay {
+                lower: PathBuf::from("/r"),
+                target: PathBuf::from("/r"),
+            }
+        );
         assert!(
             !plan(Path::new("/r"), 1)
                 .iter()

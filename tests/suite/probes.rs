@@ -987,11 +987,111 @@ fn concurrent_runs_share_no_lock_and_no_watch(backend: &str) {
     assert_eq!(a["events"], 0, "run A saw run B: {a}");
 }
 
+/// Run A of [`concurrent_runs_see_no_record_lock_of_each_other`]: POSIX record locks, which
+/// seccomp allows (sqlite3 needs them on its files), on the rootfs files every run shares:
+/// a process-owned and an open-file-description read lock on each (a read descriptor is
+/// enough for a read lock), then hold them. Positive control: a write lock on its own file
+/// in /tmp, which a child tests with F_GETLK and must see.
+const RECORD_HOLDER: &str = r#"
+import errno, fcntl, json, os, struct, time
+F_OFD_GETLK, F_OFD_SETLK = 36, 37
+def e(f, *a):
+    try:
+        f(*a)
+        return "ok"
+    except OSError as x:
+        return errno.errorcode.get(x.errno, str(x.errno))
+def lock(fd, cmd, kind):
+    fcntl.fcntl(fd, cmd, struct.pack("hhqqi", kind, 0, 0, 0, 0))
+shared = ["/runner.py", "/usr/bin/python3"]
+files = [os.open(p, os.O_RDONLY) for p in shared]
+locks = [e(lock, fd, fcntl.F_SETLK, fcntl.F_RDLCK) for fd in files]
+dups = [os.open(p, os.O_RDONLY) for p in shared]
+locks += [e(lock, fd, F_OFD_SETLK, fcntl.F_RDLCK) for fd in dups]
+own = os.open("/tmp/own", os.O_RDWR | os.O_CREAT)
+lock(own, fcntl.F_SETLK, fcntl.F_WRLCK)
+r, w = os.pipe()
+if os.fork() == 0:
+    got = fcntl.fcntl(own, fcntl.F_GETLK, struct.pack("hhqqi", fcntl.F_WRLCK, 0, 0, 0, 0))
+    os.write(w, b"seen" if struct.unpack("hhqqi", got)[0] == fcntl.F_WRLCK else b"unseen")
+    os._exit(0)
+control = os.read(r, 16).decode()
+time.sleep(7)
+print(json.dumps({"locks": locks, "control": control}))
+"#;
+
+/// Run B: while A holds, ask for a write lock's conflicts on the same files with F_GETLK and
+/// F_OFD_GETLK; a conflicting lock comes back as its type, none as F_UNLCK.
+const RECORD_PROBER: &str = r#"
+import fcntl, json, os, struct
+F_OFD_GETLK = 36
+seen = []
+for p in ["/runner.py", "/usr/bin/python3"]:
+    fd = os.open(p, os.O_RDONLY)
+    for cmd in (fcntl.F_GETLK, F_OFD_GETLK):
+        got = fcntl.fcntl(fd, cmd, struct.pack("hhqqi", fcntl.F_WRLCK, 0, 0, 0, 0))
+        seen.append("unlocked" if struct.unpack("hhqqi", got)[0] == fcntl.F_UNLCK else "locked")
+print(json.dumps({"seen": seen}))
+"#;
+
+/// Runs `holder`, then (3 s later) `prober` while the holder still runs, on `backend`.
+fn holder_and_prober(backend: &str, holder: &str, prober: &str) -> (Exec, Exec) {
+    let run = |code: &str| {
+        exec_with(
+            code,
+            ExecOptions {
+                backend,
+                ..Default::default()
+            },
+        )
+    };
+    std::thread::scope(|s| {
+        let a = s.spawn(|| run(holder));
+        std::thread::sleep(Duration::from_secs(3));
+        let b = s.spawn(|| run(prober));
+        (a.join().unwrap(), b.join().unwrap())
+    })
+}
+
+/// ISO between runs, record locks: run A read-locks rootfs files (process-owned and
+/// open-file-description locks) and holds them; run B, at the same time, asks F_GETLK and
+/// F_OFD_GETLK whether a write lock would conflict. Each run's root is its own overlay
+/// (natively) or its own container root (Docker), so B sees nothing. Without the overlay
+/// (the rootfs bound as it is), B sees A's locks: "locked".
+fn concurrent_runs_see_no_record_lock_of_each_other(backend: &str) {
+    let (holder, prober) = holder_and_prober(backend, RECORD_HOLDER, RECORD_PROBER);
+    let (a, b) = (printed(&holder), printed(&prober));
+    assert_eq!(
+        a["control"], "seen",
+        "a lock on the run's own file must show: {a}"
+    );
+    for lock in a["locks"].as_array().expect("locks") {
+        assert_eq!(lock, "ok", "run A must hold its record locks: {a}");
+    }
+    for seen in b["seen"].as_array().expect("seen") {
+        assert_eq!(seen, "unlocked", "run B saw run A's record lock: {b}");
+    }
+}
+
 mod between_runs {
     #[test]
     fn concurrent_native_runs_share_no_lock_and_no_watch() {
         if super::ready("native") {
             super::concurrent_runs_share_no_lock_and_no_watch("native")
+        }
+    }
+
+    #[test]
+    fn concurrent_native_runs_see_no_record_lock_of_each_other() {
+        if super::ready("native") {
+            super::concurrent_runs_see_no_record_lock_of_each_other("native")
+        }
+    }
+
+    #[test]
+    fn concurrent_docker_runs_see_no_record_lock_of_each_other() {
+        if super::ready("docker") {
+            super::concurrent_runs_see_no_record_lock_of_each_other("docker")
         }
     }
 
