@@ -90,9 +90,9 @@ fn hundred_runs(backend: &str, pool: u32) -> u32 {
     for (i, call) in calls.iter().enumerate() {
         let s = &call["structured"];
         match i % 20 {
-            0 => assert_eq!(s["stopped"], true, "run {i}: {s}"),
-            1 => assert_eq!(s["stdout"], "left a child\n", "run {i}: {s}"),
-            _ => assert_eq!(s["stdout"], format!("{i}\n"), "run {i}: {s}"),
+            0 => assert_eq!(s["stopped"], true, "run {i}: {call}"),
+            1 => assert_eq!(s["stdout"], "left a child\n", "run {i}: {call}"),
+            _ => assert_eq!(s["stdout"], format!("{i}\n"), "run {i}: {call}"),
         }
     }
     let pid = std::fs::read_to_string(&pid_file)
