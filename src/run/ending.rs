@@ -1,8 +1,11 @@
 //! How a sandbox that ended without `done` is reported: a start failure the backend itself
 //! reported, or a stopped result that says why (memory, signal, exit status).
 
+use std::fmt;
+
 use super::RunResult;
 use super::protocol::StreamedOutput;
+use super::stop::Stop;
 use crate::sandbox::{Ending, SandboxError};
 
 /// Characters of the sandbox's stderr logged when it exits without `done`.
@@ -30,27 +33,67 @@ pub(super) fn ended_early(
             "the sandbox exited without a result"
         );
     }
-    let why = if ending.memory_limit_hit {
-        format!(
-            "the sandbox ran out of memory (limit {} MiB) and was killed",
-            crate::limits::MEMORY_BYTES >> 20
-        )
-    } else {
-        match ending.status {
-            Some(0) => "the sandbox exited without a result".to_owned(),
-            Some(s) if s > 128 => format!(
-                "the sandbox was killed by signal {} without a result",
-                s - 128
-            ),
-            Some(BAD_HOST_LINE_STATUS) if !ending.stderr.is_empty() => format!(
-                "the sandbox exited with status {BAD_HOST_LINE_STATUS} without a result: {}",
-                tail(&ending.stderr, STDERR_QUOTE_CHARS)
-            ),
-            Some(s) => format!("the sandbox exited with status {s} without a result"),
-            None => "the sandbox ended without a result".to_owned(),
+    let crash = Crash::of(&ending);
+    Ok(RunResult::stopped(output, &Stop::Crashed(crash)))
+}
+
+/// How a sandbox ended without `done`, read from its [`Ending`].
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum Crash {
+    /// The memory limit was hit and the kernel killed it.
+    OutOfMemory,
+    /// It exited with status 0.
+    Exited,
+    /// A signal killed it (status 128 + the signal).
+    Signal(i32),
+    /// The runner refused a line from the host (status 2); the tail of its diagnostics.
+    RefusedHostLine(String),
+    /// It exited with this other status.
+    Status(i32),
+    /// The backend could not tell how it ended.
+    Unknown,
+}
+
+impl Crash {
+    /// How `ending` reads as a crash.
+    pub(super) fn of(ending: &Ending) -> Self {
+        if ending.memory_limit_hit {
+            return Self::OutOfMemory;
         }
-    };
-    Ok(RunResult::stopped(output, why))
+        match ending.status {
+            Some(0) => Self::Exited,
+            Some(s) if s > 128 => Self::Signal(s - 128),
+            Some(BAD_HOST_LINE_STATUS) if !ending.stderr.is_empty() => {
+                Self::RefusedHostLine(tail(&ending.stderr, STDERR_QUOTE_CHARS).to_owned())
+            }
+            Some(s) => Self::Status(s),
+            None => Self::Unknown,
+        }
+    }
+}
+
+impl fmt::Display for Crash {
+    /// The result's `error`: `the sandbox was killed by signal 9 without a result`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::OutOfMemory => write!(
+                f,
+                "the sandbox ran out of memory (limit {} MiB) and was killed",
+                crate::limits::MEMORY_BYTES >> 20
+            ),
+            Self::Exited => f.write_str("the sandbox exited without a result"),
+            Self::Signal(signal) => write!(
+                f,
+                "the sandbox was killed by signal {signal} without a result"
+            ),
+            Self::RefusedHostLine(quoted) => write!(
+                f,
+                "the sandbox exited with status {BAD_HOST_LINE_STATUS} without a result: {quoted}"
+            ),
+            Self::Status(s) => write!(f, "the sandbox exited with status {s} without a result"),
+            Self::Unknown => f.write_str("the sandbox ended without a result"),
+        }
+    }
 }
 
 /// The last `chars` characters of `text`.

@@ -9,6 +9,7 @@
 
 mod ending;
 pub mod protocol;
+mod stop;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,7 +27,10 @@ use std::panic::AssertUnwindSafe;
 use futures::FutureExt;
 
 use self::ending::{STDERR_LOG_CHARS, ended_early, tail};
-use self::protocol::{HostMessage, RunnerLimits, RunnerMessage, StreamedOutput, parse_runner_line};
+use self::protocol::{
+    HostMessage, ProtocolViolation, RunnerLimits, RunnerMessage, StreamedOutput, parse_runner_line,
+};
+use self::stop::{Gone, NotReady, Stop};
 use crate::bridge::refusal::CallError;
 use crate::bridge::{Bridge, CallBudget};
 use crate::limits::MAX_PROTOCOL_LINE_BYTES;
@@ -69,10 +73,11 @@ impl RunResult {
         self.error.is_none() && !self.stopped
     }
 
-    fn stopped(output: StreamedOutput, error: String) -> Self {
+    /// A stopped result with what the cell streamed; `why` becomes its `error`.
+    fn stopped(output: StreamedOutput, why: &dyn std::fmt::Display) -> Self {
         Self {
             stdout: output.text,
-            error: Some(error),
+            error: Some(why.to_string()),
             truncated: output.truncated,
             stopped: true,
         }
@@ -207,7 +212,7 @@ async fn run_in(
     cold: Option<(&Arc<Bridge>, &dyn Backend)>,
 ) -> Result<RunReport, SandboxError> {
     let cancelled = || RunReport {
-        result: RunResult::stopped(StreamedOutput::default(), CANCELLED.into()),
+        result: RunResult::stopped(StreamedOutput::default(), &Stop::Cancelled),
         limits: String::new(),
         calls: 0,
         pooled: false,
@@ -275,7 +280,7 @@ pub struct HeldSandbox {
     reader: BufReader<Box<dyn AsyncRead + Send + Unpin>>,
     control: Box<dyn crate::sandbox::SandboxControl>,
     limits: String,
-    dead: Option<String>,
+    dead: Option<Gone>,
     /// A stopped or cancelled cell leaves killing the sandbox to [`Self::discard`] instead
     /// of killing it and waiting for its end (set for one-cell runs, whose result must not
     /// wait on `docker kill`, `docker rm` and the like).
@@ -335,12 +340,12 @@ impl HeldSandbox {
     /// # Errors
     /// Why the sandbox is of no use (it ended, with its stderr; it sent something else; the
     /// time ran out); the sandbox is killed then.
-    pub(crate) async fn wait_ready(&mut self, limit: Duration) -> Result<(), String> {
+    pub(crate) async fn wait_ready(&mut self, limit: Duration) -> Result<(), NotReady> {
         let mut line = Vec::new();
         let read = read_line(&mut self.reader, MAX_PROTOCOL_LINE_BYTES, &mut line);
         let why = match tokio::time::timeout(limit, read).await {
-            Err(_) => format!("no ready within {} s", limit.as_secs_f64()),
-            Ok(Ok(LineRead::TooLong)) => "it sent a line that is too long".to_owned(),
+            Err(_) => NotReady::Timeout(limit),
+            Ok(Ok(LineRead::TooLong)) => NotReady::TooLong,
             Ok(Err(_) | Ok(LineRead::Eof { .. })) => {
                 let ending = match tokio::time::timeout(EXIT_GRACE, self.control.wait()).await {
                     Ok(ending) => ending,
@@ -349,21 +354,21 @@ impl HeldSandbox {
                         self.control.wait().await
                     }
                 };
-                self.dead = Some("it ended before it was ready".into());
-                return Err(format!(
-                    "it ended before it was ready (status {:?}): {}",
-                    ending.status,
-                    tail(&ending.stderr, STDERR_LOG_CHARS)
-                ));
+                let why = NotReady::Ended {
+                    status: ending.status,
+                    stderr_tail: tail(&ending.stderr, STDERR_LOG_CHARS).to_owned(),
+                };
+                self.dead = Some(Gone::NotReady(why.clone()));
+                return Err(why);
             }
             Ok(Ok(LineRead::Line)) => match parse_runner_line(&line) {
                 Ok(RunnerMessage::Ready) => return Ok(()),
-                _ => "it sent something other than ready".to_owned(),
+                _ => NotReady::Other,
             },
         };
         self.control.kill().await;
         self.control.wait().await;
-        self.dead = Some(why.clone());
+        self.dead = Some(Gone::NotReady(why.clone()));
         Err(why)
     }
 
@@ -412,13 +417,13 @@ impl HeldSandbox {
     ) -> Result<RunReport, SandboxError> {
         let budget = Arc::new(CallBudget::new(max_calls));
         let result = match (&self.dead, &self.to_runner) {
-            (Some(_), _) | (None, None) => RunResult::stopped(
+            (Some(gone), _) => RunResult::stopped(
                 StreamedOutput::default(),
-                format!(
-                    "the sandbox is gone: {}",
-                    self.dead.as_deref().unwrap_or("closed")
-                ),
+                &format_args!("the sandbox is gone: {gone}"),
             ),
+            (None, None) => {
+                RunResult::stopped(StreamedOutput::default(), &"the sandbox is gone: closed")
+            }
             (None, Some(to_runner)) => {
                 let to_runner = to_runner.clone();
                 let mut output = StreamedOutput::default();
@@ -443,16 +448,17 @@ impl HeldSandbox {
                 .await
                 {
                     Ok(result) => result,
-                    Err(CellEnd::Cancelled) => {
+                    Err(Stop::Cancelled) => {
                         // Nothing it sends is read any more; `discard` kills it in the
                         // background, so the run ends now (`docker kill` alone can take
                         // a second under load).
                         tracing::info!("a run was cancelled; its sandbox is killed");
                         self.abandon().await;
-                        self.dead = Some(CANCELLED.into());
-                        RunResult::stopped(output, CANCELLED.into())
+                        let result = RunResult::stopped(output, &Stop::Cancelled);
+                        self.dead = Some(Gone::Stopped(Stop::Cancelled));
+                        result
                     }
-                    Err(CellEnd::Closed { heard }) => {
+                    Err(Stop::Eof { heard }) => {
                         self.died_unheard = !heard;
                         // It closed its pipe: let it exit, so its own status is reported.
                         let ending =
@@ -463,20 +469,21 @@ impl HeldSandbox {
                                     self.control.wait().await
                                 }
                             };
-                        self.dead = Some("it ended".into());
+                        self.dead = Some(Gone::Stopped(Stop::Eof { heard }));
                         ended_early(ending, output)?
                     }
-                    Err(CellEnd::Stop(reason)) => {
+                    Err(stop) => {
                         self.abandon().await;
-                        self.dead = Some(reason.clone());
-                        RunResult::stopped(output, reason)
+                        let result = RunResult::stopped(output, &stop);
+                        self.dead = Some(Gone::Stopped(stop));
+                        result
                     }
                 }
             }
         };
         if result.stopped && self.dead.is_none() {
             // The runner exits after a stop of its own (output flood).
-            self.dead = Some("the previous cell was stopped".into());
+            self.dead = Some(Gone::RunnerStopped);
         }
         Ok(RunReport {
             result,
@@ -526,21 +533,8 @@ impl HeldSandbox {
     }
 }
 
-/// How a cell ended without `done`.
-enum CellEnd {
-    /// The runner closed its pipe; `heard` says whether it sent any line before.
-    Closed {
-        /// At least one line was read in this cell.
-        heard: bool,
-    },
-    /// The sandbox must be killed, for this reason.
-    Stop(String),
-    /// The caller cancelled the run.
-    Cancelled,
-}
-
 /// Serve one cell's calls until `done`, gathering its streamed `output`; how it ended
-/// otherwise. Calls still in flight when it ends are dropped.
+/// otherwise (never [`Stop::Crashed`]: the caller learns that from the sandbox's end). Calls still in flight when it ends are dropped.
 #[allow(clippy::too_many_arguments)]
 async fn serve_cell(
     bridge: &Arc<Bridge>,
@@ -551,23 +545,18 @@ async fn serve_cell(
     budget: Arc<CallBudget>,
     output: &mut StreamedOutput,
     steering: &Steering,
-) -> Result<RunResult, CellEnd> {
+) -> Result<RunResult, Stop> {
     let slots = Arc::new(Semaphore::new(MAX_CALLS_IN_FLIGHT));
     let finished = Arc::new(std::sync::atomic::AtomicU32::new(0));
     let mut calls = JoinSet::new();
     let mut line = Vec::new();
-    let late = || {
-        CellEnd::Stop(format!(
-            "deadline of {} s exceeded; the sandbox was killed",
-            length.as_secs_f64()
-        ))
-    };
+    let late = || Stop::Deadline(length);
     let cancel = &steering.cancel;
     let mut heard = false;
     let outcome = loop {
         let read = tokio::select! {
             biased;
-            () = cancel.cancelled() => break Err(CellEnd::Cancelled),
+            () = cancel.cancelled() => break Err(Stop::Cancelled),
             read = tokio::time::timeout_at(
                 deadline,
                 read_line(reader, MAX_PROTOCOL_LINE_BYTES, &mut line),
@@ -576,22 +565,18 @@ async fn serve_cell(
         let message = match read {
             Err(_) => break Err(late()),
             // A read error is the sandbox's pipe gone: the same as its end.
-            Ok(Ok(LineRead::Eof { .. }) | Err(_)) => break Err(CellEnd::Closed { heard }),
-            Ok(Ok(LineRead::TooLong)) => {
-                break Err(CellEnd::Stop(format!(
-                    "protocol violation: a line of more than {MAX_PROTOCOL_LINE_BYTES} bytes"
-                )));
-            }
+            Ok(Ok(LineRead::Eof { .. }) | Err(_)) => break Err(Stop::Eof { heard }),
+            Ok(Ok(LineRead::TooLong)) => break Err(Stop::Violation(ProtocolViolation::TooLong)),
             Ok(Ok(LineRead::Line)) => {
                 heard = true;
                 parse_runner_line(&line)
             }
         };
         match message {
-            Err(violation) => break Err(CellEnd::Stop(format!("protocol violation: {violation}"))),
+            Err(violation) => break Err(Stop::Violation(violation)),
             Ok(RunnerMessage::Output { text, truncated }) => {
                 if let Err(violation) = output.add(&text, truncated) {
-                    break Err(CellEnd::Stop(format!("protocol violation: {violation}")));
+                    break Err(Stop::Violation(violation));
                 }
             }
             Ok(RunnerMessage::Done(done)) => {
@@ -603,14 +588,12 @@ async fn serve_cell(
                 });
             }
             Ok(RunnerMessage::Ready) => {
-                break Err(CellEnd::Stop(
-                    "protocol violation: a ready message during a cell".to_owned(),
-                ));
+                break Err(Stop::Violation(ProtocolViolation::ReadyDuringCell));
             }
             Ok(RunnerMessage::Call { id, tool, args }) => {
                 let waited = tokio::select! {
                     biased;
-                    () = cancel.cancelled() => break Err(CellEnd::Cancelled),
+                    () = cancel.cancelled() => break Err(Stop::Cancelled),
                     waited = tokio::time::timeout_at(deadline, slots.clone().acquire_owned()) => waited,
                 };
                 let Ok(Ok(permit)) = waited else {

@@ -339,7 +339,9 @@ async fn catalog_moves(catalog: &mut watch::Receiver<u64>, version: u64) {
 async fn start_member(bridge: &Arc<Bridge>, backend: &dyn Backend) -> Result<HeldSandbox, String> {
     let sandbox = backend.spawn().await.map_err(|e| e.to_string())?;
     let mut held = HeldSandbox::begin(bridge.clone(), sandbox, true).await;
-    held.wait_ready(READY_LIMIT).await?;
+    held.wait_ready(READY_LIMIT)
+        .await
+        .map_err(|e| e.to_string())?;
     Ok(held)
 }
 

@@ -184,6 +184,9 @@ pub enum ProtocolViolation {
     /// `output` messages past the cap, added up over one cell.
     #[error("more than {STDOUT_KEEP_BYTES} bytes of output in one cell")]
     OutputOverCap,
+    /// `ready` while a cell runs (the runner says it only before its first cell).
+    #[error("a ready message during a cell")]
+    ReadyDuringCell,
 }
 
 /// The `output` a cell streamed so far: what a stopped cell returns as its `stdout`.
