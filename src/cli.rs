@@ -34,7 +34,8 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Serve the run_python MCP tool on stdio, wrapping the server after `--`.
+    /// Serve the run_python MCP tool on stdio (or Streamable HTTP with --http), wrapping the
+    /// server after `--`.
     Serve(ServeArgs),
     /// Run code once against the wrapped server and print the result object as JSON.
     Exec(ExecArgs),
@@ -183,6 +184,8 @@ struct ServeArgs {
     /// Sandboxes kept started ahead, each ready for one run (0: every run starts its own).
     #[arg(long, value_name = "N", default_value_t = DEFAULT_POOL_SIZE, value_parser = clap::value_parser!(u16).range(0..=64))]
     pool: u16,
+    #[command(flatten)]
+    http: crate::serve::http::args::HttpArgs,
 }
 
 #[derive(Args, Debug)]
@@ -278,9 +281,18 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Serve(args) => {
+            let http = args.http.options()?;
             let (bridge, backend, options) = prepare(&args.run).await?;
             let pool = Arc::new(Pool::new(bridge.clone(), backend, usize::from(args.pool)));
             let server = CodeModeServer::with_pool(bridge.clone(), pool.clone(), options);
+            if let Some(http) = http {
+                // SIGTERM, SIGINT or SIGHUP starts a graceful shutdown.
+                let server = server.with_session_runs(http.session_runs);
+                let served = crate::serve::http::serve_http(server, http, signalled()).await;
+                pool.close().await;
+                bridge.close().await;
+                return served.map(|()| ExitCode::SUCCESS);
+            }
             let served = until_signal(server.serve_stdio()).await;
             pool.close().await;
             bridge.close().await;
@@ -342,6 +354,11 @@ async fn until_signal<F: std::future::Future>(work: F) -> Option<F::Output> {
         _ = int.recv() => None,
         _ = hup.recv() => None,
     }
+}
+
+/// Resolves at the first SIGTERM, SIGINT or SIGHUP (never, if they cannot be watched).
+async fn signalled() {
+    until_signal(std::future::pending::<()>()).await;
 }
 
 /// `--call-timeout`: seconds above 0 and at most 3600.

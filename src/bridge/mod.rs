@@ -7,6 +7,10 @@
 //! 30 s, or the server entry's own `timeout`). The budget and the private-data rule are
 //! decided together, under one lock, at the moment a call is sent: with several calls in
 //! flight, the first private call to be sent refuses every non-private call sent after it.
+//!
+//! The private-data taint belongs to the client's session ([`Taint`], carried by each run's
+//! [`CallBudget`]): on stdio the one session is the process; over Streamable HTTP each MCP
+//! session has its own, so one client's private call never refuses or allows another's.
 
 pub mod catalog;
 pub mod refusal;
@@ -14,8 +18,8 @@ pub mod upstream;
 
 pub use catalog::names;
 
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::Value;
@@ -92,19 +96,43 @@ pub enum BridgeError {
     Catalog(#[from] CatalogError),
 }
 
-/// The calls one run may still send; shared by every server of the bridge.
+/// The private-data taint of one client session: set by the first private call sent in
+/// the session, never cleared while it lasts. Clones share the state.
+#[derive(Debug, Clone, Default)]
+pub struct Taint(Arc<AtomicBool>);
+
+impl Taint {
+    /// Whether a private tool has been called in this session.
+    pub fn is_set(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+
+    fn set(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+/// The calls one run may still send, and the taint of the session the run belongs to;
+/// shared by every server of the bridge.
 #[derive(Debug)]
 pub struct CallBudget {
     max: u32,
     used: AtomicU32,
+    taint: Taint,
 }
 
 impl CallBudget {
-    /// A budget of `max` calls.
+    /// A budget of `max` calls for a run in a session of its own (a fresh [`Taint`]).
     pub fn new(max: u32) -> Self {
+        Self::in_session(max, Taint::default())
+    }
+
+    /// A budget of `max` calls for a run of the session whose taint is `taint`.
+    pub fn in_session(max: u32, taint: Taint) -> Self {
         Self {
             max,
             used: AtomicU32::new(0),
+            taint,
         }
     }
 
@@ -152,7 +180,6 @@ impl std::fmt::Display for CallTimeouts {
 pub struct Bridge {
     upstreams: Vec<Upstream>,
     catalog: Catalog,
-    tainted: AtomicBool,
     send_lock: Mutex<()>,
     call_timeout: Duration,
     /// Each server's own call timeout, by server index (from its entry).
@@ -203,7 +230,6 @@ impl Bridge {
         Ok(Self {
             upstreams,
             catalog,
-            tainted: AtomicBool::new(false),
             send_lock: Mutex::new(()),
             call_timeout: CALL_TIMEOUT,
             server_timeouts: entries.iter().map(|e| e.call_timeout).collect(),
@@ -274,11 +300,6 @@ impl Bridge {
             .join("\n\n")
     }
 
-    /// Whether a private tool has been called in this process.
-    pub fn tainted(&self) -> bool {
-        self.tainted.load(Ordering::SeqCst)
-    }
-
     /// Check one call from the code and, if it passes, send it. Returns the string for the
     /// code, or the `ToolError` to raise.
     pub async fn call(
@@ -320,14 +341,14 @@ impl Bridge {
                     budget.max
                 ));
             }
-            if self.tainted.load(Ordering::SeqCst) && !tool.private {
+            if budget.taint.is_set() && !tool.private {
                 return refused(format!(
-                    "{py_name} refused: a private tool was called earlier in this process, so only private tools can be called until mcp-code-mode restarts"
+                    "{py_name} refused: a private tool was called earlier in this session, so only private tools can be called until the session ends"
                 ));
             }
             budget.used.fetch_add(1, Ordering::SeqCst);
             if tool.private {
-                self.tainted.store(true, Ordering::SeqCst);
+                budget.taint.set();
             }
         }
         let upstream = &self.upstreams[tool.server];
@@ -368,6 +389,14 @@ impl Bridge {
             ))),
             CallOutcome::Broken(text) => refused(format!("{py_name} failed: {text}")),
         }
+    }
+
+    /// Each wrapped server's name and how many times it was restarted after it died.
+    pub fn restarts(&self) -> Vec<(String, u64)> {
+        self.upstreams
+            .iter()
+            .map(|u| (u.name().to_owned(), u.restarts()))
+            .collect()
     }
 
     /// Close every server (their processes end).

@@ -32,7 +32,7 @@ use self::protocol::{
 };
 use self::stop::{Gone, NotReady, Stop};
 use crate::bridge::refusal::CallError;
-use crate::bridge::{Bridge, CallBudget};
+use crate::bridge::{Bridge, CallBudget, Taint};
 use crate::limits::MAX_PROTOCOL_LINE_BYTES;
 use crate::lines::{LineRead, read_line};
 use crate::sandbox::{Backend, Sandbox, SandboxError};
@@ -118,6 +118,9 @@ pub struct Steering {
     pub cancel: CancellationToken,
     /// Where [`RunEvent`]s go, if anyone listens.
     pub events: Option<mpsc::UnboundedSender<RunEvent>>,
+    /// The private-data taint of the client session the run belongs to (the default: a
+    /// session of its own, as for `exec`).
+    pub taint: Taint,
 }
 
 impl Steering {
@@ -140,7 +143,33 @@ pub enum RunEvent {
         calls: u32,
         /// The tool's Python name.
         tool: String,
+        /// How it ended.
+        end: CallEnd,
     },
+}
+
+/// How one tool call ended (for counting; the code sees the result or the `ToolError`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallEnd {
+    /// The server answered with a result.
+    Answered,
+    /// The server answered with `isError` or an error: [`CallError::ToolFailed`].
+    Failed,
+    /// The bridge refused it: [`CallError::Refused`].
+    Refused,
+    /// A fault on the host: [`CallError::HostFault`].
+    HostFault,
+}
+
+impl CallEnd {
+    fn of<T>(outcome: &Result<T, CallError>) -> Self {
+        match outcome {
+            Ok(_) => Self::Answered,
+            Err(CallError::ToolFailed(_)) => Self::Failed,
+            Err(CallError::Refused(_)) => Self::Refused,
+            Err(CallError::HostFault(_)) => Self::HostFault,
+        }
+    }
 }
 
 /// What a run reports besides its result.
@@ -415,7 +444,7 @@ impl HeldSandbox {
         length: Duration,
         steering: &Steering,
     ) -> Result<RunReport, SandboxError> {
-        let budget = Arc::new(CallBudget::new(max_calls));
+        let budget = Arc::new(CallBudget::in_session(max_calls, steering.taint.clone()));
         let result = match (&self.dead, &self.to_runner) {
             (Some(gone), _) => RunResult::stopped(
                 StreamedOutput::default(),
@@ -611,6 +640,7 @@ async fn serve_cell(
                         .catch_unwind()
                         .await
                         .unwrap_or(Err(CallError::HostFault("InternalError")));
+                    let end = CallEnd::of(&outcome);
                     let reply = match outcome {
                         Ok(value) => HostMessage::Result {
                             id,
@@ -627,7 +657,7 @@ async fn serve_cell(
                     };
                     let _ = to_runner.send(reply.to_line()).await;
                     let calls = finished.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
-                    steering.tell(RunEvent::CallFinished { calls, tool });
+                    steering.tell(RunEvent::CallFinished { calls, tool, end });
                     drop(permit);
                 });
             }

@@ -40,7 +40,7 @@ words; neither spends calls. Limits per run: {deadline} s, {calls} tool calls, a
     if has_private {
         text.push_str(
             " Tools marked [private] may return private data: after one is called, only private \
-tools can be called until mcp-code-mode restarts.",
+tools can be called until the MCP session ends (on stdio: until mcp-code-mode restarts).",
         );
     }
     text.push_str("\n\n");

@@ -1,32 +1,40 @@
-//! The `run_python` MCP server (stdio transport).
+//! The `run_python` MCP server, on stdio or Streamable HTTP ([`http`]).
 //!
 //! Exactly one tool, `run_python(code: string)`. Each call runs the code in a fresh sandbox
-//! (at most [`crate::limits::MAX_CONCURRENT_RUNS`] at once; more calls wait their turn)
+//! (at most [`crate::limits::MAX_CONCURRENT_RUNS`] at once, and at most the session's own
+//! run slots at once, see [`session`]; more calls wait their turn)
 //! and returns the result object `{"stdout", "error", "truncated", "stopped"}` as JSON text
 //! and as `structuredContent`; a run that raised or was stopped is a normal tool result with
 //! `isError: true` (a JSON-RPC error is kept for malformed requests: an unknown tool name or
 //! arguments without a string `code`).
 
 pub mod description;
+pub mod http;
+pub mod metrics;
 pub mod progress;
+pub mod session;
 
 use std::sync::Arc;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    ListToolsResult, PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig,
+    Tool,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::{ErrorData as McpError, ServerHandler, ServiceExt};
 use serde_json::{Value, json};
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use self::description::describe;
 use crate::bridge::Bridge;
 use crate::run::pool::Pool;
-use crate::run::{CANCELLED, RunOptions, Steering};
+use crate::run::{CANCELLED, CallEnd, RunEvent, RunOptions, Steering};
 use crate::sandbox::Backend;
+use metrics::{CallOutcome, Metrics, RunOutcome};
 use progress::ProgressReporter;
+use session::{DEFAULT_SESSION_RUNS, Session};
 
 /// `_meta` key of a run_python result that says which resource limits held in its sandbox.
 pub const LIMITS_META_KEY: &str = "mcp-code-mode/limits";
@@ -41,12 +49,25 @@ pub const TOOL_NAME: &str = "run_python";
 /// The run_python server, ready to serve over any rmcp transport.
 #[derive(Clone)]
 pub struct CodeModeServer {
+    bridge: Arc<Bridge>,
     pool: Arc<Pool>,
     options: RunOptions,
     tool: Tool,
+    /// The process's run slots, shared by every session.
     slots: Arc<tokio::sync::Semaphore>,
-    /// Cancelled when the client goes away (stdin reaches its end): every run is cancelled.
+    /// This session's taint and run slots.
+    session: Session,
+    /// Cancelled when the client goes away (stdin reaches its end) or the process shuts
+    /// down: every run is cancelled.
     disconnected: CancellationToken,
+    metrics: Arc<Metrics>,
+    /// Runs asked for and not finished yet (queued ones included), over all sessions.
+    in_flight: Arc<std::sync::atomic::AtomicUsize>,
+    /// Offer only the protocol versions with an `initialize` handshake (up to 2025-11-25):
+    /// over HTTP, later versions have no session for the taint to live in.
+    handshake_only: bool,
+    /// Cancelled when the process starts shutting down: new runs are refused.
+    draining: CancellationToken,
 }
 
 /// The run_python tool definition for `bridge` with these run options.
@@ -97,14 +118,81 @@ impl CodeModeServer {
     pub fn with_pool(bridge: Arc<Bridge>, pool: Arc<Pool>, options: RunOptions) -> Self {
         let tool = run_python_tool(&bridge, &options);
         Self {
+            bridge,
             pool,
             options,
             tool,
             slots: Arc::new(tokio::sync::Semaphore::new(
                 crate::limits::MAX_CONCURRENT_RUNS,
             )),
+            session: Session::unseated(DEFAULT_SESSION_RUNS),
             disconnected: CancellationToken::new(),
+            metrics: Arc::new(Metrics::default()),
+            in_flight: Arc::default(),
+            handshake_only: false,
+            draining: CancellationToken::new(),
         }
+    }
+
+    /// The same server for another MCP session: the process's run slots, pool, metrics and
+    /// shutdown are shared; the taint and the session's run slots are `session`'s.
+    pub fn for_session(&self, session: Session) -> Self {
+        Self {
+            session,
+            disconnected: self.disconnected.child_token(),
+            ..self.clone()
+        }
+    }
+
+    /// The same server for one Streamable HTTP session ([`Self::for_session`], offering
+    /// only the protocol versions that have sessions).
+    pub fn for_http_session(&self, session: Session) -> Self {
+        Self {
+            handshake_only: true,
+            ..self.for_session(session)
+        }
+    }
+
+    /// Give every session of this server its own run slots, `runs` at once (at least 1).
+    pub fn with_session_runs(mut self, runs: usize) -> Self {
+        self.session = Session::unseated(runs);
+        self
+    }
+
+    /// The counters of this server (shared by its sessions).
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
+    /// The bridge over the wrapped servers.
+    pub fn bridge(&self) -> &Arc<Bridge> {
+        &self.bridge
+    }
+
+    /// The pool runs take their sandboxes from.
+    pub fn pool(&self) -> &Arc<Pool> {
+        &self.pool
+    }
+
+    /// The run options of every run.
+    pub fn options(&self) -> &RunOptions {
+        &self.options
+    }
+
+    /// Runs asked for and not finished, queued ones included, over all sessions.
+    pub fn runs_in_flight(&self) -> usize {
+        self.in_flight.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Cancel every run of every session now (shutdown, after its grace period).
+    pub fn cancel_all_runs(&self) {
+        self.disconnected.cancel();
+    }
+
+    /// Refuse every run asked for from now on, in every session (shutdown): each gets a
+    /// tool error saying the server is shutting down.
+    pub fn stop_taking_runs(&self) {
+        self.draining.cancel();
     }
 
     /// Serve MCP on this process's stdin/stdout until the client disconnects.
@@ -126,16 +214,35 @@ impl CodeModeServer {
 
     /// Run `code` once a slot is free, steered by `steering`.
     async fn run(&self, code: &str, steering: &Steering) -> CallToolResult {
-        // The semaphore is never closed, so acquiring only waits; a run cancelled while it
-        // waits never starts.
-        let _slot = tokio::select! {
+        let begun = std::time::Instant::now();
+        self.in_flight
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let result = self.run_in_slots(code, steering).await;
+        self.in_flight
+            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        let (result, outcome) = result;
+        self.metrics.run_ended(outcome, begun.elapsed());
+        result
+    }
+
+    async fn run_in_slots(&self, code: &str, steering: &Steering) -> (CallToolResult, RunOutcome) {
+        // The semaphores are never closed, so acquiring only waits; a run cancelled while
+        // it waits never starts. The session's slot first: one session's queue never holds
+        // one of the process's slots.
+        let slots = async {
+            let session = self.session.slots.acquire().await;
+            let process = self.slots.acquire().await;
+            (session, process)
+        };
+        let _slots = tokio::select! {
             biased;
             () = steering.cancel.cancelled() => {
                 tracing::info!("a queued run was cancelled before it started");
-                return cancelled_result();
+                return (cancelled_result(), RunOutcome::cancelled);
             }
-            slot = self.slots.acquire() => slot,
+            slots = slots => slots,
         };
+        let _running = self.metrics.sandbox_running();
         match self.pool.run_steered(code, &self.options, steering).await {
             Ok(report) => {
                 tracing::info!(
@@ -157,15 +264,56 @@ impl CodeModeServer {
                 meta.insert(CALLS_META_KEY.into(), Value::from(report.calls));
                 meta.insert(POOLED_META_KEY.into(), Value::Bool(report.pooled));
                 result.meta = Some(rmcp::model::MetaObject(meta));
-                result
+                let outcome = match &report.result {
+                    r if r.succeeded() => RunOutcome::ok,
+                    r if r.error.as_deref() == Some(CANCELLED) => RunOutcome::cancelled,
+                    r if r.stopped => RunOutcome::stopped,
+                    _ => RunOutcome::error,
+                };
+                (result, outcome)
             }
             Err(e) => {
                 tracing::error!("{e}");
-                CallToolResult::error(vec![ContentBlock::text(format!(
+                let result = CallToolResult::error(vec![ContentBlock::text(format!(
                     "{e}. Run `mcp-code-mode doctor` to see what this host lacks."
-                ))])
+                ))]);
+                (result, RunOutcome::failed_to_start)
             }
         }
+    }
+
+    /// Where a run's events go: counted here, and passed on to `progress` when the
+    /// request asked for progress.
+    /// The task ends once every clone of the sender is dropped.
+    fn events(
+        &self,
+        progress: Option<&ProgressReporter>,
+    ) -> (mpsc::UnboundedSender<RunEvent>, tokio::task::JoinHandle<()>) {
+        let (events, mut rx) = mpsc::unbounded_channel();
+        let forward = progress.map(ProgressReporter::events);
+        let metrics = self.metrics.clone();
+        let bridge = self.bridge.clone();
+        let task = tokio::spawn(async move {
+            while let Some(event) = rx.recv().await {
+                if let RunEvent::CallFinished { tool, end, .. } = &event {
+                    let server = bridge
+                        .catalog()
+                        .get(tool)
+                        .map_or_else(String::new, |t| t.server_name.clone());
+                    let outcome = match end {
+                        CallEnd::Answered => CallOutcome::ok,
+                        CallEnd::Failed => CallOutcome::tool_error,
+                        CallEnd::Refused => CallOutcome::refused,
+                        CallEnd::HostFault => CallOutcome::host_fault,
+                    };
+                    metrics.call_ended(&server, outcome);
+                }
+                if let Some(forward) = &forward {
+                    let _ = forward.send(event);
+                }
+            }
+        });
+        (events, task)
     }
 }
 
@@ -184,6 +332,14 @@ fn cancelled_result() -> CallToolResult {
 }
 
 impl ServerHandler for CodeModeServer {
+    fn supported_protocol_versions(&self) -> std::borrow::Cow<'static, [ProtocolVersion]> {
+        if self.handshake_only {
+            std::borrow::Cow::Borrowed(ProtocolVersion::known_up_to(&ProtocolVersion::V_2025_11_25))
+        } else {
+            std::borrow::Cow::Borrowed(ProtocolVersion::KNOWN_VERSIONS)
+        }
+    }
+
     fn get_info(&self) -> ServerConfig {
         let mut config = ServerConfig::new(ServerCapabilities::builder().enable_tools().build());
         config.server_info = Implementation::new("mcp-code-mode", env!("CARGO_PKG_VERSION"));
@@ -223,6 +379,13 @@ impl ServerHandler for CodeModeServer {
             .ok_or_else(|| {
                 McpError::invalid_params("run_python needs a string argument \"code\"", None)
             })?;
+        if self.draining.is_cancelled() {
+            return Ok(CallToolResponse::Complete(CallToolResult::error(vec![
+                ContentBlock::text(
+                    "mcp-code-mode is shutting down and takes no new runs; run it again in a new session (another replica takes it)",
+                ),
+            ])));
+        }
         // One token for the run: cancelled by the client's notifications/cancelled for
         // this request (rmcp cancels `context.ct`) or by the client going away.
         let cancel = self.disconnected.child_token();
@@ -239,12 +402,18 @@ impl ServerHandler for CodeModeServer {
             })
         };
         let progress = ProgressReporter::start(&context, self.options.deadline);
+        let (events, counting) = self.events(progress.as_ref());
         let steering = Steering {
             cancel: cancel.clone(),
-            events: progress.as_ref().map(ProgressReporter::events),
+            events: Some(events),
+            taint: self.session.taint.clone(),
         };
         let result = self.run(code, &steering).await;
         watch.abort();
+        // Every event is counted and passed on before the progress ends (the calls' own
+        // clones of the sender go with their aborted tasks).
+        drop(steering);
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(1), counting).await;
         if let Some(progress) = progress {
             progress.finish().await;
         }

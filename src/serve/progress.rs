@@ -164,6 +164,7 @@ mod tests {
         let call = |tool: &str| RunEvent::CallFinished {
             calls: 0,
             tool: tool.into(),
+            end: crate::run::CallEnd::Answered,
         };
         assert_eq!(p.event(call("add")), (1.0, "add".into()));
         assert_eq!(p.event(call("echo")), (2.0, "echo".into()));

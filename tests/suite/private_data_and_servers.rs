@@ -364,14 +364,15 @@ fn after_a_private_call_only_private_tools_work_in_any_later_run() {
 }
 
 #[tokio::test]
-async fn the_taint_lasts_for_the_process() {
-    use mcp_code_mode::bridge::{Bridge, CallBudget, ServerEntry};
+async fn the_taint_lasts_for_the_session_across_runs_and_restarts() {
+    use mcp_code_mode::bridge::{Bridge, CallBudget, ServerEntry, Taint};
     let entry = ServerEntry::stdio("server", toy()[0].clone(), Vec::<String>::new())
         .private(["secret", "exit"]);
     let bridge = Bridge::open(vec![entry], false)
         .await
         .expect("open the toy server");
-    let first_run = CallBudget::new(10);
+    let session = Taint::default();
+    let first_run = CallBudget::in_session(10, session.clone());
     assert_eq!(
         bridge
             .call(&first_run, "secret", &serde_json::json!({}))
@@ -387,7 +388,7 @@ async fn the_taint_lasts_for_the_process() {
             .is_err()
     );
     tokio::time::sleep(std::time::Duration::from_millis(2200)).await;
-    let later_run = CallBudget::new(10);
+    let later_run = CallBudget::in_session(10, session.clone());
     assert_eq!(
         bridge
             .call(&later_run, "secret", &serde_json::json!({}))
@@ -405,6 +406,14 @@ async fn the_taint_lasts_for_the_process() {
             .contains("private tool was called earlier"),
         "{refused:?}"
     );
-    assert!(bridge.tainted());
+    assert!(session.is_set());
+    // Another session's run is not refused: the taint is the session's, not the bridge's.
+    let other_session = CallBudget::new(10);
+    assert!(
+        bridge
+            .call(&other_session, "add", &serde_json::json!({"a": 1, "b": 1}))
+            .await
+            .is_ok()
+    );
     bridge.close().await;
 }

@@ -18,7 +18,7 @@
 //! against that call's timeout; a call inside the cooldown fails at once with a clear
 //! message ("… it is restarted by a call made 2 s or more after its last start"). The
 //! catalog is not read again: tools stay as listed at startup. The private-data taint lives
-//! in the bridge, so a restart never resets it.
+//! in the client's session, so a restart never resets it.
 //!
 //! A call that times out is dropped, and rmcp then sends `notifications/cancelled` for it
 //! (tested). Requests the server makes are answered: ping, `roots/list` (no roots),

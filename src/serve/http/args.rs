@@ -1,0 +1,82 @@
+//! The command-line options of `serve --http`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+use clap::builder::TypedValueParser;
+
+use super::auth::{BearerToken, TOKEN_ENV};
+use super::{DEFAULT_GRACE, DEFAULT_MAX_BODY_BYTES, DEFAULT_SESSION_IDLE, HttpOptions};
+use crate::serve::session::{DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_RUNS};
+
+/// `serve`'s Streamable HTTP options (all but `--http` need `--http`).
+#[derive(Args, Debug)]
+pub struct HttpArgs {
+    /// Serve MCP over Streamable HTTP on this address and port (for example
+    /// 127.0.0.1:8765; the endpoint is /mcp) instead of stdio. A non-loopback address needs
+    /// a token.
+    #[arg(long, value_name = "ADDR:PORT")]
+    http: Option<SocketAddr>,
+    /// File holding the bearer token every HTTP request must carry (at least 16 bytes;
+    /// default: the MCP_CODE_MODE_HTTP_TOKEN variable, if set).
+    #[arg(long, value_name = "FILE", requires = "http")]
+    http_token_file: Option<PathBuf>,
+    /// A browser origin (scheme://host:port, `:*` for any port) allowed in the Origin
+    /// header (repeatable); requests with any other Origin get 403.
+    #[arg(long = "http-allow-origin", value_name = "ORIGIN", requires = "http")]
+    http_allow_origin: Vec<String>,
+    /// A Host header value (host or host:port) allowed (repeatable; default: loopback
+    /// names on a loopback address, any host otherwise).
+    #[arg(long = "http-allow-host", value_name = "HOST", requires = "http")]
+    http_allow_host: Vec<String>,
+    /// MCP sessions open at once; a new one past this gets 503.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_SESSIONS, value_parser = clap::value_parser!(u32).range(1..=100_000).map(|n| n as usize))]
+    max_sessions: usize,
+    /// Runs one session may have going at once (the process's limit still applies).
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_SESSION_RUNS, value_parser = clap::value_parser!(u32).range(1..=64).map(|n| n as usize))]
+    session_runs: usize,
+    /// Seconds a session may go without a request before it is closed.
+    #[arg(long, value_name = "SECONDS", default_value_t = DEFAULT_SESSION_IDLE.as_secs(), value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    session_idle: u64,
+    /// Largest HTTP request body, in bytes (larger ones get 413).
+    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_BODY_BYTES, value_parser = clap::value_parser!(u32).range(1024..=(64 << 20)).map(|n| n as usize))]
+    http_max_body: usize,
+    /// Seconds runs in flight get to finish after SIGTERM before they are cancelled.
+    #[arg(long, value_name = "SECONDS", default_value_t = DEFAULT_GRACE.as_secs(), value_parser = clap::value_parser!(u64).range(0..=3600))]
+    shutdown_grace: u64,
+}
+
+impl HttpArgs {
+    /// The HTTP options, or `None` for stdio.
+    ///
+    /// # Errors
+    /// The token file cannot be read, or the token is too short.
+    pub fn options(&self) -> anyhow::Result<Option<HttpOptions>> {
+        let Some(addr) = self.http else {
+            return Ok(None);
+        };
+        let token = match (&self.http_token_file, std::env::var(TOKEN_ENV)) {
+            (Some(path), _) => Some(BearerToken::from_file(path)?),
+            (None, Ok(text)) => {
+                Some(BearerToken::new(&text).with_context(|| format!("the {TOKEN_ENV} variable"))?)
+            }
+            (None, Err(_)) => None,
+        };
+        super::auth::require_token_off_loopback(&addr, token.as_ref())
+            .map_err(anyhow::Error::msg)?;
+        Ok(Some(HttpOptions {
+            addr,
+            token,
+            allowed_origins: self.http_allow_origin.clone(),
+            allowed_hosts: self.http_allow_host.clone(),
+            max_sessions: self.max_sessions,
+            session_runs: self.session_runs,
+            session_idle: Duration::from_secs(self.session_idle),
+            max_body_bytes: self.http_max_body,
+            grace: Duration::from_secs(self.shutdown_grace),
+        }))
+    }
+}

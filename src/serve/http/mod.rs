@@ -1,0 +1,342 @@
+//! `serve --http ADDR:PORT`: the run_python server over MCP's Streamable HTTP transport
+//! (MCP 2025-11-25 basic/transports), with rmcp's server doing the transport and axum the
+//! routing.
+//!
+//! Routes:
+//! - `POST/GET/DELETE /mcp`: MCP. Each `initialize` opens a session (`Mcp-Session-Id`) with its
+//!   own taint and run slots ([`super::session`]).
+//! - `GET /healthz`: `200` when ready (the wrapped servers started and a sandbox started),
+//!   `503` when live but not ready (starting, or shutting down); the JSON body says both.
+//!   `GET /healthz/live` answers `200` while the process serves.
+//! - `GET /metrics`: OpenMetrics text ([`super::metrics`]).
+//!
+//! Checks, in order, on `/mcp` and `/metrics` (`/healthz` is open, it tells nothing private):
+//! 1. the bearer token, when one is set ([`auth`]): `401` with `WWW-Authenticate: Bearer`;
+//! 2. a new session (a `POST` without `Mcp-Session-Id`) while shutting down or at the
+//!    session cap: `503` with `Retry-After`;
+//! 3. rmcp: the `Host` header (loopback names by default, or `--http-allow-host`) and the
+//!    `Origin` header: any `Origin` not listed with `--http-allow-origin` is `403` (the
+//!    transport spec's rule against DNS rebinding); a body over the cap is `413`.
+//!
+//! Sessions end when the client sends `DELETE`, after `--session-idle` without a request,
+//! or at shutdown. Protocol versions that have no sessions (2026-07-28) are not offered:
+//! the taint needs a session to live in.
+//!
+//! Shutdown ([`serve_http`]'s `shutdown` future, SIGTERM in `serve`): report not ready,
+//! refuse new sessions (`503`) and new runs (a tool error saying so), let the runs in flight
+//! finish for up to the grace period, then cancel what is left, close every session and
+//! stop accepting connections. Connections stay open until then, so a client can still
+//! fetch its result or send its cancel on a new one.
+
+pub mod args;
+pub mod auth;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use anyhow::Context;
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use rmcp::transport::streamable_http_server::session::local::{LocalSessionManager, SessionConfig};
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use self::auth::{BearerToken, Verdict};
+use super::CodeModeServer;
+use super::metrics::{CONTENT_TYPE, RefusalReason};
+use super::session::Seats;
+
+/// The MCP endpoint's path.
+pub const MCP_PATH: &str = "/mcp";
+/// Largest request body, in bytes, by default (`--http-max-body`); larger ones get `413`.
+pub const DEFAULT_MAX_BODY_BYTES: usize = 1024 * 1024;
+/// Time a session may go without a request before it is closed, by default.
+pub const DEFAULT_SESSION_IDLE: Duration = Duration::from_secs(600);
+/// Time runs in flight get to finish after SIGTERM, by default.
+pub const DEFAULT_GRACE: Duration = Duration::from_secs(30);
+
+/// How `serve --http` serves.
+#[derive(Debug, Clone)]
+pub struct HttpOptions {
+    /// Address and port to listen on (port 0: any free port, logged at startup).
+    pub addr: SocketAddr,
+    /// The bearer token every request must carry; `None` only on a loopback address.
+    pub token: Option<BearerToken>,
+    /// Browser origins allowed in an `Origin` header (`scheme://host[:port]`); a request
+    /// with any other `Origin` gets `403`. Empty: every `Origin` is refused.
+    pub allowed_origins: Vec<String>,
+    /// `Host` header values allowed (`host` or `host:port`); empty: `localhost`,
+    /// `127.0.0.1` and `::1` on a loopback address, any host otherwise (a token is then
+    /// required, and the token is what keeps a rebinding page out).
+    pub allowed_hosts: Vec<String>,
+    /// Sessions open at once; a new one past this gets `503`.
+    pub max_sessions: usize,
+    /// Runs one session may have going at once.
+    pub session_runs: usize,
+    /// Time a session may go without a request before it is closed.
+    pub session_idle: Duration,
+    /// Largest request body, in bytes.
+    pub max_body_bytes: usize,
+    /// Time runs in flight get to finish at shutdown before they are cancelled.
+    pub grace: Duration,
+}
+
+struct Shared {
+    server: CodeModeServer,
+    token: Option<BearerToken>,
+    seats: Seats,
+    ready: AtomicBool,
+    stopping: AtomicBool,
+}
+
+/// Serve `server` over Streamable HTTP until `shutdown` resolves, then shut down
+/// gracefully (see the module documentation).
+///
+/// # Errors
+/// The address cannot be bound, or a non-loopback address has no token.
+pub async fn serve_http(
+    server: CodeModeServer,
+    options: HttpOptions,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    auth::require_token_off_loopback(&options.addr, options.token.as_ref())
+        .map_err(anyhow::Error::msg)?;
+    let listener = tokio::net::TcpListener::bind(options.addr)
+        .await
+        .with_context(|| format!("failed to listen on {}", options.addr))?;
+    let local = listener.local_addr()?;
+    let seats = Seats::new(options.max_sessions, server.metrics().clone());
+    let shared = Arc::new(Shared {
+        server: server.clone(),
+        token: options.token.clone(),
+        seats: seats.clone(),
+        ready: AtomicBool::new(false),
+        stopping: AtomicBool::new(false),
+    });
+    let sessions = CancellationToken::new();
+    let mcp = mcp_service(&server, &options, &local, seats, sessions.clone());
+    let guarded = Router::new()
+        .route_service(MCP_PATH, mcp)
+        .route("/metrics", get(metrics))
+        .layer(axum::middleware::from_fn_with_state(shared.clone(), guard));
+    let app = Router::new()
+        .route("/healthz", get(healthz))
+        .route("/healthz/live", get(|| async { "live\n" }))
+        .merge(guarded)
+        .with_state(shared.clone());
+    tokio::spawn(probe_readiness(shared.clone()));
+    tracing::info!(
+        "serving MCP over Streamable HTTP on http://{local}{MCP_PATH} ({})",
+        if options.token.is_some() {
+            "bearer token required"
+        } else {
+            "no token: loopback only"
+        }
+    );
+
+    let (stop_accepting, accepting_stopped) = tokio::sync::oneshot::channel::<()>();
+    let drained = {
+        let shared = shared.clone();
+        let grace = options.grace;
+        async move {
+            shutdown.await;
+            // Existing sessions keep their connections (a client may open a new one for
+            // its next request or its cancel); new sessions and runs are refused.
+            shared.stopping.store(true, Ordering::SeqCst);
+            shared.server.stop_taking_runs();
+            tracing::info!(
+                "shutting down: no new sessions or runs; {} run(s) in flight get up to {} s",
+                shared.server.runs_in_flight(),
+                grace.as_secs()
+            );
+            let deadline = tokio::time::Instant::now() + grace;
+            while shared.server.runs_in_flight() > 0 && tokio::time::Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            let left = shared.server.runs_in_flight();
+            if left > 0 {
+                tracing::warn!("the grace period is over; cancelling {left} run(s)");
+                shared.server.cancel_all_runs();
+                let until = tokio::time::Instant::now() + Duration::from_secs(2);
+                while shared.server.runs_in_flight() > 0 && tokio::time::Instant::now() < until {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            }
+            // Let the last results leave their streams, then end every session and stop
+            // accepting connections.
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            sessions.cancel();
+            let _ = stop_accepting.send(());
+        }
+    };
+    let serving = axum::serve(listener, app).with_graceful_shutdown(async move {
+        let _ = accepting_stopped.await;
+    });
+    let (served, ()) = tokio::join!(serving.into_future(), drained);
+    served.context("the HTTP server failed")?;
+    tracing::info!("shut down");
+    Ok(())
+}
+
+fn mcp_service(
+    server: &CodeModeServer,
+    options: &HttpOptions,
+    local: &SocketAddr,
+    seats: Seats,
+    sessions: CancellationToken,
+) -> StreamableHttpService<CodeModeServer, LocalSessionManager> {
+    let mut config = StreamableHttpServerConfig::default()
+        .with_cancellation_token(sessions)
+        .with_max_request_body_bytes(options.max_body_bytes)
+        .with_allowed_origins(options.allowed_origins.clone())
+        .enforce_origin_validation();
+    if !options.allowed_hosts.is_empty() {
+        config = config.with_allowed_hosts(options.allowed_hosts.clone());
+    } else if !local.ip().is_loopback() {
+        config = config.disable_allowed_hosts();
+    }
+    let mut manager = LocalSessionManager::default();
+    manager.session_config = {
+        let mut c = SessionConfig::default();
+        c.keep_alive = Some(options.session_idle);
+        c
+    };
+    let base = server.clone();
+    let runs = options.session_runs;
+    StreamableHttpService::new(
+        move || {
+            let session = seats.seat(runs).ok_or_else(|| {
+                std::io::Error::other(format!("the session cap ({}) is reached", seats.max()))
+            })?;
+            Ok(base.for_http_session(session))
+        },
+        Arc::new(manager),
+        config,
+    )
+}
+
+/// The token, then the session cap, then the MCP service (which checks Host and Origin).
+async fn guard(State(shared): State<Arc<Shared>>, request: Request, next: Next) -> Response {
+    let metrics = shared.server.metrics();
+    if let Some(token) = &shared.token {
+        let presented = request
+            .headers()
+            .get(header::AUTHORIZATION)
+            .map(HeaderValue::as_bytes);
+        match auth::check(token, presented) {
+            Verdict::Allowed => {}
+            verdict => {
+                metrics.refused(RefusalReason::unauthorized);
+                return unauthorized(verdict);
+            }
+        }
+    }
+    let opens_session = request.method() == Method::POST
+        && !request.headers().contains_key("mcp-session-id")
+        && request.uri().path() == MCP_PATH;
+    if opens_session {
+        if shared.stopping.load(Ordering::SeqCst) {
+            return unavailable("shutting down; open the session on another replica");
+        }
+        if shared.seats.full() {
+            metrics.refused(RefusalReason::session_cap);
+            return unavailable(&format!(
+                "the session cap ({}) is reached; close a session or try later",
+                shared.seats.max()
+            ));
+        }
+    }
+    let response = next.run(request).await;
+    if response.status() == StatusCode::FORBIDDEN {
+        metrics.refused(RefusalReason::origin);
+    }
+    response
+}
+
+/// `401` with the RFC 6750 challenge (`invalid_token` when a wrong token was sent).
+fn unauthorized(verdict: Verdict) -> Response {
+    let challenge = match verdict {
+        Verdict::Wrong => {
+            r#"Bearer realm="mcp-code-mode", error="invalid_token", error_description="the token is not valid""#
+        }
+        _ => r#"Bearer realm="mcp-code-mode""#,
+    };
+    (
+        StatusCode::UNAUTHORIZED,
+        [(header::WWW_AUTHENTICATE, challenge)],
+        "Unauthorized: send Authorization: Bearer <token>\n",
+    )
+        .into_response()
+}
+
+fn unavailable(why: &str) -> Response {
+    (
+        StatusCode::SERVICE_UNAVAILABLE,
+        [(header::RETRY_AFTER, "5")],
+        format!("Service Unavailable: {why}\n"),
+    )
+        .into_response()
+}
+
+async fn healthz(State(shared): State<Arc<Shared>>) -> Response {
+    let stopping = shared.stopping.load(Ordering::SeqCst);
+    let sandbox = shared.ready.load(Ordering::SeqCst);
+    let ready = sandbox && !stopping;
+    let body = json!({
+        "live": true,
+        "ready": ready,
+        "servers_started": true,
+        "sandbox_started": sandbox,
+        "shutting_down": stopping,
+        "runs_in_flight": shared.server.runs_in_flight(),
+    });
+    let status = if ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        format!("{body}\n"),
+    )
+        .into_response()
+}
+
+async fn metrics(State(shared): State<Arc<Shared>>) -> Response {
+    let server = &shared.server;
+    let text = server.metrics().encode(server.pool(), server.bridge());
+    ([(header::CONTENT_TYPE, CONTENT_TYPE)], text).into_response()
+}
+
+/// Ready once one sandbox has started and run code (tried again every 5 s until then).
+/// The wrapped servers started before serving began.
+async fn probe_readiness(shared: Arc<Shared>) {
+    loop {
+        let server = &shared.server;
+        let probe = server
+            .pool()
+            .run_steered("pass", server.options(), &crate::run::Steering::default())
+            .await;
+        match probe {
+            Ok(report) if report.result.succeeded() => {
+                shared.ready.store(true, Ordering::SeqCst);
+                tracing::info!("ready: a sandbox started and ran code");
+                return;
+            }
+            Ok(report) => tracing::warn!("not ready: the probe run failed: {:?}", report.result),
+            Err(e) => tracing::warn!("not ready: a sandbox failed to start: {e}"),
+        }
+        if shared.stopping.load(Ordering::SeqCst) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_secs(5)).await;
+    }
+}
