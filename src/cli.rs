@@ -318,7 +318,8 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             // Which limits held is part of what a run reports; stdout carries only the result.
             eprintln!(
                 "mcp-code-mode: limits: {}; calls sent: {}",
-                report.limits, report.calls
+                report.limits_text(),
+                report.calls
             );
             #[allow(clippy::print_stdout)]
             {

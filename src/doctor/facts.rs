@@ -126,7 +126,7 @@ pub enum RootfsFacts {
 }
 
 /// How the real sandbox probe ended.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SandboxRun {
     /// Exit status (128 + signal); `None` when unknown.
     pub status: Option<i32>,
@@ -137,7 +137,7 @@ pub struct SandboxRun {
     /// The launcher's report that it failed before Python ran.
     pub start_failure: Option<crate::sandbox::SandboxError>,
     /// Which limits held, as the native backend reports them.
-    pub limits: String,
+    pub limits: crate::sandbox::HeldLimits,
 }
 
 /// The Docker engine, as `docker version` and `docker image inspect` answer.

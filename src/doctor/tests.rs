@@ -8,6 +8,7 @@ use super::checks::SANDBOX_EXPECTED;
 use super::facts::docker_error;
 use super::*;
 use crate::rootfs::Rootfs;
+use crate::sandbox::HeldLimits;
 
 /// This VM as root: every layer works.
 fn healthy_root() -> Facts {
@@ -56,7 +57,7 @@ fn healthy_root() -> Facts {
                 .into(),
             stderr: String::new(),
             start_failure: None,
-            limits: "cgroup: memory, swap, pids, cpu".into(),
+            limits: HeldLimits::Cgroup(vec!["memory", "swap", "pids", "cpu"]),
         })),
         docker: Some(DockerFacts::Answering {
             version: "20.10.24".into(),
@@ -209,7 +210,7 @@ fn an_unprivileged_user_on_v1_falls_back_to_rlimits_with_root_made_cgroups_as_th
     facts.euid = 65534;
     facts.cgroups.probe = Ok(Vec::new());
     if let Some(Ok(run)) = &mut facts.sandbox {
-        run.limits = "rlimits (no writable cgroup)".into();
+        run.limits = HeldLimits::Rlimits;
     }
     let report = report(&facts);
     let cg = line(&report, Layer::Cgroups);
@@ -431,7 +432,8 @@ fn a_launcher_failure_is_quoted() {
                 message: "failed to mount /tmp: Permission denied".into(),
             },
         )),
-        ..SandboxRun::default()
+        output: String::new(),
+        limits: HeldLimits::Rlimits,
     }));
     let sb = line(&report(&facts), Layer::Sandbox).clone();
     assert!(

@@ -35,7 +35,7 @@ use crate::bridge::refusal::CallError;
 use crate::bridge::{Bridge, CallBudget, Taint};
 use crate::limits::MAX_PROTOCOL_LINE_BYTES;
 use crate::lines::{LineRead, read_line};
-use crate::sandbox::{Backend, Sandbox, SandboxError};
+use crate::sandbox::{Backend, HeldLimits, Sandbox, SandboxError};
 
 pub mod pool;
 
@@ -177,12 +177,23 @@ impl CallEnd {
 pub struct RunReport {
     /// The result object.
     pub result: RunResult,
-    /// Which resource limits held in the sandbox.
-    pub limits: String,
+    /// Which resource limits held in the sandbox; `None` when none was started (the run
+    /// was cancelled first).
+    pub limits: Option<HeldLimits>,
     /// Calls sent to wrapped servers.
     pub calls: u32,
     /// The sandbox came from the warm pool ([`pool`]) rather than a cold start.
     pub pooled: bool,
+}
+
+impl RunReport {
+    /// Which limits held, as text ([`HeldLimits`]'s); empty when no sandbox was started.
+    pub fn limits_text(&self) -> String {
+        self.limits
+            .as_ref()
+            .map(ToString::to_string)
+            .unwrap_or_default()
+    }
 }
 
 /// Run `code` in a fresh sandbox from `backend`, its calls checked by `bridge`.
@@ -242,7 +253,7 @@ async fn run_in(
 ) -> Result<RunReport, SandboxError> {
     let cancelled = || RunReport {
         result: RunResult::stopped(StreamedOutput::default(), &Stop::Cancelled),
-        limits: String::new(),
+        limits: None,
         calls: 0,
         pooled: false,
     };
@@ -308,7 +319,7 @@ pub struct HeldSandbox {
     writer: tokio::task::JoinHandle<()>,
     reader: BufReader<Box<dyn AsyncRead + Send + Unpin>>,
     control: Box<dyn crate::sandbox::SandboxControl>,
-    limits: String,
+    limits: HeldLimits,
     dead: Option<Gone>,
     /// A stopped or cancelled cell leaves killing the sandbox to [`Self::discard`] instead
     /// of killing it and waiting for its end (set for one-cell runs, whose result must not
@@ -516,7 +527,7 @@ impl HeldSandbox {
         }
         Ok(RunReport {
             result,
-            limits: self.limits.clone(),
+            limits: Some(self.limits.clone()),
             calls: budget.used(),
             pooled: self.pooled,
         })

@@ -5,6 +5,7 @@
 //! trait; `native` spawns our launcher, `docker` runs the same rootfs as an image.
 
 pub mod docker;
+mod held_limits;
 pub mod native;
 pub mod owner;
 pub mod spawner;
@@ -17,6 +18,8 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::process::{Child, ChildStderr};
 use tokio::sync::watch;
+
+pub use self::held_limits::HeldLimits;
 
 /// A boxed future, for the object-safe trait methods.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -70,8 +73,8 @@ pub trait SandboxControl: Send {
     fn kill(&mut self) -> BoxFuture<'_, ()>;
     /// Wait for the sandbox to exit and report how it ended.
     fn wait(&mut self) -> BoxFuture<'_, Ending>;
-    /// Which resource limits hold in this sandbox (`cgroup v1: memory, pids, cpu`, `rlimits`).
-    fn limits(&self) -> String;
+    /// Which resource limits hold in this sandbox.
+    fn limits(&self) -> HeldLimits;
 }
 
 /// One running sandbox: the protocol pipes and its control.

@@ -246,7 +246,7 @@ impl CodeModeServer {
         match self.pool.run_steered(code, &self.options, steering).await {
             Ok(report) => {
                 tracing::info!(
-                    limits = %report.limits,
+                    limits = %report.limits_text(),
                     calls = report.calls,
                     pooled = report.pooled,
                     "run finished"
@@ -260,7 +260,7 @@ impl CodeModeServer {
                 };
                 result.structured_content = Some(structured);
                 let mut meta = serde_json::Map::new();
-                meta.insert(LIMITS_META_KEY.into(), Value::String(report.limits));
+                meta.insert(LIMITS_META_KEY.into(), Value::String(report.limits_text()));
                 meta.insert(CALLS_META_KEY.into(), Value::from(report.calls));
                 meta.insert(POOLED_META_KEY.into(), Value::Bool(report.pooled));
                 result.meta = Some(rmcp::model::MetaObject(meta));

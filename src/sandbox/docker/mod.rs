@@ -28,8 +28,8 @@ use std::time::{Duration, Instant};
 use tokio::process::{Child, Command};
 
 use super::{
-    Backend, BoxFuture, Ending, Sandbox, SandboxControl, SandboxError, StderrDrain, exit_code,
-    spawner, take_pipes,
+    Backend, BoxFuture, Ending, HeldLimits, Sandbox, SandboxControl, SandboxError, StderrDrain,
+    exit_code, spawner, take_pipes,
 };
 use crate::limits::{CPUS, MAX_FILE_BYTES, MAX_OPEN_FILES, MAX_PIDS, MEMORY_BYTES, TMP_BYTES};
 use crate::rootfs::Rootfs;
@@ -528,11 +528,8 @@ impl SandboxControl for DockerControl {
         })
     }
 
-    fn limits(&self) -> String {
-        format!(
-            "docker: memory {} MiB, no swap, {MAX_PIDS} pids, {CPUS} CPU, nofile {MAX_OPEN_FILES}",
-            MEMORY_BYTES >> 20
-        )
+    fn limits(&self) -> HeldLimits {
+        HeldLimits::Docker
     }
 }
 

@@ -27,8 +27,8 @@ use self::cgroup::{CgroupHost, CgroupLimits, RunCgroup};
 use crate::limits::{CPUS, MAX_FILE_BYTES, MAX_OPEN_FILES, MAX_PIDS, MEMORY_BYTES, TMP_BYTES};
 use crate::sandbox::owner::RunName;
 use crate::sandbox::{
-    Backend, BoxFuture, Ending, Sandbox, SandboxControl, SandboxError, StderrDrain, exit_code,
-    spawner,
+    Backend, BoxFuture, Ending, HeldLimits, Sandbox, SandboxControl, SandboxError, StderrDrain,
+    exit_code, spawner,
 };
 
 /// The hidden subcommand that turns this binary into the launcher.
@@ -276,13 +276,10 @@ impl SandboxControl for NativeControl {
         })
     }
 
-    fn limits(&self) -> String {
+    fn limits(&self) -> HeldLimits {
         match &self.cgroup {
-            Some(cg) => format!("cgroup: {}", cg.held().join(", ")),
-            None => "rlimits (no writable cgroup): per process RLIMIT_DATA 256 MiB and RLIMIT_AS \
-                 1 GiB (every mapping), RLIMIT_NPROC 64, RLIMIT_NOFILE, RLIMIT_CPU; no disk I/O \
-                 limit"
-                .into(),
+            Some(cg) => HeldLimits::Cgroup(cg.held()),
+            None => HeldLimits::Rlimits,
         }
     }
 }
