@@ -23,7 +23,6 @@ pub mod landlock_rules;
 pub mod mounts;
 pub mod namespaces;
 pub mod privs;
-#[allow(unsafe_code)]
 pub mod probe;
 pub mod report;
 pub mod rlimits;

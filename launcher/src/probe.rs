@@ -16,8 +16,8 @@
 //! thread starts (as `__launcher` is), would need a second entry point in the argument
 //! parser for no gain. The Landlock ABI query changes nothing and runs in the caller.
 //!
-//! Like [`crate::sys`], every `unsafe` block here has a `// SAFETY:` comment; the ones that
-//! [`crate::sys`] already had (pipe, read, write, waitpid) are reused from there.
+//! The syscalls themselves (their `unsafe` blocks, each with a `// SAFETY:` comment) live in
+//! [`crate::sys`], like every other raw call of the launcher.
 
 use std::fmt;
 use std::io;
@@ -229,22 +229,7 @@ pub fn seccomp_filter() -> io::Result<Probe> {
 /// LANDLOCK_CREATE_RULESET_VERSION; landlock(7)), or the errno: ENOSYS when the kernel was
 /// built without Landlock, EOPNOTSUPP when it is built in but not enabled at boot.
 pub fn landlock_abi() -> Result<u32, i32> {
-    const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
-    // SAFETY: with a NULL attribute pointer and size 0, the kernel reads no memory and only
-    // answers the ABI version; the call creates nothing and changes nothing.
-    let ret = unsafe {
-        libc::syscall(
-            libc::SYS_landlock_create_ruleset,
-            std::ptr::null::<libc::c_void>(),
-            0usize,
-            LANDLOCK_CREATE_RULESET_VERSION,
-        )
-    };
-    if ret < 0 {
-        Err(io::Error::last_os_error().raw_os_error().unwrap_or(0))
-    } else {
-        Ok(u32::try_from(ret).unwrap_or(0))
-    }
+    sys::landlock_abi()
 }
 
 /// Runs `steps` in a child with fork semantics and reports the first that failed.
@@ -304,13 +289,13 @@ fn read_report(read: &OwnedFd) -> io::Result<Option<(u8, u8)>> {
 fn run_steps(steps: &[Step]) -> Result<(), (u8, i32)> {
     for (index, step) in steps.iter().enumerate() {
         let done = match *step {
-            Step::Unshare(flags) => unshare(flags),
+            Step::Unshare(flags) => sys::unshare(flags),
             Step::SetHostname => set_hostname_probe(),
-            Step::MakeRootPrivate => make_root_private(),
+            Step::MakeRootPrivate => sys::make_root_private(),
             Step::SetNoNewPrivs => sys::set_no_new_privs(),
-            Step::ReadNoNewPrivs => expect(prctl_get(libc::PR_GET_NO_NEW_PRIVS), 1),
-            Step::LoadAllowAllFilter => load_allow_all_filter(),
-            Step::ReadSeccompMode => expect(prctl_get(libc::PR_GET_SECCOMP), 2),
+            Step::ReadNoNewPrivs => expect(sys::prctl_get(libc::PR_GET_NO_NEW_PRIVS), 1),
+            Step::LoadAllowAllFilter => sys::load_allow_all_filter(),
+            Step::ReadSeccompMode => expect(sys::prctl_get(libc::PR_GET_SECCOMP), 2),
         };
         if let Err(e) = done {
             let index = u8::try_from(index).unwrap_or(u8::MAX);
@@ -328,79 +313,9 @@ fn expect(got: io::Result<libc::c_int>, want: libc::c_int) -> io::Result<()> {
     }
 }
 
-// The syscalls of the probe child. None allocates, takes a lock or can panic.
-
-fn check(ret: libc::c_int) -> io::Result<libc::c_int> {
-    if ret == -1 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(ret)
-    }
-}
-
-/// unshare(2).
-fn unshare(flags: libc::c_int) -> io::Result<()> {
-    // SAFETY: plain integer argument; it changes only the calling (probe child) process.
-    check(unsafe { libc::unshare(flags) }).map(drop)
-}
-
 /// sethostname("probe"). Only after unshare(CLONE_NEWUTS) (see [`Step`]).
 fn set_hostname_probe() -> io::Result<()> {
-    const NAME: &[u8] = b"probe";
-    // SAFETY: the pointer and length describe a static byte string.
-    check(unsafe { libc::sethostname(NAME.as_ptr().cast(), NAME.len()) }).map(drop)
-}
-
-/// mount(NULL, "/", NULL, MS_REC|MS_PRIVATE, NULL). Only after unshare(CLONE_NEWNS).
-fn make_root_private() -> io::Result<()> {
-    // SAFETY: the target is a NUL-terminated literal; NULL source, type and data are valid
-    // for a propagation change (mount(2)).
-    check(unsafe {
-        libc::mount(
-            std::ptr::null(),
-            c"/".as_ptr(),
-            std::ptr::null(),
-            libc::MS_REC | libc::MS_PRIVATE,
-            std::ptr::null(),
-        )
-    })
-    .map(drop)
-}
-
-/// prctl(option) for a PR_GET_* option that answers in its return value.
-fn prctl_get(option: libc::c_int) -> io::Result<libc::c_int> {
-    // SAFETY: plain integer arguments; PR_GET_NO_NEW_PRIVS and PR_GET_SECCOMP write nothing.
-    check(unsafe { libc::prctl(option, 0, 0, 0, 0) })
-}
-
-/// seccomp(SECCOMP_SET_MODE_FILTER, 0, prog) with one instruction: return ALLOW.
-fn load_allow_all_filter() -> io::Result<()> {
-    const SECCOMP_SET_MODE_FILTER: libc::c_uint = 1;
-    let mut filter = [libc::sock_filter {
-        code: (libc::BPF_RET | libc::BPF_K) as u16,
-        jt: 0,
-        jf: 0,
-        k: libc::SECCOMP_RET_ALLOW,
-    }];
-    let prog = libc::sock_fprog {
-        len: 1,
-        filter: filter.as_mut_ptr(),
-    };
-    // SAFETY: `prog` points at one valid instruction on this stack frame, which outlives
-    // the call; the kernel copies the program and keeps no pointer to it.
-    let ret = unsafe {
-        libc::syscall(
-            libc::SYS_seccomp,
-            SECCOMP_SET_MODE_FILTER,
-            0 as libc::c_uint,
-            &prog as *const libc::sock_fprog,
-        )
-    };
-    if ret == -1 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(())
-    }
+    sys::sethostname("probe")
 }
 
 #[cfg(test)]

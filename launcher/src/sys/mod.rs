@@ -10,6 +10,10 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
+mod probe_calls;
+
+pub use probe_calls::{landlock_abi, load_allow_all_filter, make_root_private, prctl_get, unshare};
+
 /// Turns a path into a C string; a path with an interior NUL is `EINVAL`.
 pub fn cstring(bytes: &OsStr) -> io::Result<CString> {
     CString::new(bytes.as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
