@@ -1,7 +1,13 @@
 //! Stage 3: uid/gid maps, written by the outer launcher for the sandbox process.
 //!
-//! Inside, uid and gid 65534 map to the caller's effective ids, or to host 65534 when the
-//! caller is root (so a root host never runs sandboxed code as root). setgroups(2) is denied
+//! Inside, uid and gid 65534 map to the caller's effective ids, or, when the caller is root,
+//! to a host id of the sandbox's own: [`ROOT_CALLER_BASE`] plus the sandbox's host pid. So a
+//! root host never runs sandboxed code as root, and the kernel's per-user counters (pipe
+//! buffer pages against `pipe-user-pages-soft`, pending signals, unix descriptors in flight,
+//! message queue bytes) that a run fills are charged to no host process and to no other run:
+//! with one shared id (host nobody), a run holding pipes up to its fd and process limits left
+//! every new pipe of host nobody, and of every concurrent run, at 8 KiB instead of 64 KiB
+//! (pipe(7), "/proc/sys/fs/pipe-user-pages-soft"). setgroups(2) is denied
 //! first, as an unprivileged map of the gid requires (user_namespaces(7), "Interaction with
 //! system calls that change process UIDs or GIDs"). A root caller also drops its supplementary
 //! groups before the clone, so the sandbox does not inherit group 0.
@@ -12,6 +18,13 @@ use crate::sys;
 
 /// The uid and gid the sandboxed program runs as, inside its user namespace.
 pub const SANDBOX_ID: u32 = 65534;
+
+/// For a root caller, sandbox `pid` runs as host uid and gid `ROOT_CALLER_BASE + pid`. Host
+/// pids stay below 2^22 (`PID_MAX_LIMIT`), so the ids lie in 0x7F000000..0x7F400000: above
+/// the ranges distributions and systemd hand out (system, regular, dynamic and container
+/// users end below 0x70000000) and below 2^31. Two live sandboxes never share an id, since
+/// their pids differ.
+pub const ROOT_CALLER_BASE: u32 = 0x7F00_0000;
 
 /// The three files the outer launcher writes under /proc/PID, in order.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,10 +51,12 @@ pub enum IdMapError {
     Groups(#[source] std::io::Error),
 }
 
-/// Builds the maps for a caller with effective ids `(uid, gid)`.
-pub fn plan(caller_uid: u32, caller_gid: u32) -> IdMaps {
+/// Builds the maps for sandbox `pid` (its host pid) of a caller with effective ids
+/// `(uid, gid)`.
+pub fn plan(caller_uid: u32, caller_gid: u32, pid: libc::pid_t) -> IdMaps {
     let (uid, gid) = if caller_uid == 0 {
-        (SANDBOX_ID, SANDBOX_ID)
+        let own = ROOT_CALLER_BASE.saturating_add(pid.unsigned_abs());
+        (own, own)
     } else {
         (caller_uid, caller_gid)
     };
@@ -85,16 +100,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_root_caller_maps_the_sandbox_to_host_nobody_never_to_root() {
-        let maps = plan(0, 0);
-        assert_eq!(maps.uid_map, "65534 65534 1\n");
-        assert_eq!(maps.gid_map, "65534 65534 1\n");
+    fn a_root_caller_maps_each_sandbox_to_a_host_id_of_its_own_never_to_root() {
+        let maps = plan(0, 0, 4321);
+        assert_eq!(maps.uid_map, "65534 2130710753 1\n");
+        assert_eq!(maps.gid_map, "65534 2130710753 1\n");
         assert_eq!(maps.setgroups, "deny");
+        assert_ne!(plan(0, 0, 4322).uid_map, maps.uid_map);
+        // The highest pid the kernel hands out (PID_MAX_LIMIT - 1) still lands below 2^31.
+        assert_eq!(plan(0, 0, (1 << 22) - 1).uid_map, "65534 2134900735 1\n");
     }
 
     #[test]
     fn an_unprivileged_caller_maps_the_sandbox_to_itself() {
-        let maps = plan(1000, 1001);
+        let maps = plan(1000, 1001, 4321);
         assert_eq!(maps.uid_map, "65534 1000 1\n");
         assert_eq!(maps.gid_map, "65534 1001 1\n");
     }

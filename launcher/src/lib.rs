@@ -159,7 +159,7 @@ fn outer(
 ) -> Result<i32, LaunchError> {
     // 3. Write the child's uid/gid maps from here (setgroups "deny" first), hand the host a
     //    pidfd of the child (before any of the program's code can run), then release it.
-    idmap::write(sandbox.pid(), &idmap::plan(uid, gid))?;
+    idmap::write(sandbox.pid(), &idmap::plan(uid, gid, sandbox.pid()))?;
     reporter
         .started(sandbox.pid())
         .map_err(LaunchError::Report)?;
@@ -244,7 +244,7 @@ mod tests {
         in_child(move || match namespaces::clone_sandbox().unwrap() {
             Side::Outer(sandbox) => {
                 let (uid, gid) = idmap::caller();
-                idmap::write(sandbox.pid(), &idmap::plan(uid, gid)).unwrap();
+                idmap::write(sandbox.pid(), &idmap::plan(uid, gid, sandbox.pid())).unwrap();
                 sandbox.release().unwrap();
                 sandbox.wait().unwrap().as_status()
             }

@@ -188,7 +188,7 @@ fn run_step(step: &Step) -> Result<(), MountError> {
         Step::Bind { source, target } => {
             sys::mount(Some(source), target, None, libc::MS_BIND, None).map_err(failed(
                 format!("bind {} on {}", source.display(), target.display()),
-                " (the rootfs and every directory above it must be searchable by uid 65534 \
+                " (the rootfs and every directory above it must be searchable by others \
                  when the caller is root, e.g. mode o+rx)",
             ))
         }
@@ -285,7 +285,8 @@ fn mount_overlay(lower: &Path, target: &Path) -> Result<(), MountError> {
     )
     .map_err(failed(
         what(),
-        " (overlayfs must be available and mountable in a user namespace: Linux 5.11 or later)",
+        " (overlayfs must be mountable in a user namespace, Linux 5.11 or later, and the \
+         rootfs searchable by others when the caller is root)",
     ))
 }
 

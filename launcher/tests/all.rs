@@ -23,7 +23,7 @@ fn skip(why: &str) -> Option<PathBuf> {
 }
 
 /// The rootfs, built once per test process in a fresh private temporary directory (made
-/// world-readable, since a root caller's sandbox runs as host uid 65534) and removed when
+/// world-readable, since a root caller's sandbox runs as a host uid of its own) and removed when
 /// the test process exits.
 fn rootfs() -> Option<PathBuf> {
     static ROOTFS: OnceLock<Result<tempfile::TempDir, String>> = OnceLock::new();

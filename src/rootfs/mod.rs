@@ -204,8 +204,9 @@ fn io_hint(action: &str) -> &'static str {
 /// [`ROOT_CACHE`] when running as root, else `$XDG_CACHE_HOME/mcp-code-mode`, else
 /// `$HOME/.cache/mcp-code-mode`.
 ///
-/// Root gets a system directory because the sandbox of a root caller runs as host uid
-/// 65534, which must be able to search every directory above the rootfs (`/root` is 0700).
+/// Root gets a system directory because the sandbox of a root caller runs as a host uid of
+/// its own (not root, not the owner), which must be able to search every directory above the
+/// rootfs as one of the others (`/root` is 0700).
 ///
 /// Errors: [`RootfsError::NoCacheDir`] when none of them is an absolute path.
 pub fn cache_root(explicit: Option<&Path>) -> Result<PathBuf, RootfsError> {

@@ -220,8 +220,9 @@ pub(crate) fn write_base_files(root: &Path) -> Result<(), RootfsError> {
     Ok(())
 }
 
-/// Directories 0755; files 0755 when the source had any execute bit, else 0644; so uid
-/// 65534 can read everything, and nothing is setuid, setgid or writable by others.
+/// Directories 0755; files 0755 when the source had any execute bit, else 0644; so any uid
+/// (a root caller's sandbox runs as a host uid of its own) can read everything, and nothing is
+/// setuid, setgid or writable by others.
 pub(crate) fn normalize_modes(root: &Path) -> Result<(), RootfsError> {
     walk(root, &mut |path, meta| {
         let mode = if meta.is_dir() || meta.permissions().mode() & 0o111 != 0 {

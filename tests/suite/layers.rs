@@ -101,8 +101,8 @@ pub(super) fn launch_by(mut starter: Command, code: &str, args: &[&str]) -> (Val
     (out, stderr)
 }
 
-/// A `sleep` of the sandbox's host uid (65534 when we are root, else ours), in our process
-/// group; killed on drop.
+/// A `sleep` in our process group, of our uid when we are not root (the sandbox's host uid
+/// then), else of host nobody; killed on drop.
 struct Sentinel(Child);
 
 impl Sentinel {

@@ -390,8 +390,9 @@ fn expectation(probe: &str) -> &'static Expect {
 /// What the host offers the probes to aim at, for one class on one backend: each must stay
 /// out of reach. Dropping it stops the sentinel and the listeners.
 struct HostFacts {
-    /// A host process of the sandbox's own host uid (65534 when we are root, else ours), in
-    /// our process group, which the sandbox must not be able to signal.
+    /// A host process the sandbox must not be able to signal, in our process group: of our
+    /// own uid when we are not root (a native sandbox's host uid then), else of host nobody
+    /// (a Docker sandbox's host uid; a root caller's native sandbox has a host uid of its own).
     sentinel: Child,
     _abstract: UnixListener,
     _pathname: UnixListener,
@@ -1073,7 +1074,116 @@ fn concurrent_runs_see_no_record_lock_of_each_other(backend: &str) {
     }
 }
 
+/// A run that holds as many pipes as its process and descriptor limits allow (every process
+/// fills its table with read ends), reports when it is full, the size of a new pipe of its
+/// own (8 KiB once its host uid passed `pipe-user-pages-soft`: the positive control), holds
+/// on, and reports when it lets go.
+const PIPE_FILLER: &str = r#"
+import fcntl, json, os, time
+def fill():
+    held = []
+    while True:
+        try:
+            r, w = os.pipe()
+        except OSError:
+            return held
+        os.close(w)
+        held.append(r)
+kids = []
+for _ in range(56):
+    try:
+        pid = os.fork()
+    except OSError:
+        break
+    if pid == 0:
+        held = fill()
+        time.sleep(22)
+        os._exit(0)
+    kids.append(pid)
+mine = fill()
+time.sleep(1)
+full = time.time()
+for fd in mine[:2]:
+    os.close(fd)
+r, w = os.pipe()
+own = fcntl.fcntl(r, 1032)
+time.sleep(14)
+print(json.dumps({"kids": len(kids), "full": full, "own": own, "released": time.time()}))
+"#;
+
+/// QUOTA/ISO, pipe buffer pages: while a native run of a root caller holds pipes up to its
+/// limits (which passes `pipe-user-pages-soft` for its host uid), host nobody, the id a
+/// shared mapping would use, still gets 64 KiB pipes. Each root caller's sandbox has a host
+/// uid of its own (`launcher::idmap::ROOT_CALLER_BASE`). With every sandbox mapped to host
+/// nobody, the host's pipes made during the run were 8 KiB. An unprivileged caller's
+/// sandbox can only be the caller itself, and Docker's is host nobody: docs/threat-model.md.
+fn a_run_full_of_pipes_leaves_other_users_pipes_whole() {
+    let soft: u64 = std::fs::read_to_string("/proc/sys/fs/pipe-user-pages-soft")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(0);
+    if !super::common::require(
+        soft > 0 && soft <= 32768,
+        "pipe-user-pages-soft is off or above what 64 processes of 64 pipes reach",
+    ) {
+        return;
+    }
+    let host_pipe = || {
+        let out = Command::new("/usr/bin/python3")
+            .args(["-c", "import fcntl, os, time; r, w = os.pipe(); print(time.time(), fcntl.fcntl(r, 1032))"])
+            .uid(65534)
+            .gid(65534)
+            .output()
+            .expect("run python3 as nobody");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let mut f = text.split_whitespace();
+        let at: f64 = f.next().and_then(|v| v.parse().ok()).expect("time");
+        let size: u64 = f.next().and_then(|v| v.parse().ok()).expect("size");
+        (at, size)
+    };
+    let (run, checks) = std::thread::scope(|s| {
+        let run = s.spawn(|| exec_with(PIPE_FILLER, ExecOptions::default()));
+        let mut checks = Vec::new();
+        while !run.is_finished() {
+            std::thread::sleep(Duration::from_secs(2));
+            checks.push(host_pipe());
+        }
+        (run.join().unwrap(), checks)
+    });
+    let report = printed(&run);
+    let (full, released) = (
+        report["full"].as_f64().expect("full"),
+        report["released"].as_f64().expect("released"),
+    );
+    assert_eq!(
+        report["own"], 8192,
+        "the run never passed the soft limit: {report}"
+    );
+    let during: Vec<_> = checks
+        .iter()
+        .filter(|(at, _)| *at > full && *at < released)
+        .collect();
+    assert!(
+        !during.is_empty(),
+        "no host check fell while the run was full: {report} {checks:?}"
+    );
+    for (at, size) in during {
+        assert_eq!(
+            *size, 65536,
+            "host nobody's pipe at {at} while the run was full: {report}"
+        );
+    }
+}
+
 mod between_runs {
+    #[test]
+    fn a_native_run_full_of_pipes_leaves_other_users_pipes_whole() {
+        // Only a root caller's sandbox can have a host uid that is not the caller's.
+        if super::ready("native") && !super::unprivileged() {
+            super::a_run_full_of_pipes_leaves_other_users_pipes_whole()
+        }
+    }
+
     #[test]
     fn concurrent_native_runs_share_no_lock_and_no_watch() {
         if super::ready("native") {
