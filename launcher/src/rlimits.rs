@@ -30,7 +30,8 @@ pub const SIGPENDING: u64 = 64;
 
 /// RLIMIT_AS is this many times RLIMIT_DATA. Address space is reserved far beyond what is
 /// used: every thread's stack (RLIMIT_STACK, 8 MiB) and glibc's per-thread malloc arenas
-/// (64 MiB reserved each), so at 1x a Python process cannot start its thread pool. At 4x
+/// (64 MiB reserved each, up to 8 per CPU). Measured with DATA at 256 MiB, a Python process
+/// starts 6 threads that allocate at 1x, 13 at 2x, 14 at 4x (docs/threat-model.md). At 4x
 /// one process still cannot map more than 4 x --memory-rlimit in all, whatever the kind of
 /// mapping (shared, grows-down, file).
 pub const ADDRESS_SPACE_PER_DATA: u64 = 4;
