@@ -67,7 +67,7 @@ pub mod config;
 pub mod doctor;
 pub mod limits;
 mod lines;
-pub mod pyjson;
+mod pyjson;
 pub mod rootfs;
 mod stderr_log;
 

@@ -8,7 +8,7 @@
 use serde_json::Value;
 
 /// Write `value` as `json.dumps(value)` would (default arguments).
-pub fn to_string(value: &Value) -> String {
+pub(crate) fn to_string(value: &Value) -> String {
     let mut out = String::new();
     write_value(&mut out, value);
     out

@@ -19,7 +19,7 @@ use crate::sandbox::escape_controls;
 /// character is never split across calls in practice, and one that is split is written as
 /// U+FFFD rather than as raw bytes.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct EscapedStderr;
+pub(crate) struct EscapedStderr;
 
 impl<'a> MakeWriter<'a> for EscapedStderr {
     type Writer = EscapingWriter<io::Stderr>;
@@ -31,7 +31,7 @@ impl<'a> MakeWriter<'a> for EscapedStderr {
 
 /// The writer [`EscapedStderr`] makes: escapes control characters, then writes to `W`.
 #[derive(Debug)]
-pub struct EscapingWriter<W: Write>(pub W);
+pub(crate) struct EscapingWriter<W: Write>(pub W);
 
 impl<W: Write> Write for EscapingWriter<W> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
@@ -47,7 +47,7 @@ impl<W: Write> Write for EscapingWriter<W> {
 
 /// Print `mcp-code-mode: {message}` on stderr with control characters escaped: the one
 /// line a failed command ends with, which may quote a wrapped server's stderr.
-pub fn error_line(message: &str) {
+pub(crate) fn error_line(message: &str) {
     let mut writer = EscapingWriter(io::stderr());
     let _ = writeln!(writer, "mcp-code-mode: {message}");
 }

@@ -8,7 +8,7 @@ use crate::sys::{self, Cloned, Exit};
 
 /// Runs `f` in a forked child (so a layer never touches the test process) and returns how
 /// the child ended: its return value as exit code, 101 on panic.
-pub fn in_child(f: impl FnOnce() -> i32) -> Exit {
+pub(crate) fn in_child(f: impl FnOnce() -> i32) -> Exit {
     match sys::fork().expect("fork") {
         Cloned::Child => {
             let code = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or(101);
@@ -19,7 +19,7 @@ pub fn in_child(f: impl FnOnce() -> i32) -> Exit {
 }
 
 /// A config with the defaults and a placeholder rootfs and program.
-pub fn config() -> Config {
+pub(crate) fn config() -> Config {
     Config::parse(
         ["--rootfs", "/nonexistent", "--", "/bin/true"]
             .into_iter()
@@ -29,18 +29,18 @@ pub fn config() -> Config {
 }
 
 /// Skips loudly (false) when the host lacks something; under CI, fails instead.
-pub fn skip(why: &str) -> bool {
+pub(crate) fn skip(why: &str) -> bool {
     testkit::require(false, why)
 }
 
 /// unshare(CLONE_NEWUSER) in the current (forked, single-threaded) process.
-pub fn in_user_namespace() {
+pub(crate) fn in_user_namespace() {
     raw_syscall(libc::SYS_unshare, [libc::CLONE_NEWUSER as u64, 0, 0])
         .expect("unshare(CLONE_NEWUSER)");
 }
 
 /// True when a user namespace can be created here; otherwise skips loudly.
-pub fn require_user_namespaces() -> bool {
+pub(crate) fn require_user_namespaces() -> bool {
     match in_child(|| {
         if raw_syscall(libc::SYS_unshare, [libc::CLONE_NEWUSER as u64, 0, 0]).is_ok() {
             0
@@ -54,7 +54,7 @@ pub fn require_user_namespaces() -> bool {
 }
 
 /// True when the kernel has Landlock; otherwise skips loudly.
-pub fn landlock_available() -> bool {
+pub(crate) fn landlock_available() -> bool {
     let abi = raw_syscall(libc::SYS_landlock_create_ruleset, [0, 0, 1]);
     match abi {
         Ok(v) if v >= 6 => true,
@@ -63,22 +63,22 @@ pub fn landlock_available() -> bool {
 }
 
 /// Ignores SIGXFSZ so an oversized write fails with EFBIG, as in CPython.
-pub fn ignore_sigxfsz() {
+pub(crate) fn ignore_sigxfsz() {
     sys::ignore_signal(libc::SIGXFSZ);
 }
 
 /// A raw syscall with three arguments: Ok(return value) or Err(errno).
-pub fn raw_syscall(nr: libc::c_long, args: [u64; 3]) -> Result<i64, i32> {
+pub(crate) fn raw_syscall(nr: libc::c_long, args: [u64; 3]) -> Result<i64, i32> {
     sys::raw_syscall3(nr, args)
 }
 
 /// A raw syscall with five arguments: Ok(return value) or Err(errno).
-pub fn raw_syscall5(nr: libc::c_long, args: [u64; 5]) -> Result<i64, i32> {
+pub(crate) fn raw_syscall5(nr: libc::c_long, args: [u64; 5]) -> Result<i64, i32> {
     sys::raw_syscall5(nr, args)
 }
 
 /// A temp dir laid out as an (empty) rootfs: tmp, dev and proc directories, mode 0755.
-pub fn empty_rootfs() -> (tempfile::TempDir, PathBuf) {
+pub(crate) fn empty_rootfs() -> (tempfile::TempDir, PathBuf) {
     use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("root");

@@ -13,7 +13,7 @@ use serde_json::{Map, Value};
 ///
 /// # Errors
 /// A message with the line and column, or `duplicate key at PATH` for a repeated key.
-pub fn parse(text: &str) -> Result<Value, String> {
+pub(super) fn parse(text: &str) -> Result<Value, String> {
     let mut de = serde_json::Deserializer::from_str(text);
     let value = Seed {
         path: String::new(),

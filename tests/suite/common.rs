@@ -11,7 +11,7 @@ use serde_json::Value;
 /// The `mcp-code-mode` binary under test: the one cargo built, or `MCP_CODE_MODE_BIN` when
 /// set (an installed binary, e.g. `/usr/local/bin/mcp-code-mode`, which an AppArmor profile
 /// may allow user namespaces that the build's binary is refused).
-pub fn bin() -> PathBuf {
+pub(crate) fn bin() -> PathBuf {
     match std::env::var_os("MCP_CODE_MODE_BIN") {
         Some(path) if !path.is_empty() => PathBuf::from(path),
         _ => PathBuf::from(env!("CARGO_BIN_EXE_mcp-code-mode")),
@@ -19,7 +19,7 @@ pub fn bin() -> PathBuf {
 }
 
 /// An example binary built by `cargo test` (e.g. `toy_server`).
-pub fn example(name: &str) -> PathBuf {
+pub(crate) fn example(name: &str) -> PathBuf {
     let deps = std::env::current_exe().expect("test binary path");
     let profile = deps
         .parent()
@@ -35,18 +35,18 @@ pub fn example(name: &str) -> PathBuf {
 }
 
 /// The toy server's command line.
-pub fn toy() -> Vec<String> {
+pub(crate) fn toy() -> Vec<String> {
     vec![example("toy_server").display().to_string()]
 }
 
 /// The one skip rule of the workspace (see the `testkit` crate): `require(ok,
 /// why)` prints SKIPPED past the harness's capture when `ok` is false, and fails under CI.
-pub use testkit::require;
+pub(crate) use testkit::require;
 
 /// Whether the native sandbox can run here (user namespaces). With `MCP_CODE_MODE_BIN` set,
 /// the binary under test answers (`doctor` exits 2 only when the native backend cannot
 /// run): an AppArmor profile may allow it what `unshare(1)` is refused.
-pub fn native_available() -> bool {
+pub(crate) fn native_available() -> bool {
     static OK: OnceLock<bool> = OnceLock::new();
     *OK.get_or_init(|| {
         if std::env::var_os("MCP_CODE_MODE_BIN").is_some_and(|p| !p.is_empty()) {
@@ -68,7 +68,7 @@ pub fn native_available() -> bool {
 
 /// The result of one `exec`: exit code, the parsed result object (if any), stderr.
 #[derive(Debug)]
-pub struct Exec {
+pub(crate) struct Exec {
     pub code: i32,
     pub result: Option<Value>,
     pub stdout: String,
@@ -77,7 +77,7 @@ pub struct Exec {
 
 impl Exec {
     /// The result object, or a panic with stderr.
-    pub fn result(&self) -> &Value {
+    pub(crate) fn result(&self) -> &Value {
         self.result.as_ref().unwrap_or_else(|| {
             panic!(
                 "no result object; exit {}; stderr:\n{}",
@@ -87,23 +87,23 @@ impl Exec {
     }
 
     /// What the code printed.
-    pub fn printed(&self) -> &str {
+    pub(crate) fn printed(&self) -> &str {
         self.result()["stdout"].as_str().unwrap_or_default()
     }
 
     /// The error field, or "".
-    pub fn error(&self) -> &str {
+    pub(crate) fn error(&self) -> &str {
         self.result()["error"].as_str().unwrap_or_default()
     }
 
     /// The stopped flag.
-    pub fn stopped(&self) -> bool {
+    pub(crate) fn stopped(&self) -> bool {
         self.result()["stopped"].as_bool().unwrap_or(false)
     }
 }
 
 /// Options for one `exec`.
-pub struct ExecOptions<'a> {
+pub(crate) struct ExecOptions<'a> {
     pub backend: &'a str,
     pub args: Vec<String>,
     pub server: Vec<String>,
@@ -122,7 +122,7 @@ impl Default for ExecOptions<'_> {
 }
 
 /// Run `mcp-code-mode exec --code CODE` with the toy server (or `opts.server`).
-pub fn exec_with(code: &str, opts: ExecOptions<'_>) -> Exec {
+pub(crate) fn exec_with(code: &str, opts: ExecOptions<'_>) -> Exec {
     let mut cmd = Command::new(bin());
     cmd.arg("exec")
         .arg("--backend")
@@ -152,7 +152,7 @@ pub fn exec_with(code: &str, opts: ExecOptions<'_>) -> Exec {
 }
 
 /// `exec` on `backend` with the toy server and extra CLI args.
-pub fn exec_on(backend: &str, code: &str, args: &[&str]) -> Exec {
+pub(crate) fn exec_on(backend: &str, code: &str, args: &[&str]) -> Exec {
     exec_with(
         code,
         ExecOptions {
@@ -164,19 +164,19 @@ pub fn exec_on(backend: &str, code: &str, args: &[&str]) -> Exec {
 }
 
 /// `exec` on the native backend with the toy server and extra CLI args.
-pub fn exec(code: &str, args: &[&str]) -> Exec {
+pub(crate) fn exec(code: &str, args: &[&str]) -> Exec {
     exec_on("native", code, args)
 }
 
 /// The cargo target directory (`target/`).
-pub fn target_dir() -> PathBuf {
+pub(crate) fn target_dir() -> PathBuf {
     let deps = std::env::current_exe().expect("test binary path");
     deps.ancestors().nth(3).expect("target dir").to_path_buf()
 }
 
 /// A Python with the MCP SDK 2.x and `mcp-server-time` installed, made on first use in
 /// `target/py-venv-system` (pip from PyPI); `None` when it cannot be made.
-pub fn venv_python() -> Option<PathBuf> {
+pub(crate) fn venv_python() -> Option<PathBuf> {
     static PY: OnceLock<Option<PathBuf>> = OnceLock::new();
     PY.get_or_init(|| {
         // Debian's python3 when there is one: a venv made from it is usable by every user
@@ -216,7 +216,7 @@ pub fn venv_python() -> Option<PathBuf> {
 }
 
 /// Run the Python SDK client against `serve_command`, calling run_python with each code.
-pub fn python_client(codes: &[&str], serve_command: &[String]) -> Value {
+pub(crate) fn python_client(codes: &[&str], serve_command: &[String]) -> Value {
     let python = venv_python().expect("venv python");
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/clients/mcp_client.py");
     let out = Command::new(python)
@@ -236,7 +236,7 @@ pub fn python_client(codes: &[&str], serve_command: &[String]) -> Value {
 }
 
 /// Whether a Docker engine answers.
-pub fn docker_available() -> bool {
+pub(crate) fn docker_available() -> bool {
     static OK: OnceLock<bool> = OnceLock::new();
     *OK.get_or_init(|| {
         Command::new("docker")
@@ -249,7 +249,7 @@ pub fn docker_available() -> bool {
 }
 
 /// Whether the tests run as a user other than root (no writable cgroup: rlimit fallback).
-pub fn unprivileged() -> bool {
+pub(crate) fn unprivileged() -> bool {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
@@ -261,7 +261,7 @@ pub fn unprivileged() -> bool {
 }
 
 /// Whether `backend` ("native" or "docker") can run here; skips loudly (fails under CI) if not.
-pub fn backend_ready(backend: &str) -> bool {
+pub(crate) fn backend_ready(backend: &str) -> bool {
     match backend {
         "native" => require(native_available(), "user namespaces are not available here"),
         _ => require(
@@ -285,7 +285,7 @@ macro_rules! on_both_backends {
 }
 
 /// Whether the native sandbox and the Python MCP SDK are both here (skips loudly if not).
-pub fn native_client_ready() -> bool {
+pub(crate) fn native_client_ready() -> bool {
     require(native_available(), "user namespaces are not available here")
         && require(
             venv_python().is_some(),
@@ -294,7 +294,7 @@ pub fn native_client_ready() -> bool {
 }
 
 /// `mcp-code-mode serve ARGS… -- <toy server>` as a command line.
-pub fn serve_command(args: &[&str]) -> Vec<String> {
+pub(crate) fn serve_command(args: &[&str]) -> Vec<String> {
     let mut command = vec![bin().display().to_string(), "serve".to_owned()];
     command.extend(args.iter().map(|a| a.to_string()));
     command.push("--".into());
@@ -304,7 +304,7 @@ pub fn serve_command(args: &[&str]) -> Vec<String> {
 
 /// Host pids whose name (`/proc/PID/comm`, set with prctl(PR_SET_NAME)) is `marker`, zombies
 /// left out; any user's.
-pub fn processes_named(marker: &str) -> Vec<u32> {
+pub(crate) fn processes_named(marker: &str) -> Vec<u32> {
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };

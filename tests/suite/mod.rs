@@ -3,7 +3,7 @@
 /// Nothing left behind: processes, cgroups, containers, temp dirs.
 mod cleanup;
 /// Shared helpers: binaries, `exec`, the skip rule, backends.
-pub mod common;
+pub(crate) mod common;
 /// The sandbox's and the bridge's controls, on both backends.
 mod controls;
 /// The Docker backend end to end.

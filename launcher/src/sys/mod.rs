@@ -12,10 +12,10 @@ use std::path::Path;
 
 mod probe_calls;
 
-pub use probe_calls::{landlock_abi, load_allow_all_filter, make_root_private, prctl_get, unshare};
+pub(crate) use probe_calls::{landlock_abi, load_allow_all_filter, make_root_private, prctl_get, unshare};
 
 /// Turns a path into a C string; a path with an interior NUL is `EINVAL`.
-pub fn cstring(bytes: &OsStr) -> io::Result<CString> {
+pub(crate) fn cstring(bytes: &OsStr) -> io::Result<CString> {
     CString::new(bytes.as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
 }
 
@@ -40,7 +40,7 @@ fn check_long(ret: libc::c_long) -> io::Result<libc::c_long> {
 }
 
 /// Which side of a [`clone_process`] call we are on.
-pub enum Cloned {
+pub(crate) enum Cloned {
     /// The calling process; `child` is the new process's pid as seen from here.
     Parent { child: libc::pid_t },
     /// The new process.
@@ -52,7 +52,7 @@ pub enum Cloned {
 /// The child runs on a copy of the caller's stack, like fork(2). Sound in a single-threaded
 /// process (the launcher is one; tests call it from a freshly forked child), or when the
 /// child keeps to async-signal-safe raw syscalls and `_exit` (`probe::in_child`).
-pub fn clone_process(flags: libc::c_int) -> io::Result<Cloned> {
+pub(crate) fn clone_process(flags: libc::c_int) -> io::Result<Cloned> {
     // SAFETY: with a NULL stack pointer the raw clone syscall behaves like fork(2): the child
     // gets a copy-on-write copy of the whole address space, including this stack frame, so no
     // memory is shared. Either the caller is single-threaded, so no lock can be held by a
@@ -79,7 +79,7 @@ pub fn clone_process(flags: libc::c_int) -> io::Result<Cloned> {
 
 #[cfg(test)]
 /// fork(2) through glibc (which resets its own locks and caches in the child).
-pub fn fork() -> io::Result<Cloned> {
+pub(crate) fn fork() -> io::Result<Cloned> {
     // SAFETY: fork has no memory-safety preconditions of its own; the child only runs code
     // that the callers (tests, single-threaded launcher) keep to simple syscalls before exit.
     match check(unsafe { libc::fork() })? {
@@ -108,7 +108,7 @@ impl Exit {
 }
 
 /// waitpid(2) for `pid` until it exits or is killed (retries on EINTR).
-pub fn wait_for(pid: libc::pid_t) -> io::Result<Exit> {
+pub(crate) fn wait_for(pid: libc::pid_t) -> io::Result<Exit> {
     loop {
         let mut status: libc::c_int = 0;
         // SAFETY: `status` is a valid, writable c_int for the duration of the call.
@@ -131,37 +131,37 @@ pub fn wait_for(pid: libc::pid_t) -> io::Result<Exit> {
 
 /// _exit(2): end this process now, without running atexit handlers or destructors, and
 /// without flushing stdio (async-signal-safe).
-pub fn exit_now(code: i32) -> ! {
+pub(crate) fn exit_now(code: i32) -> ! {
     // SAFETY: _exit never returns and has no preconditions.
     unsafe { libc::_exit(code) }
 }
 
 /// prctl(PR_SET_PDEATHSIG, sig): get `sig` when the thread that forked us exits.
-pub fn set_parent_death_signal(sig: libc::c_int) -> io::Result<()> {
+pub(crate) fn set_parent_death_signal(sig: libc::c_int) -> io::Result<()> {
     // SAFETY: plain integer arguments.
     check(unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, sig as libc::c_ulong, 0, 0, 0) }).map(drop)
 }
 
 /// getppid(2). Never fails.
-pub fn parent_pid() -> libc::pid_t {
+pub(crate) fn parent_pid() -> libc::pid_t {
     // SAFETY: no arguments, cannot fail.
     unsafe { libc::getppid() }
 }
 
 /// getpid(2). Never fails.
-pub fn own_pid() -> libc::pid_t {
+pub(crate) fn own_pid() -> libc::pid_t {
     // SAFETY: no arguments, cannot fail.
     unsafe { libc::getpid() }
 }
 
 /// geteuid(2) and getegid(2). Never fail.
-pub fn effective_ids() -> (u32, u32) {
+pub(crate) fn effective_ids() -> (u32, u32) {
     // SAFETY: no arguments, cannot fail.
     unsafe { (libc::geteuid(), libc::getegid()) }
 }
 
 /// pipe2(2) with O_CLOEXEC: (read end, write end).
-pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+pub(crate) fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     let mut fds = [0 as libc::c_int; 2];
     // SAFETY: `fds` is a writable array of two c_ints, as pipe2 requires.
     check(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) })?;
@@ -170,7 +170,7 @@ pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
 }
 
 /// read(2) of up to one byte; `Ok(None)` at end of file. Retries on EINTR.
-pub fn read_byte(fd: &OwnedFd) -> io::Result<Option<u8>> {
+pub(crate) fn read_byte(fd: &OwnedFd) -> io::Result<Option<u8>> {
     let mut byte = 0u8;
     loop {
         // SAFETY: the buffer is one writable byte and the length says so.
@@ -185,7 +185,7 @@ pub fn read_byte(fd: &OwnedFd) -> io::Result<Option<u8>> {
 }
 
 /// write(2) of one byte. Retries on EINTR.
-pub fn write_byte(fd: &OwnedFd, byte: u8) -> io::Result<()> {
+pub(crate) fn write_byte(fd: &OwnedFd, byte: u8) -> io::Result<()> {
     loop {
         // SAFETY: the buffer is one readable byte and the length says so.
         let n = unsafe { libc::write(fd.as_raw_fd(), (&byte as *const u8).cast(), 1) };
@@ -198,7 +198,7 @@ pub fn write_byte(fd: &OwnedFd, byte: u8) -> io::Result<()> {
 }
 
 /// poll(2) with a zero timeout: has every writer of this pipe's read end gone (POLLHUP)?
-pub fn pipe_writers_gone(fd: &OwnedFd) -> io::Result<bool> {
+pub(crate) fn pipe_writers_gone(fd: &OwnedFd) -> io::Result<bool> {
     let mut pfd = libc::pollfd {
         fd: fd.as_raw_fd(),
         events: libc::POLLIN,
@@ -210,7 +210,7 @@ pub fn pipe_writers_gone(fd: &OwnedFd) -> io::Result<bool> {
 }
 
 /// Points `fd` at /dev/null (open + dup2 + close), keeping the descriptor number in use.
-pub fn point_at_dev_null(fd: RawFd) -> io::Result<()> {
+pub(crate) fn point_at_dev_null(fd: RawFd) -> io::Result<()> {
     // SAFETY: the path is a NUL-terminated literal.
     let null = check(unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) })?;
     // SAFETY: open succeeded, so we own `null` now; OwnedFd closes it on every path.
@@ -220,13 +220,13 @@ pub fn point_at_dev_null(fd: RawFd) -> io::Result<()> {
 }
 
 /// setgroups(2) with an empty list: drop every supplementary group (needs CAP_SETGID).
-pub fn drop_supplementary_groups() -> io::Result<()> {
+pub(crate) fn drop_supplementary_groups() -> io::Result<()> {
     // SAFETY: a zero-length list with a NULL pointer is valid for setgroups.
     check(unsafe { libc::setgroups(0, std::ptr::null()) }).map(drop)
 }
 
 /// mount(2). `source`/`fstype`/`data` may be absent.
-pub fn mount(
+pub(crate) fn mount(
     source: Option<&Path>,
     target: &Path,
     fstype: Option<&CStr>,
@@ -250,14 +250,14 @@ pub fn mount(
 }
 
 /// umount2(2).
-pub fn umount2(target: &Path, flags: libc::c_int) -> io::Result<()> {
+pub(crate) fn umount2(target: &Path, flags: libc::c_int) -> io::Result<()> {
     let target = path_c(target)?;
     // SAFETY: `target` is a NUL-terminated string that outlives the call.
     check(unsafe { libc::umount2(target.as_ptr(), flags) }).map(drop)
 }
 
 /// pivot_root(2) (no glibc wrapper: raw syscall).
-pub fn pivot_root(new_root: &Path, put_old: &Path) -> io::Result<()> {
+pub(crate) fn pivot_root(new_root: &Path, put_old: &Path) -> io::Result<()> {
     let new_root = path_c(new_root)?;
     let put_old = path_c(put_old)?;
     // SAFETY: both arguments are NUL-terminated strings that outlive the call.
@@ -266,7 +266,7 @@ pub fn pivot_root(new_root: &Path, put_old: &Path) -> io::Result<()> {
 }
 
 /// statvfs(3)'s `f_flag` (ST_RDONLY, ST_NOSUID, ...) of the filesystem holding `path`.
-pub fn mount_flags_of(path: &Path) -> io::Result<libc::c_ulong> {
+pub(crate) fn mount_flags_of(path: &Path) -> io::Result<libc::c_ulong> {
     let path = path_c(path)?;
     let mut buf = std::mem::MaybeUninit::<libc::statvfs>::zeroed();
     // SAFETY: `buf` is a writable statvfs; `path` is NUL-terminated.
@@ -276,38 +276,38 @@ pub fn mount_flags_of(path: &Path) -> io::Result<libc::c_ulong> {
 }
 
 /// chdir(2).
-pub fn chdir(path: &Path) -> io::Result<()> {
+pub(crate) fn chdir(path: &Path) -> io::Result<()> {
     let path = path_c(path)?;
     // SAFETY: `path` is NUL-terminated and outlives the call.
     check(unsafe { libc::chdir(path.as_ptr()) }).map(drop)
 }
 
 /// sethostname(2) (needs CAP_SYS_ADMIN in the owning user namespace of the uts namespace).
-pub fn sethostname(name: &str) -> io::Result<()> {
+pub(crate) fn sethostname(name: &str) -> io::Result<()> {
     // SAFETY: the pointer and length describe the bytes of `name`, which outlives the call.
     check(unsafe { libc::sethostname(name.as_ptr().cast(), name.len()) }).map(drop)
 }
 
 /// setsid(2): a new session and process group led by the caller.
-pub fn setsid() -> io::Result<()> {
+pub(crate) fn setsid() -> io::Result<()> {
     // SAFETY: no arguments; fails only with EPERM when the caller already leads a group.
     check(unsafe { libc::setsid() }).map(drop)
 }
 
 /// setresgid(2) with all three ids the same.
-pub fn set_all_gids(gid: u32) -> io::Result<()> {
+pub(crate) fn set_all_gids(gid: u32) -> io::Result<()> {
     // SAFETY: plain integer arguments.
     check(unsafe { libc::setresgid(gid, gid, gid) }).map(drop)
 }
 
 /// setresuid(2) with all three ids the same.
-pub fn set_all_uids(uid: u32) -> io::Result<()> {
+pub(crate) fn set_all_uids(uid: u32) -> io::Result<()> {
     // SAFETY: plain integer arguments.
     check(unsafe { libc::setresuid(uid, uid, uid) }).map(drop)
 }
 
 /// getrlimit(2): (soft, hard).
-pub fn get_rlimit(resource: libc::__rlimit_resource_t) -> io::Result<(u64, u64)> {
+pub(crate) fn get_rlimit(resource: libc::__rlimit_resource_t) -> io::Result<(u64, u64)> {
     let mut lim = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
@@ -318,7 +318,7 @@ pub fn get_rlimit(resource: libc::__rlimit_resource_t) -> io::Result<(u64, u64)>
 }
 
 /// setrlimit(2) with soft and hard limits.
-pub fn set_rlimit(resource: libc::__rlimit_resource_t, soft: u64, hard: u64) -> io::Result<()> {
+pub(crate) fn set_rlimit(resource: libc::__rlimit_resource_t, soft: u64, hard: u64) -> io::Result<()> {
     let lim = libc::rlimit {
         rlim_cur: soft,
         rlim_max: hard,
@@ -328,7 +328,7 @@ pub fn set_rlimit(resource: libc::__rlimit_resource_t, soft: u64, hard: u64) -> 
 }
 
 /// close_range(2) from `first` to the highest possible descriptor.
-pub fn close_from(first: u32) -> io::Result<()> {
+pub(crate) fn close_from(first: u32) -> io::Result<()> {
     // SAFETY: closing descriptors has no memory-safety effect; every OwnedFd above `first`
     // that is still alive is leaked by the caller (mem::forget) or never used again, since
     // the next step is execve.
@@ -337,32 +337,32 @@ pub fn close_from(first: u32) -> io::Result<()> {
 
 #[cfg(test)]
 /// fcntl(F_GETFD): is `fd` an open descriptor?
-pub fn is_open(fd: RawFd) -> bool {
+pub(crate) fn is_open(fd: RawFd) -> bool {
     // SAFETY: F_GETFD only reads descriptor flags; an invalid fd yields EBADF.
     unsafe { libc::fcntl(fd, libc::F_GETFD) != -1 }
 }
 
 /// prctl(PR_SET_NO_NEW_PRIVS, 1): execve can never grant privileges again (irreversible).
-pub fn set_no_new_privs() -> io::Result<()> {
+pub(crate) fn set_no_new_privs() -> io::Result<()> {
     // SAFETY: plain integer arguments.
     check(unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) }).map(drop)
 }
 
 #[cfg(test)]
 /// prctl(PR_GET_NO_NEW_PRIVS).
-pub fn no_new_privs() -> io::Result<bool> {
+pub(crate) fn no_new_privs() -> io::Result<bool> {
     // SAFETY: plain integer arguments.
     Ok(check(unsafe { libc::prctl(libc::PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) })? == 1)
 }
 
 /// prctl(PR_CAPBSET_DROP, cap): remove `cap` from the bounding set (needs CAP_SETPCAP).
-pub fn drop_bounding_cap(cap: u32) -> io::Result<()> {
+pub(crate) fn drop_bounding_cap(cap: u32) -> io::Result<()> {
     // SAFETY: plain integer arguments.
     check(unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) }).map(drop)
 }
 
 /// execve(2) with an explicit argv and envp. Returns only on failure.
-pub fn execve(program: &CStr, argv: &[CString], envp: &[CString]) -> io::Error {
+pub(crate) fn execve(program: &CStr, argv: &[CString], envp: &[CString]) -> io::Error {
     let mut argv_ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
     argv_ptrs.push(std::ptr::null());
     let mut envp_ptrs: Vec<*const libc::c_char> = envp.iter().map(|e| e.as_ptr()).collect();
@@ -375,14 +375,14 @@ pub fn execve(program: &CStr, argv: &[CString], envp: &[CString]) -> io::Error {
 
 /// signal(2) with SIG_IGN (tests only).
 #[cfg(test)]
-pub fn ignore_signal(sig: libc::c_int) {
+pub(crate) fn ignore_signal(sig: libc::c_int) {
     // SAFETY: installing SIG_IGN touches no memory and runs no handler.
     unsafe { libc::signal(sig, libc::SIG_IGN) };
 }
 
 /// A raw syscall with three arguments: Ok(return value) or Err(errno) (tests only: probes).
 #[cfg(test)]
-pub fn raw_syscall3(nr: libc::c_long, args: [u64; 3]) -> Result<i64, i32> {
+pub(crate) fn raw_syscall3(nr: libc::c_long, args: [u64; 3]) -> Result<i64, i32> {
     // SAFETY: test probes pass NULL or pointers to live memory, or syscalls the filter is
     // expected to refuse before the kernel reads any argument.
     let ret = unsafe { libc::syscall(nr, args[0], args[1], args[2]) };
@@ -395,7 +395,7 @@ pub fn raw_syscall3(nr: libc::c_long, args: [u64; 3]) -> Result<i64, i32> {
 
 /// A raw syscall with five arguments (tests only: probes).
 #[cfg(test)]
-pub fn raw_syscall5(nr: libc::c_long, args: [u64; 5]) -> Result<i64, i32> {
+pub(crate) fn raw_syscall5(nr: libc::c_long, args: [u64; 5]) -> Result<i64, i32> {
     // SAFETY: as raw_syscall3: test probes pass NULL, pointers to live memory, or calls the
     // filter refuses before the kernel reads any argument.
     let ret = unsafe { libc::syscall(nr, args[0], args[1], args[2], args[3], args[4]) };
@@ -408,7 +408,7 @@ pub fn raw_syscall5(nr: libc::c_long, args: [u64; 5]) -> Result<i64, i32> {
 
 /// utimensat(2) with the current time on `path` (tests only).
 #[cfg(test)]
-pub fn touch(path: &Path) -> io::Result<()> {
+pub(crate) fn touch(path: &Path) -> io::Result<()> {
     let path = path_c(path)?;
     // SAFETY: `path` is NUL-terminated; a NULL times pointer means "now".
     check(unsafe { libc::utimensat(libc::AT_FDCWD, path.as_ptr(), std::ptr::null(), 0) }).map(drop)
@@ -416,7 +416,7 @@ pub fn touch(path: &Path) -> io::Result<()> {
 
 /// gethostname(2) into `buf` (tests only).
 #[cfg(test)]
-pub fn hostname(buf: &mut [u8]) -> String {
+pub(crate) fn hostname(buf: &mut [u8]) -> String {
     // SAFETY: the pointer and length describe `buf`, which outlives the call.
     unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
     let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
@@ -425,7 +425,7 @@ pub fn hostname(buf: &mut [u8]) -> String {
 
 /// kill(2) with SIGKILL for one process. `pid` must be > 0 (0 and negative values would
 /// signal whole process groups, so they are refused with EINVAL).
-pub fn kill_pid(pid: libc::pid_t) -> io::Result<()> {
+pub(crate) fn kill_pid(pid: libc::pid_t) -> io::Result<()> {
     if pid <= 0 {
         return Err(io::Error::from_raw_os_error(libc::EINVAL));
     }
@@ -435,7 +435,7 @@ pub fn kill_pid(pid: libc::pid_t) -> io::Result<()> {
 
 /// socketpair(2) AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC: two connected ends that keep message
 /// boundaries (one sendmsg is one recvmsg).
-pub fn seqpacket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
+pub(crate) fn seqpacket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
     let mut fds = [0 as libc::c_int; 2];
     // SAFETY: `fds` is a writable array of two c_ints, as socketpair requires.
     check(unsafe {
@@ -455,7 +455,7 @@ const CMSG_SPACE_ONE_FD: usize = 32;
 
 /// sendmsg(2) of `data` on `sock`, with `fd` attached as SCM_RIGHTS when given (unix(7)).
 /// Retries on EINTR; MSG_NOSIGNAL, so a closed peer is EPIPE, not SIGPIPE.
-pub fn send_with_fd(sock: &OwnedFd, data: &[u8], fd: Option<&OwnedFd>) -> io::Result<()> {
+pub(crate) fn send_with_fd(sock: &OwnedFd, data: &[u8], fd: Option<&OwnedFd>) -> io::Result<()> {
     let mut iov = libc::iovec {
         iov_base: data.as_ptr() as *mut libc::c_void,
         iov_len: data.len(),
@@ -496,7 +496,7 @@ pub fn send_with_fd(sock: &OwnedFd, data: &[u8], fd: Option<&OwnedFd>) -> io::Re
 /// recvmsg(2) of one message into `buf`: its length (0 at end of file) and the descriptor
 /// it carried (SCM_RIGHTS, received close-on-exec), if any. Retries on EINTR. A message
 /// longer than `buf` is cut (SOCK_SEQPACKET drops the rest).
-pub fn recv_with_fd(sock: &OwnedFd, buf: &mut [u8]) -> io::Result<(usize, Option<OwnedFd>)> {
+pub(crate) fn recv_with_fd(sock: &OwnedFd, buf: &mut [u8]) -> io::Result<(usize, Option<OwnedFd>)> {
     let mut iov = libc::iovec {
         iov_base: buf.as_mut_ptr().cast(),
         iov_len: buf.len(),
@@ -541,7 +541,7 @@ pub fn recv_with_fd(sock: &OwnedFd, buf: &mut [u8]) -> io::Result<(usize, Option
 
 /// pidfd_open(2): a descriptor that names `pid` for as long as the descriptor lives, even
 /// after the process is reaped and its pid reused (close-on-exec by default).
-pub fn pidfd_open(pid: libc::pid_t) -> io::Result<OwnedFd> {
+pub(crate) fn pidfd_open(pid: libc::pid_t) -> io::Result<OwnedFd> {
     // SAFETY: plain integer arguments.
     let fd = check_long(unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0u32) })?;
     // SAFETY: pidfd_open succeeded and returned a new descriptor owned by nobody else.
@@ -550,7 +550,7 @@ pub fn pidfd_open(pid: libc::pid_t) -> io::Result<OwnedFd> {
 
 /// pidfd_send_signal(2) with SIGKILL: kill exactly the process the pidfd names (ESRCH when
 /// it already exited).
-pub fn pidfd_kill(pidfd: &OwnedFd) -> io::Result<()> {
+pub(crate) fn pidfd_kill(pidfd: &OwnedFd) -> io::Result<()> {
     // SAFETY: a valid descriptor, SIGKILL, NULL siginfo and flags 0 (all allowed by the man
     // page).
     check_long(unsafe {
@@ -566,7 +566,7 @@ pub fn pidfd_kill(pidfd: &OwnedFd) -> io::Result<()> {
 }
 
 /// fcntl(F_SETFD, FD_CLOEXEC) on `fd`.
-pub fn set_cloexec(fd: RawFd) -> io::Result<()> {
+pub(crate) fn set_cloexec(fd: RawFd) -> io::Result<()> {
     // SAFETY: F_SETFD only changes the descriptor's flags; an invalid fd yields EBADF.
     check(unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) }).map(drop)
 }
@@ -574,7 +574,7 @@ pub fn set_cloexec(fd: RawFd) -> io::Result<()> {
 /// Makes `command` hand `fd` to its child as descriptor `target` (without close-on-exec):
 /// dup2 in the child between fork and exec. `fd` is closed in the parent when `command` is
 /// dropped.
-pub fn pass_fd(command: &mut std::process::Command, fd: OwnedFd, target: RawFd) {
+pub(crate) fn pass_fd(command: &mut std::process::Command, fd: OwnedFd, target: RawFd) {
     use std::os::unix::process::CommandExt;
     // SAFETY: the closure runs in the forked child before exec and calls only dup2 and
     // fcntl, which are async-signal-safe; it allocates nothing and takes no lock.
@@ -595,14 +595,14 @@ pub fn pass_fd(command: &mut std::process::Command, fd: OwnedFd, target: RawFd) 
 /// Takes ownership of descriptor `fd`, which the caller must have checked is open (e.g.
 /// with [`set_cloexec`]) and not owned elsewhere in this process (a descriptor inherited
 /// from the host by number).
-pub fn own_fd(fd: RawFd) -> OwnedFd {
+pub(crate) fn own_fd(fd: RawFd) -> OwnedFd {
     // SAFETY: the caller guarantees `fd` is open and that nothing else in this process
     // owns it, so exactly one OwnedFd closes it.
     unsafe { OwnedFd::from_raw_fd(fd) }
 }
 
 /// close_range(2) from `first` to `last` inclusive.
-pub fn close_range(first: u32, last: u32) -> io::Result<()> {
+pub(crate) fn close_range(first: u32, last: u32) -> io::Result<()> {
     // SAFETY: closing descriptors has no memory-safety effect; the caller keeps no OwnedFd
     // in the range that it uses again (the next step is execve).
     check_long(unsafe { libc::syscall(libc::SYS_close_range, first, last, 0u32) }).map(drop)

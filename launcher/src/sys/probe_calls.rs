@@ -7,14 +7,14 @@ use std::io;
 use super::{check, check_long};
 
 /// unshare(2) with `flags`.
-pub fn unshare(flags: libc::c_int) -> io::Result<()> {
+pub(crate) fn unshare(flags: libc::c_int) -> io::Result<()> {
     // SAFETY: plain integer argument; it changes only the calling process.
     check(unsafe { libc::unshare(flags) }).map(drop)
 }
 
 /// mount(NULL, "/", NULL, MS_REC|MS_PRIVATE, NULL): stop mount events from propagating
 /// between "/" and its peers. Only useful after unshare(CLONE_NEWNS).
-pub fn make_root_private() -> io::Result<()> {
+pub(crate) fn make_root_private() -> io::Result<()> {
     // SAFETY: the target is a NUL-terminated literal; NULL source, type and data are valid
     // for a propagation change (mount(2)).
     check(unsafe {
@@ -31,14 +31,14 @@ pub fn make_root_private() -> io::Result<()> {
 
 /// prctl(option) for a PR_GET_* option that answers in its return value
 /// (PR_GET_NO_NEW_PRIVS, PR_GET_SECCOMP).
-pub fn prctl_get(option: libc::c_int) -> io::Result<libc::c_int> {
+pub(crate) fn prctl_get(option: libc::c_int) -> io::Result<libc::c_int> {
     // SAFETY: plain integer arguments; PR_GET_NO_NEW_PRIVS and PR_GET_SECCOMP write nothing.
     check(unsafe { libc::prctl(option, 0, 0, 0, 0) })
 }
 
 /// seccomp(SECCOMP_SET_MODE_FILTER, 0, prog) with a one-instruction program that returns
 /// ALLOW: whether this process may load a filter at all (it needs no_new_privs first).
-pub fn load_allow_all_filter() -> io::Result<()> {
+pub(crate) fn load_allow_all_filter() -> io::Result<()> {
     const SECCOMP_SET_MODE_FILTER: libc::c_uint = 1;
     let mut filter = [libc::sock_filter {
         code: (libc::BPF_RET | libc::BPF_K) as u16,
@@ -66,7 +66,7 @@ pub fn load_allow_all_filter() -> io::Result<()> {
 /// The Landlock ABI version the kernel offers (landlock_create_ruleset with
 /// LANDLOCK_CREATE_RULESET_VERSION; landlock(7)), or the errno: ENOSYS when the kernel was
 /// built without Landlock, EOPNOTSUPP when it is built in but not enabled at boot.
-pub fn landlock_abi() -> Result<u32, i32> {
+pub(crate) fn landlock_abi() -> Result<u32, i32> {
     const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
     // SAFETY: with a NULL attribute pointer and size 0, the kernel reads no memory and only
     // answers the ABI version; the call creates nothing and changes nothing.

@@ -325,11 +325,6 @@ impl DockerBackend {
         })
     }
 
-    /// The image the containers run.
-    pub fn image(&self) -> &str {
-        &self.image
-    }
-
     /// The `docker run` arguments for the container `name` (everything after `docker`).
     pub fn run_args(&self, name: &str) -> Vec<String> {
         run_args(
