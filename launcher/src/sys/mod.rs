@@ -12,7 +12,9 @@ use std::path::Path;
 
 mod probe_calls;
 
-pub(crate) use probe_calls::{landlock_abi, load_allow_all_filter, make_root_private, prctl_get, unshare};
+pub(crate) use probe_calls::{
+    landlock_abi, load_allow_all_filter, make_root_private, prctl_get, unshare,
+};
 
 /// Turns a path into a C string; a path with an interior NUL is `EINVAL`.
 pub(crate) fn cstring(bytes: &OsStr) -> io::Result<CString> {
@@ -318,7 +320,11 @@ pub(crate) fn get_rlimit(resource: libc::__rlimit_resource_t) -> io::Result<(u64
 }
 
 /// setrlimit(2) with soft and hard limits.
-pub(crate) fn set_rlimit(resource: libc::__rlimit_resource_t, soft: u64, hard: u64) -> io::Result<()> {
+pub(crate) fn set_rlimit(
+    resource: libc::__rlimit_resource_t,
+    soft: u64,
+    hard: u64,
+) -> io::Result<()> {
     let lim = libc::rlimit {
         rlim_cur: soft,
         rlim_max: hard,
