@@ -1,7 +1,8 @@
 //! `serve --http`: the Python SDK's Streamable HTTP client end to end, and the transport's
 //! controls judged from raw HTTP requests.
 //!
-//! - the Python SDK client initializes, lists and calls, and cancels a run;
+//! - the Python SDK client and the TypeScript SDK client each initialize, list, call, and
+//!   cancel a run;
 //! - requests without the right bearer token get 401 with a challenge; a public address
 //!   without a token, or a short token, is refused at startup;
 //! - a foreign `Origin` gets 403; an allowed one passes;
@@ -283,6 +284,87 @@ fn a_python_sdk_client_cancels_a_run_over_http() {
         "{metrics}\n{}",
         served.log()
     );
+    let journal = std::fs::read_to_string(&served.journal).unwrap_or_default();
+    assert!(!journal.contains("after-cancel"), "{journal}");
+}
+
+/// What `tests/clients/ts/http.mjs SCENARIO` printed against `served`.
+fn ts_client(served: &Served, scenario: &str) -> Option<Value> {
+    let ready = super::common::require(
+        super::ts_client::client_dir().is_some(),
+        "node and npm could not install the TypeScript MCP SDK (tests/clients/ts)",
+    );
+    if !ready {
+        return None;
+    }
+    let dir = super::ts_client::client_dir()?;
+    let mut command = Command::new("node");
+    command
+        .arg(dir.join("http.mjs"))
+        .arg(scenario)
+        .arg(served.url())
+        .arg(&served.journal);
+    match &served.token {
+        Some(token) => command.env("MCP_TOKEN", token),
+        None => command.env_remove("MCP_TOKEN"),
+    };
+    let out = command.output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    Some(
+        serde_json::from_str(stdout.lines().last().unwrap_or("")).unwrap_or_else(|e| {
+            panic!(
+                "http.mjs {scenario} printed no JSON ({e}): {stdout}\nstderr: {}\nserve: {}",
+                String::from_utf8_lossy(&out.stderr),
+                served.log()
+            )
+        }),
+    )
+}
+
+#[test]
+fn a_typescript_sdk_client_initializes_lists_and_calls_over_http() {
+    if !native_client_ready() {
+        return;
+    }
+    let served = Served::start(&[], Some(TOKEN));
+    let Some(out) = ts_client(&served, "calls") else {
+        return;
+    };
+    assert_eq!(out["tools"], serde_json::json!(["run_python"]), "{out}");
+    assert_eq!(out["stdout"], "{\"sum\": 42}\n", "{out}");
+    assert_eq!(out["isError"], false, "{out}");
+}
+
+#[test]
+fn a_typescript_sdk_client_cancels_a_run_over_http() {
+    if !native_client_ready() {
+        return;
+    }
+    let served = Served::start(&[], None);
+    let Some(out) = ts_client(&served, "cancel") else {
+        return;
+    };
+    assert!(
+        out["outcome"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("rejected"),
+        "{out}"
+    );
+    assert_eq!(out["next_stdout"], "next\n", "{out}");
+    let end = Instant::now() + Duration::from_secs(10);
+    while sample(
+        &served.metrics(),
+        "mcp_code_mode_runs_total{outcome=\"cancelled\"}",
+    ) != Some(1.0)
+    {
+        assert!(
+            Instant::now() < end,
+            "the run was not cancelled: {}",
+            served.log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
     let journal = std::fs::read_to_string(&served.journal).unwrap_or_default();
     assert!(!journal.contains("after-cancel"), "{journal}");
 }
