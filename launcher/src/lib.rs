@@ -186,7 +186,10 @@ fn inner(cfg: &Config, gate: Gate, reporter: &report::Reporter) -> Result<Infall
     cfg.test_knobs.relax_mounts(&cfg.rootfs, &mut mount_plan);
     mounts::install(&mount_plan)?;
     // 6. Resource limits: NPROC, NOFILE, FSIZE, CORE 0, STACK, optional DATA and CPU.
-    rlimits::install(&rlimits::plan(cfg))?;
+    //    (CORE left as inherited only by the test knob --test-core-dumps.)
+    let mut limits = rlimits::plan(cfg);
+    cfg.test_knobs.relax_rlimits(&mut limits);
+    rlimits::install(&limits)?;
     // 7. Close every descriptor but 0, 1, 2 and the report socket (close-on-exec).
     fds::close_all_but_stdio(reporter.raw_fd())?;
     // 8. Drop every capability: bounding, ambient, inheritable, effective, permitted.

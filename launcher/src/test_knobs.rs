@@ -11,9 +11,19 @@
 use std::path::{Path, PathBuf};
 
 use crate::mounts::Step;
+use crate::rlimits::Limit;
 
 /// The variable that must be `1` in the launcher's environment for any knob to be accepted.
 pub const ENABLE_ENV: &str = "MCP_CODE_MODE_LAUNCHER_TEST_KNOBS";
+
+/// With [`ENABLE_ENV`]`=1` beside it in the environment of `mcp-code-mode serve` or `exec`,
+/// this variable's value (an errno, 1 to 4095) is what the native backend's seccomp filter
+/// answers denied syscalls with, instead of EPERM (the launcher gets it as `--seccomp-errno`).
+/// A denial is never turned into an allowance; the probe table runs with a sentinel errno so
+/// that each denial shows whether seccomp or another layer gave it (tests/suite/probes.rs).
+/// The Docker backend ignores it: Docker 20.10 with runc 1.1 answers EPERM whatever the
+/// profile's `defaultErrnoRet` says.
+pub const SECCOMP_ERRNO_ENV: &str = "MCP_CODE_MODE_TEST_SECCOMP_ERRNO";
 
 /// Where `--test-scratch-dir` mounts its tmpfs inside the sandbox: outside /tmp, under a
 /// root entry that Landlock grants read and execute but not write.
@@ -30,15 +40,18 @@ pub struct TestKnobs {
     pub exec_tmp: bool,
     /// `--test-scratch-dir`: a writable tmpfs that allows exec at [`SCRATCH_DIR`].
     pub scratch_dir: bool,
+    /// `--test-core-dumps`: RLIMIT_CORE is left as the launcher inherited it (not 0).
+    pub core_dumps: bool,
 }
 
 impl TestKnobs {
     /// The option names, as the launcher's command line spells them.
-    pub const OPTIONS: [&'static str; 4] = [
+    pub const OPTIONS: [&'static str; 5] = [
         "--test-without-landlock",
         "--test-without-seccomp",
         "--test-exec-tmp",
         "--test-scratch-dir",
+        "--test-core-dumps",
     ];
 
     /// Turns on the knob named by `option` (one of [`Self::OPTIONS`]); false if it is none.
@@ -48,6 +61,7 @@ impl TestKnobs {
             "--test-without-seccomp" => &mut self.without_seccomp,
             "--test-exec-tmp" => &mut self.exec_tmp,
             "--test-scratch-dir" => &mut self.scratch_dir,
+            "--test-core-dumps" => &mut self.core_dumps,
             _ => return false,
         };
         *knob = true;
@@ -62,6 +76,27 @@ impl TestKnobs {
     /// Whether the environment allows knobs ([`ENABLE_ENV`] is exactly `1`).
     pub fn enabled_by_environment() -> bool {
         std::env::var_os(ENABLE_ENV).is_some_and(|v| v == "1")
+    }
+
+    /// The errno [`SECCOMP_ERRNO_ENV`] asks for, when [`ENABLE_ENV`] is `1` too; `None` when
+    /// either is unset, or the value is not an errno from 1 to 4095 (seccomp's range for
+    /// SECCOMP_RET_ERRNO data, seccomp(2)).
+    pub fn seccomp_errno_from_environment() -> Option<i32> {
+        if !Self::enabled_by_environment() {
+            return None;
+        }
+        let value = std::env::var(SECCOMP_ERRNO_ENV).ok()?;
+        value
+            .parse()
+            .ok()
+            .filter(|errno| (1..=4095).contains(errno))
+    }
+
+    /// Changes the resource limits as the knobs say: RLIMIT_CORE left out.
+    pub fn relax_rlimits(&self, limits: &mut Vec<Limit>) {
+        if self.core_dumps {
+            limits.retain(|l| l.resource != libc::RLIMIT_CORE);
+        }
     }
 
     /// Changes the mount plan of `rootfs` as the knobs say: /tmp without noexec; a scratch
@@ -123,6 +158,14 @@ mod tests {
         let mut plan = shipped.clone();
         knobs.relax_mounts(root, &mut plan);
         assert_eq!(plan.len(), shipped.len() + 2);
+        let config = crate::Config::new(root, vec!["/p".into()]);
+        let mut limits = crate::rlimits::plan(&config);
+        let count = limits.len();
+        TestKnobs::default().relax_rlimits(&mut limits);
+        assert_eq!(limits.len(), count);
+        knobs.relax_rlimits(&mut limits);
+        assert_eq!(limits.len(), count - 1);
+        assert!(!limits.iter().any(|l| l.resource == libc::RLIMIT_CORE));
         assert!(plan.iter().any(|s| matches!(s,
             Step::Tmpfs { target, flags, .. } if target == Path::new("/r/tmp") && flags & libc::MS_NOEXEC == 0)));
         assert!(plan.iter().any(|s| matches!(s,

@@ -8,7 +8,7 @@
 //! what the launcher is given or inherits.
 //!
 //! Index:
-//! - the knobs are refused without the variable;
+//! - the knobs are refused without the variable, and exec's sentinel errno needs it too;
 //! - Landlock: writes outside /tmp (in a writable, exec-allowed scratch tmpfs), exec from an
 //!   exec-allowed /tmp, TCP connect and bind with seccomp left out; an expectation table by
 //!   Landlock ABI;
@@ -16,14 +16,15 @@
 //! - the CPU cgroup throttles (cpu.stat counters), against a cgroup with a quota too large
 //!   to matter;
 //! - RLIMIT_CPU ends a spinning process; RLIMIT_STACK bounds exec arguments even when the
-//!   launcher inherits an unlimited stack.
+//!   launcher inherits an unlimited stack; RLIMIT_CORE 0 leaves no core of a crash, even when
+//!   the launcher inherits an unlimited one.
 
 use std::process::{Command, Stdio};
 
 use mcp_code_mode::sandbox::native::cgroup::{CgroupHost, CgroupLimits, RunCgroup};
 use mcp_code_mode::sandbox::owner::RunName;
 
-use super::common::{bin, require, unprivileged};
+use super::common::{ExecOptions, bin, exec_with, require, unprivileged};
 use super::layers::{field, launch, launch_by, ready};
 
 /// The variable that enables the launcher's test knobs.
@@ -63,6 +64,7 @@ fn the_test_knobs_are_refused_without_their_environment_variable() {
         "--test-without-seccomp",
         "--test-exec-tmp",
         "--test-scratch-dir",
+        "--test-core-dumps",
     ] {
         let out = Command::new(bin())
             .arg("__launcher")
@@ -78,6 +80,48 @@ fn the_test_knobs_are_refused_without_their_environment_variable() {
         assert!(stderr.contains("test-only option"), "{knob}: {stderr}");
         assert!(out.stdout.is_empty(), "{knob}: the program ran");
     }
+}
+
+#[test]
+fn the_sentinel_seccomp_errno_of_exec_needs_the_test_knobs_variable() {
+    if ready().is_none() {
+        return;
+    }
+    let code = "import errno, socket\n\
+                try:\n    socket.socket(socket.AF_INET)\n    print('ok')\n\
+                except OSError as e:\n    print(errno.errorcode[e.errno])";
+    let errno_env = (
+        "MCP_CODE_MODE_TEST_SECCOMP_ERRNO".to_owned(),
+        "99".to_owned(),
+    );
+    let knobs_env = (KNOBS_ENV.to_owned(), "1".to_owned());
+    let run = |env: Vec<(String, String)>| {
+        exec_with(
+            code,
+            ExecOptions {
+                env,
+                ..Default::default()
+            },
+        )
+        .printed()
+        .to_owned()
+    };
+    assert_eq!(run(vec![errno_env.clone()]), "EPERM\n", "the errno alone");
+    assert_eq!(
+        run(vec![knobs_env.clone()]),
+        "EPERM\n",
+        "the variable alone"
+    );
+    let wrong = (
+        "MCP_CODE_MODE_TEST_SECCOMP_ERRNO".to_owned(),
+        "0".to_owned(),
+    );
+    assert_eq!(
+        run(vec![knobs_env.clone(), wrong]),
+        "EPERM\n",
+        "errno 0 (an allowance) is ignored"
+    );
+    assert_eq!(run(vec![knobs_env, errno_env]), "EADDRNOTAVAIL\n", "both");
 }
 
 /// One Landlock probe: the Python expression that fills `out[name]`, the ABI that first
@@ -401,4 +445,83 @@ fn rlimit_stack_bounds_exec_arguments_even_when_the_launcher_inherits_no_stack_l
     let (out, stderr) = launch_by(prlimit, &code, &[]);
     assert_eq!(field(&out, "exec_1mib"), "ok", "{out} {stderr}");
     assert_eq!(field(&out, "exec_3mib"), "E2BIG", "{out} {stderr}");
+}
+
+/// A child that crashes (SIGABRT, which dumps core) in /tmp, the sandbox's one writable
+/// directory; the parent reports the limit, whether raising it works, how the child ended,
+/// whether the kernel says it dumped core, and the core files left in /tmp.
+const CRASH_CHILD: &str = r#"
+import resource, signal
+out["limit"] = "%d %d" % resource.getrlimit(resource.RLIMIT_CORE)
+unlimited = (ctypes.c_uint64 * 2)(2**64 - 1, 2**64 - 1)
+out["raise"] = t(raw, 302, 0, resource.RLIMIT_CORE, ctypes.byref(unlimited), 0)  # prlimit64
+pid = os.fork()
+if pid == 0:
+    os.chdir("/tmp")
+    os.abort()
+_, status = os.waitpid(pid, 0)
+out["child"] = signal.Signals(os.WTERMSIG(status)).name if os.WIFSIGNALED(status) else "exit"
+out["core_dumped"] = str(os.WCOREDUMP(status))
+out["cores"] = ",".join(sorted(n for n in os.listdir("/tmp") if n.startswith("core")))
+"#;
+
+/// Files named `core*` directly in `dir`.
+fn cores_in(dir: &std::path::Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter_map(|e| e.file_name().into_string().ok())
+                .filter(|n| n.starts_with("core"))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn rlimit_core_leaves_no_core_of_a_crash_even_when_the_launcher_inherits_an_unlimited_one() {
+    let Some(rootfs) = ready() else {
+        return;
+    };
+    // A pattern that pipes to a host helper gets the core whatever RLIMIT_CORE says
+    // (core(5): the limit does not apply to pipes): the host would see it.
+    let pattern = std::fs::read_to_string("/proc/sys/kernel/core_pattern").unwrap_or_default();
+    if !require(
+        !pattern.starts_with('|'),
+        &format!(
+            "core_pattern pipes to a host helper ({}); RLIMIT_CORE cannot keep the core from it",
+            pattern.trim()
+        ),
+    ) {
+        return;
+    }
+    let cwd = tempfile::tempdir().expect("a directory for the launcher to start in");
+    let crash = |knobs: &[&str]| {
+        let mut prlimit = Command::new("prlimit");
+        prlimit
+            .env_clear()
+            .env(KNOBS_ENV, "1")
+            .current_dir(cwd.path())
+            .arg("--core=unlimited")
+            .arg("--")
+            .arg(bin())
+            .stdin(Stdio::null());
+        launch_by(prlimit, CRASH_CHILD, knobs)
+    };
+    let (limited, stderr) = crash(&[]);
+    // The control: the same crash with RLIMIT_CORE left as inherited (unlimited) dumps core.
+    let (control, _) = crash(&["--test-core-dumps"]);
+    assert_eq!(field(&control, "child"), "SIGABRT", "{control}");
+    assert_eq!(field(&control, "core_dumped"), "True", "{control}");
+    assert_eq!(field(&control, "cores"), "core", "{control}");
+
+    assert_eq!(field(&limited, "limit"), "0 0", "{limited} {stderr}");
+    assert_eq!(field(&limited, "raise"), "EPERM", "{limited}");
+    assert_eq!(field(&limited, "child"), "SIGABRT", "{limited}");
+    assert_eq!(field(&limited, "core_dumped"), "False", "{limited}");
+    assert_eq!(field(&limited, "cores"), "", "{limited}");
+    // Nothing reached the host: not where the launcher started, not in the rootfs.
+    assert_eq!(cores_in(cwd.path()), Vec::<String>::new());
+    assert_eq!(cores_in(&rootfs), Vec::<String>::new());
+    assert_eq!(cores_in(&rootfs.join("tmp")), Vec::<String>::new());
 }

@@ -11,11 +11,16 @@
 //! checks that nothing named with the probe's marker survived the run and that what exec
 //! printed is bounded; after every class, that a host process of the sandbox's uid (the
 //! sentinel) is still alive. One test per class per backend; the probes of a class run in
-//! parallel. The per-layer view (which mechanism denies) is in `layers.rs`.
+//! parallel. The whole table runs once more on the native backend with seccomp answering a
+//! sentinel errno ([`UNDER_SENTINEL`], through the test-only
+//! `MCP_CODE_MODE_TEST_SECCOMP_ERRNO`), so each denial is attributed to seccomp or to another
+//! layer, and its table says which. The
+//! per-layer view of the launcher alone is in `layers.rs` and `layers_alone.rs`.
 //!
-//! Index: the expectation table [`EXPECT`] and its check against the probe files; one
-//! test per probe class and backend (`classes_on_both_backends!`); the host facts and the survivor
-//! and sentinel checks.
+//! Index: the expectation table [`EXPECT`], the sentinel errno table [`UNDER_SENTINEL`],
+//! and their check against the probe files; one test per probe class and backend, and per
+//! class with the sentinel errno (`classes_on_both_backends!`); the host facts and the
+//! survivor and sentinel-process checks.
 
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::fs::MetadataExt;
@@ -362,6 +367,96 @@ const EXPECT: &[Expect] = &[
     e("iso/watch_shared_inodes", &["denied:EPERM"]),
 ];
 
+/// The errno the seccomp filter answers in the sentinel run (EADDRNOTAVAIL: no probe gets it
+/// from the kernel), through the test-only `MCP_CODE_MODE_TEST_SECCOMP_ERRNO`.
+const SENTINEL_ERRNO: &str = "99";
+const SENTINEL: &str = "EADDRNOTAVAIL";
+
+/// The whole table run once more with the sentinel errno attributes every denial to its
+/// layer. A probe listed here is refused by seccomp (its accepted outcomes under the
+/// sentinel, which must show the sentinel); a probe not listed must come out as [`EXPECT`]
+/// says, without the sentinel: another layer refuses it (a capability check, the user or
+/// another namespace, Landlock, a mount, an rlimit, a cgroup, the host's checks), even where
+/// its errno is EPERM, seccomp's usual answer.
+const UNDER_SENTINEL: &[(&str, &[&str])] = &[
+    // NET: every socket family but AF_UNIX.
+    ("net/tcp_ipv4_connect", S),
+    ("net/udp_ipv4_sendto", S),
+    ("net/tcp_ipv6_connect", S),
+    ("net/netlink_route", S),
+    ("net/packet_raw", S),
+    ("net/icmp_raw", S),
+    ("net/vsock", S),
+    ("net/every_other_family", S),
+    ("net/socket_high_bits", S),
+    ("net/socketpair_inet", S),
+    ("net/listen_inet", S),
+    // FS: mknod and open_by_handle_at are seccomp's, not the capability check's (their EPERM
+    // in EXPECT). Not listed, so another layer's: chown_and_xattrs' EPERM (no CAP_CHOWN in
+    // the user namespace), exec_mmap_tmp's EPERM (noexec /tmp refuses PROT_EXEC),
+    // hardlink_rootfs_files' EXDEV, and every EROFS, EACCES and ENOENT.
+    ("fs/mknod_devices", S),
+    ("fs/open_by_handle_at", S),
+    // PRIV. clone3 answers ENOSYS by policy (also seccomp's); ptrace's ESRCH and setns'
+    // ENOENT are the pid and mount namespaces'. priority_and_limits is split: real-time
+    // scheduling, I/O priority and mlockall are seccomp's; a negative nice (EACCES) and
+    // raising a hard limit (EPERM) are the kernel's capability checks.
+    ("priv/setuid_root", S),
+    ("priv/unshare_every_flag", S),
+    ("priv/mount_family", S),
+    ("priv/personality_flags", S),
+    (
+        "priv/clone_namespace_flags",
+        &["denied:EADDRNOTAVAIL", "denied:ENOSYS"],
+    ),
+    (
+        "priv/setns_namespaces",
+        &["denied:EADDRNOTAVAIL", "denied:ENOENT"],
+    ),
+    (
+        "priv/ptrace_and_process_memory",
+        &["denied:EADDRNOTAVAIL", "denied:ESRCH"],
+    ),
+    (
+        "priv/prctl_games",
+        &["denied:EADDRNOTAVAIL", "denied:EINVAL"],
+    ),
+    (
+        "priv/priority_and_limits",
+        &["denied:EADDRNOTAVAIL", "denied:EACCES", "denied:EPERM"],
+    ),
+    // KRN: all seccomp's, but /dev/kmsg, /proc/kmsg and /dev/userfaultfd, absent (ENOENT);
+    // x32 and i386 are killed (SIGSYS) whatever the errno.
+    ("krn/io_uring", S),
+    ("krn/bpf", S),
+    ("krn/perf_event_open", S),
+    ("krn/keyrings", S),
+    ("krn/modules_and_kexec", S),
+    ("krn/tty_ioctls", S),
+    ("krn/unknown_syscall_numbers", S),
+    ("krn/memfd_create", S),
+    ("krn/host_admin_calls", S),
+    ("krn/sysv_ipc", S),
+    (
+        "krn/userfaultfd",
+        &["denied:EADDRNOTAVAIL", "denied:ENOENT"],
+    ),
+    ("krn/syslog", &["denied:EADDRNOTAVAIL", "denied:ENOENT"]),
+    // LIFE, QUOTA, ISO. pending_signals' EAGAIN is RLIMIT_SIGPENDING's.
+    ("life/clear_death_signal", S),
+    ("quota/inotify_instances", S),
+    ("quota/pipe_buffer_pages", S),
+    ("quota/mqueue_bytes", S),
+    ("quota/user_namespaces", S),
+    ("quota/keys", S),
+    ("quota/socket_buffers", S),
+    ("iso/flock_shared_inodes", S),
+    ("iso/watch_shared_inodes", S),
+];
+
+/// Seccomp's sentinel answer, alone.
+const S: &[&str] = &["denied:EADDRNOTAVAIL"];
+
 fn probes_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/probes")
 }
@@ -622,7 +717,23 @@ fn applies<'a>(value: &'a str, backend: &str) -> Option<&'a str> {
     }
 }
 
-fn run_probe(backend: &str, probe: &str, facts: &Value) -> Verdict {
+/// How the probe table is run: as shipped, or with seccomp answering [`SENTINEL_ERRNO`].
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Errno {
+    Shipped,
+    Sentinel,
+}
+
+/// The outcomes `probe` may end as in a run of `errno`, as the tables say.
+fn accepted_outcomes(probe: &str, errno: Errno) -> &'static [&'static str] {
+    let sentinel = UNDER_SENTINEL.iter().find(|(p, _)| *p == probe);
+    match (errno, sentinel) {
+        (Errno::Sentinel, Some((_, accept))) => accept,
+        _ => expectation(probe).accept,
+    }
+}
+
+fn run_probe(backend: &str, probe: &str, facts: &Value, errno: Errno) -> Verdict {
     let expect = expectation(probe);
     let marker = marker();
     let mut facts = facts.clone();
@@ -633,7 +744,17 @@ fn run_probe(backend: &str, probe: &str, facts: &Value) -> Verdict {
         ExecOptions {
             backend,
             args: vec!["--deadline".into(), expect.deadline.to_string()],
-            env: vec![("MCP_CODE_MODE_PROBE_SECRET".into(), SECRET.into())],
+            env: [("MCP_CODE_MODE_PROBE_SECRET", SECRET)]
+                .into_iter()
+                .chain(match errno {
+                    Errno::Shipped => vec![],
+                    Errno::Sentinel => vec![
+                        ("MCP_CODE_MODE_LAUNCHER_TEST_KNOBS", "1"),
+                        ("MCP_CODE_MODE_TEST_SECCOMP_ERRNO", SENTINEL_ERRNO),
+                    ],
+                })
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .collect(),
             ..Default::default()
         },
     );
@@ -644,8 +765,7 @@ fn run_probe(backend: &str, probe: &str, facts: &Value) -> Verdict {
     } else {
         format!("{outcome}:{}", errnos.join("|"))
     };
-    let accepted: Vec<&str> = expect
-        .accept
+    let accepted: Vec<&str> = accepted_outcomes(probe, errno)
         .iter()
         .filter_map(|a| applies(a, backend))
         .collect();
@@ -659,6 +779,14 @@ fn run_probe(backend: &str, probe: &str, facts: &Value) -> Verdict {
     };
     if !fits {
         failures.push(format!("{observed} is not one of {accepted:?}"));
+    }
+    // The sentinel run: a probe listed as seccomp's shows the sentinel, any other never.
+    let listed = UNDER_SENTINEL.iter().any(|(p, _)| *p == probe);
+    if errno == Errno::Sentinel && listed != errnos.iter().any(|e| e == SENTINEL) {
+        failures.push(format!(
+            "{observed}: listed as refused by seccomp: {listed}, but the sentinel {} there",
+            if listed { "is not" } else { "is" }
+        ));
     }
     // Every denial carries its positive control, and a control that ran must have passed.
     if let Some(line) = &line {
@@ -755,6 +883,16 @@ fn run_probe(backend: &str, probe: &str, facts: &Value) -> Verdict {
 
 /// Runs every probe of `class` on `backend`, prints the table, fails with every mismatch.
 fn class_is_contained(backend: &str, class: &str) {
+    run_class(backend, class, Errno::Shipped)
+}
+
+/// [`class_is_contained`] with seccomp answering the sentinel errno: the table also says
+/// which layer refused each probe (`seccomp`, or `other` for every other layer).
+fn class_denials_are_attributed(backend: &str, class: &str) {
+    run_class(backend, class, Errno::Sentinel)
+}
+
+fn run_class(backend: &str, class: &str, errno: Errno) {
     let mut host = HostFacts::new(&format!("{backend}-{class}"));
     let probes = probes_of(class);
     let next = AtomicUsize::new(0);
@@ -763,7 +901,7 @@ fn class_is_contained(backend: &str, class: &str) {
         for _ in 0..PARALLEL.min(probes.len()) {
             s.spawn(|| {
                 while let Some(probe) = probes.get(next.fetch_add(1, Ordering::SeqCst)) {
-                    let verdict = run_probe(backend, probe, &host.facts);
+                    let verdict = run_probe(backend, probe, &host.facts, errno);
                     verdicts.lock().unwrap().push(verdict);
                 }
             });
@@ -775,8 +913,13 @@ fn class_is_contained(backend: &str, class: &str) {
     let mut failed = Vec::new();
     for v in &verdicts {
         let mark = if v.failures.is_empty() { "ok" } else { "FAIL" };
+        let layer = match errno {
+            Errno::Shipped => "",
+            Errno::Sentinel if v.observed.contains(SENTINEL) => " seccomp",
+            Errno::Sentinel => " other  ",
+        };
         table += &format!(
-            "{backend:6} {:34} {:40} {:>6.1}s {mark}\n",
+            "{backend:6}{layer} {:34} {:40} {:>6.1}s {mark}\n",
             v.probe,
             v.observed,
             v.took.as_secs_f64()
@@ -811,6 +954,12 @@ macro_rules! classes_on_both_backends {
         }
         mod docker {
             $( #[test] fn $name() { if super::ready("docker") { super::class_is_contained("docker", $class) } } )*
+        }
+        /// The same classes with seccomp answering the sentinel errno, on the native backend
+        /// only: the Docker engine here (20.10.24, runc 1.1.5) answers EPERM whatever the
+        /// profile's `defaultErrnoRet` says (checked with `docker run` and a profile of 99).
+        mod native_sentinel {
+            $( #[test] fn $name() { if super::ready("native") { super::class_denials_are_attributed("native", $class) } } )*
         }
     };
 }
@@ -848,6 +997,18 @@ fn every_probe_file_has_one_expectation() {
             !x.accept.iter().any(|a| a.contains("exit")),
             "{}: exit 0 is never an outcome",
             x.probe
+        );
+    }
+    for (probe, accept) in UNDER_SENTINEL {
+        assert_eq!(
+            UNDER_SENTINEL.iter().filter(|(p, _)| p == probe).count(),
+            1,
+            "{probe}: one row in UNDER_SENTINEL"
+        );
+        assert!(files.iter().any(|f| f == probe), "{probe} has no file");
+        assert!(
+            accept.contains(&format!("denied:{SENTINEL}").as_str()),
+            "{probe}: a row of UNDER_SENTINEL accepts the sentinel"
         );
     }
     let dir = probes_dir();

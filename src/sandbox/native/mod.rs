@@ -82,7 +82,8 @@ impl NativeBackend {
 
     /// The launcher's configuration for one run: the limits of [`crate::limits`], the run's
     /// cgroups when it has them (RLIMIT_DATA stands in for a memory cgroup it lacks), and the
-    /// report socket at [`report::REPORT_FD`].
+    /// report socket at [`report::REPORT_FD`]; the seccomp errno of the test-only
+    /// [`launcher::test_knobs::SECCOMP_ERRNO_ENV`] when this process's environment enables it.
     fn launch_config(&self, cgroup: Option<&RunCgroup>) -> launcher::Config {
         let program = self.argv.iter().map(OsString::from).collect();
         let mut config = launcher::Config::new(&self.rootfs, program);
@@ -95,6 +96,9 @@ impl NativeBackend {
         config.tmp_size = TMP_BYTES;
         config.cpu_seconds = Some(self.cpu_seconds);
         config.report_fd = Some(report::REPORT_FD);
+        if let Some(errno) = launcher::test_knobs::TestKnobs::seccomp_errno_from_environment() {
+            config.seccomp_errno = errno;
+        }
         config
     }
 
