@@ -21,6 +21,7 @@ use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use std::panic::AssertUnwindSafe;
 
@@ -249,7 +250,7 @@ async fn run_in(
     code: &str,
     options: &RunOptions,
     steering: &Steering,
-    cold: Option<(&Arc<Bridge>, &dyn Backend)>,
+    pool: Option<PoolSide<'_>>,
 ) -> Result<RunReport, SandboxError> {
     let cancelled = || RunReport {
         result: RunResult::stopped(StreamedOutput::default(), &Stop::Cancelled),
@@ -279,15 +280,15 @@ async fn run_in(
             steering,
         )
         .await;
-    if let Some((bridge, backend)) = cold.filter(|_| held.pooled && held.died_unheard) {
+    if let Some(side) = pool.filter(|_| held.pooled && held.died_unheard) {
         tracing::info!(
             "pooled sandbox thrown away: it died before it began the run; the run starts cold"
         );
-        held.discard();
+        held.discard_into(Some(side.endings));
         let started = tokio::select! {
             biased;
             () = steering.cancel.cancelled() => return Ok(cancelled()),
-            started = HeldSandbox::start(bridge.clone(), backend) => started,
+            started = HeldSandbox::start(side.bridge.clone(), side.backend) => started,
         };
         held = started?;
         held.quick_stop = true;
@@ -301,12 +302,25 @@ async fn run_in(
             )
             .await;
     }
-    if held.abandoned {
-        held.discard();
-    } else {
-        held.close().await;
+    match (held.abandoned, pool) {
+        (true, _) => held.discard_into(pool.map(|side| side.endings)),
+        // The result does not wait for the sandbox's exit, its cgroup's removal or
+        // `docker rm`; the pool's owner waits for these endings ([`pool::Pool::close`]).
+        (false, Some(side)) => {
+            side.endings.spawn(held.close());
+        }
+        (false, None) => held.close().await,
     }
     report
+}
+
+/// What a run taken from a pool uses besides the pool's sandbox: where to start a cold one
+/// (see [`run_in`]), and the tracker of the endings it leaves to the background.
+#[derive(Clone, Copy)]
+struct PoolSide<'a> {
+    bridge: &'a Arc<Bridge>,
+    backend: &'a dyn Backend,
+    endings: &'a TaskTracker,
 }
 
 /// One sandbox held across several cells, with the code's variables kept between them, for a
@@ -560,16 +574,25 @@ impl HeldSandbox {
     /// End the sandbox without waiting: kill it now, and leave reaping it (and removing its
     /// cgroup or container) to a background task.
     pub fn discard(self) {
+        self.discard_into(None);
+    }
+
+    /// [`Self::discard`], its background task tracked by `endings` when given.
+    fn discard_into(self, endings: Option<&TaskTracker>) {
         let Self {
             mut control,
             writer,
             ..
         } = self;
         writer.abort();
-        tokio::spawn(async move {
+        let end = async move {
             control.kill().await;
             control.wait().await;
-        });
+        };
+        match endings {
+            Some(endings) => endings.spawn(end),
+            None => tokio::spawn(end),
+        };
     }
 }
 

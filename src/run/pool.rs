@@ -13,6 +13,8 @@
 //!
 //! Every sandbox serves exactly one run and is then ended like a cold one: a pooled run has
 //! fresh namespaces, a fresh /tmp and its own cgroup or container, exactly as a cold run.
+//! The end of a run's sandbox (its exit, its cgroup's removal, `docker rm`) happens in the
+//! background, so the result does not wait for it; [`Pool::close`] waits for those endings.
 //! A run's deadline and call budget start when it takes its sandbox, never when the sandbox
 //! was started. When no sandbox is idle (runs come faster than the slots refill), a run
 //! waits for a sandbox already being started, which is sooner than a start of its own;
@@ -34,7 +36,9 @@ use std::time::Duration;
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinSet;
 
-use super::{HeldSandbox, RunOptions, RunReport, Steering, run_in};
+use tokio_util::task::TaskTracker;
+
+use super::{HeldSandbox, PoolSide, RunOptions, RunReport, Steering, run_in};
 use crate::bridge::Bridge;
 use crate::sandbox::{Backend, SandboxError};
 
@@ -44,6 +48,12 @@ pub const DEFAULT_POOL_SIZE: u16 = crate::limits::MAX_CONCURRENT_RUNS as u16;
 pub const READY_LIMIT: Duration = Duration::from_secs(60);
 /// Longest time a take waits for a sandbox being started before it starts one of its own.
 pub const WAIT_LIMIT: Duration = Duration::from_secs(10);
+/// Longest time [`Pool::close`] waits for the sandboxes of finished runs to be ended (one
+/// ending is bounded by the runner's exit grace and, on Docker, by `docker rm`'s timeout).
+pub const ENDING_LIMIT: Duration = Duration::from_secs(20);
+/// Longest time [`Pool::close`] lets a sandbox start under way finish, so it can be ended
+/// whole; past it the start is dropped (killed half way).
+pub const FINISH_LIMIT: Duration = Duration::from_secs(10);
 /// Wait after a slot's first failed start, doubled after each further failure.
 pub const RETRY_FIRST: Duration = Duration::from_millis(250);
 /// Longest wait between two failed starts of one slot.
@@ -157,6 +167,9 @@ pub struct Pool {
     shared: Arc<Shared>,
     closed: watch::Sender<bool>,
     slots: Mutex<JoinSet<()>>,
+    /// Sandboxes of finished or stopped runs being ended in the background (their exit,
+    /// cgroup removal or `docker rm`), so a result never waits for them.
+    endings: TaskTracker,
 }
 
 impl Pool {
@@ -186,6 +199,7 @@ impl Pool {
             shared,
             closed,
             slots: Mutex::new(slots),
+            endings: TaskTracker::new(),
         }
     }
 
@@ -270,7 +284,7 @@ impl Pool {
                 return Ok((member.held, true));
             };
             tracing::info!("pooled sandbox thrown away at its take: {why}");
-            tokio::spawn(member.held.close());
+            self.endings.spawn(member.held.close());
         }
         self.shared.counters.cold.fetch_add(1, Ordering::SeqCst);
         let held = HeldSandbox::start(self.bridge.clone(), self.backend.as_ref()).await?;
@@ -298,12 +312,19 @@ impl Pool {
         steering: &Steering,
     ) -> Result<RunReport, SandboxError> {
         let take = async { self.take().await.map(|(held, _)| held) };
-        let cold = Some((&self.bridge, self.backend.as_ref()));
-        run_in(take, code, options, steering, cold).await
+        let side = PoolSide {
+            bridge: &self.bridge,
+            backend: self.backend.as_ref(),
+            endings: &self.endings,
+        };
+        run_in(take, code, options, steering, Some(side)).await
     }
 
     /// Stop refilling and end every pooled sandbox (killed, its cgroup or container
-    /// removed), waiting until they are gone.
+    /// removed), waiting until they are gone: a sandbox still starting is let finish first
+    /// (at most [`FINISH_LIMIT`]). Then wait until the sandboxes of finished runs, ended in
+    /// the background, are gone too (at most [`ENDING_LIMIT`]; what is left then is killed
+    /// and removed when its task is dropped with the runtime).
     pub async fn close(&self) {
         self.closed.send_replace(true);
         {
@@ -313,6 +334,17 @@ impl Pool {
         }
         let mut slots = std::mem::take(&mut *self.slots.lock().unwrap_or_else(|p| p.into_inner()));
         while slots.join_next().await.is_some() {}
+        self.endings.close();
+        if tokio::time::timeout(ENDING_LIMIT, self.endings.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                "{} sandboxes of finished runs were still ending after {} s",
+                self.endings.len(),
+                ENDING_LIMIT.as_secs()
+            );
+        }
     }
 }
 
@@ -368,16 +400,26 @@ async fn slot(
         }
         // The version is read before the catalog goes into `start` (see catalog_changed).
         let version = bridge.catalog_version();
-        let start = async {
-            let _one_at_a_time = shared.starting.acquire().await;
-            shared.state().in_progress += 1;
-            start_member(&bridge, backend.as_ref()).await
-        };
-        let started = tokio::select! {
-            started = start => started,
-            // Dropping a start half way kills what it started.
+        let one_at_a_time = tokio::select! {
+            permit = shared.starting.acquire() => permit,
             () = closing(&mut closed) => return,
         };
+        shared.state().in_progress += 1;
+        let start = start_member(&bridge, backend.as_ref());
+        tokio::pin!(start);
+        let started = tokio::select! {
+            started = &mut start => started,
+            () = closing(&mut closed) => {
+                // A start under way is finished and then ended, not dropped half way: a
+                // `docker run` killed before the engine has made its container can leave
+                // a container made after its removal was asked for.
+                if let Ok(Ok(held)) = tokio::time::timeout(FINISH_LIMIT, start).await {
+                    held.close().await;
+                }
+                return;
+            }
+        };
+        drop(one_at_a_time);
         let mut held = match started {
             Ok(held) => {
                 retry = RETRY_FIRST;

@@ -358,48 +358,95 @@ fn twenty_runs_back_to_back_with_a_pool_of_two_all_succeed(backend: &str) {
     }
 }
 
-mod native {
-    use super::*;
-    macro_rules! native {
-        ($($name:ident),*) => {$(
-            #[test]
-            fn $name() {
-                if ready("native") {
-                    super::$name("native");
-                }
-            }
-        )*};
+fn serve_ended_right_after_runs_leaves_no_sandbox_behind(backend: &str) {
+    let mut served = Served::start(backend, &["--pool", "2"]);
+    served.wait_ready(2);
+    // Runs whose sandboxes take a while to end: a thread the runner waits for at its exit
+    // keeps each one up until it is killed.
+    let lingering = "import threading, time\nthreading.Thread(target=time.sleep, args=(30,)).start()\nprint('done')";
+    for _ in 0..3 {
+        let run = served.run(lingering);
+        assert_eq!(stdout(&run), "done\n", "{run}");
     }
-    native!(
-        a_file_written_to_tmp_is_absent_in_the_next_pooled_run,
-        a_global_defined_in_one_pooled_run_is_absent_in_the_next,
-        the_next_pooled_run_has_its_own_pid_namespace_and_cgroup,
-        a_pool_member_killed_while_idle_is_replaced_and_the_run_succeeds,
-        a_catalog_change_replaces_the_pooled_sandboxes,
-        the_deadline_counts_from_the_take_not_from_the_pool_start,
-        twenty_runs_back_to_back_with_a_pool_of_two_all_succeed
+    let pid = served.serve_pid();
+    // What serve holds now: the pooled sandboxes and those of the runs still ending.
+    let held = served.sandboxes();
+    let processes: Vec<u32> = if backend == "docker" {
+        Vec::new()
+    } else {
+        held.iter()
+            .filter_map(|id| id.parse().ok())
+            .flat_map(|launcher| std::iter::once(launcher).chain(children(launcher)))
+            .collect()
+    };
+    let killed = Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .expect("kill");
+    assert!(killed.success(), "SIGTERM to serve {pid}");
+    let start = Instant::now();
+    while alive(pid) {
+        assert!(start.elapsed() < PATIENCE, "serve {pid} did not exit");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let left: Vec<String> = if backend == "docker" {
+        served.sandboxes()
+    } else {
+        processes
+            .iter()
+            .filter(|p| alive(**p))
+            .map(u32::to_string)
+            .chain(
+                super::cleanup::cgroups_of(pid)
+                    .iter()
+                    .map(|c| c.display().to_string()),
+            )
+            .collect()
+    };
+    assert_eq!(
+        left,
+        Vec::<String>::new(),
+        "left behind when serve exited (it held {held:?}); serve's log:\n{}",
+        served.log_text()
     );
 }
 
-mod docker {
-    use super::*;
-    macro_rules! docker {
-        ($($name:ident),*) => {$(
-            #[test]
-            fn $name() {
-                if ready("docker") {
-                    super::$name("docker");
-                }
-            }
-        )*};
-    }
-    docker!(
-        a_file_written_to_tmp_is_absent_in_the_next_pooled_run,
-        a_global_defined_in_one_pooled_run_is_absent_in_the_next,
-        the_next_pooled_run_has_its_own_pid_namespace_and_cgroup,
-        a_pool_member_killed_while_idle_is_replaced_and_the_run_succeeds,
-        a_catalog_change_replaces_the_pooled_sandboxes,
-        the_deadline_counts_from_the_take_not_from_the_pool_start,
-        twenty_runs_back_to_back_with_a_pool_of_two_all_succeed
-    );
+/// Whether process `pid` exists and has not exited (a zombie has).
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit_once(") ")
+            .is_some_and(|(_, rest)| !rest.starts_with('Z'))
+    })
 }
+
+/// The pool's tests, once for each backend: `native::NAME` and `docker::NAME` call `NAME`
+/// with the backend's name when it can run here.
+macro_rules! on_both_backends {
+    ($($name:ident),* $(,)?) => {
+        on_both_backends!(@backend native, "native", $($name),*);
+        on_both_backends!(@backend docker, "docker", $($name),*);
+    };
+    (@backend $module:ident, $backend:literal, $($name:ident),*) => {
+        mod $module {
+            $(
+                #[test]
+                fn $name() {
+                    if super::ready($backend) {
+                        super::$name($backend);
+                    }
+                }
+            )*
+        }
+    };
+}
+
+on_both_backends!(
+    a_file_written_to_tmp_is_absent_in_the_next_pooled_run,
+    a_global_defined_in_one_pooled_run_is_absent_in_the_next,
+    the_next_pooled_run_has_its_own_pid_namespace_and_cgroup,
+    a_pool_member_killed_while_idle_is_replaced_and_the_run_succeeds,
+    a_catalog_change_replaces_the_pooled_sandboxes,
+    the_deadline_counts_from_the_take_not_from_the_pool_start,
+    twenty_runs_back_to_back_with_a_pool_of_two_all_succeed,
+    serve_ended_right_after_runs_leaves_no_sandbox_behind,
+);
