@@ -13,6 +13,9 @@ Prints one JSON object:
             `print('next')`; {"cancel_returned_s", "next_stdout", "next_after_cancel_s"}
   taint     two sessions A and B at once: A calls the private `secret`, then A and B each
             call `add`; {"a_secret", "a_add", "b_add"} (each the run's stdout)
+  slots     sessions A and B: A asks for two runs that sleep 3 s at once, then B asks for
+            one quick run; when each ended, in seconds from the start:
+            {"a": [end, end], "b": end}
   hold      open ARG[0] sessions one after the other and keep them open; each one's outcome
             ("ok" or the error's text); then close them all
   slow      one session: one run that sleeps ARG[0] seconds and prints "slept"; prints
@@ -106,6 +109,21 @@ async def taint(url, journal, _args):
         return {"a_secret": a_secret, "a_add": stdout_of(a_add), "b_add": stdout_of(b_add)}
 
 
+async def slots(url, journal, _args):
+    async with session(url) as a, session(url) as b:
+        start = time.monotonic()
+
+        async def timed(s, code):
+            await s.call_tool("run_python", {"code": code})
+            return time.monotonic() - start
+
+        sleep = "import time\ntime.sleep(3)"
+        a_runs = [asyncio.create_task(timed(a, sleep)) for _ in range(2)]
+        await asyncio.sleep(0.5)
+        b_end = await timed(b, "print('quick')")
+        return {"a": sorted(await asyncio.gather(*a_runs)), "b": b_end}
+
+
 async def hold(url, journal, args):
     outcomes = []
     async with contextlib.AsyncExitStack() as stack:
@@ -142,7 +160,7 @@ def describe(e):
 async def main():
     scenario, url, journal = sys.argv[1:4]
     args = sys.argv[4:]
-    run = {"calls": calls, "cancel": cancel, "taint": taint, "hold": hold, "slow": slow}[scenario]
+    run = {"calls": calls, "cancel": cancel, "taint": taint, "hold": hold, "slow": slow, "slots": slots}[scenario]
     print(json.dumps(await run(url, journal, args)), flush=True)
 
 

@@ -6,8 +6,10 @@
 //! - requests without the right bearer token get 401 with a challenge; a public address
 //!   without a token, or a short token, is refused at startup;
 //! - a foreign `Origin` gets 403; an allowed one passes;
-//! - two sessions in one process each have their own private-data taint;
+//! - two sessions in one process each have their own private-data taint, and their own
+//!   run slots;
 //! - the session cap answers 503 past it, and a closed session frees its seat;
+//! - an idle session expires (404 after), and frees its seat;
 //! - a body over the cap gets 413;
 //! - `/metrics` counters move after a run; `/healthz` tells live from ready;
 //! - SIGTERM lets a run in flight finish, or cancels it after the grace period.
@@ -482,6 +484,24 @@ fn two_sessions_in_one_process_each_have_their_own_taint() {
 }
 
 #[test]
+fn a_session_waits_for_its_own_run_slots_and_never_holds_another_sessions() {
+    if !native_client_ready() {
+        return;
+    }
+    let served = Served::start(&["--session-runs", "1"], None);
+    let out = served.client("slots", &[]);
+    let ends: Vec<f64> = out["a"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .collect();
+    // A's second run waited for A's first (each sleeps 3 s); B's run did not wait for A's.
+    assert!(ends[1] - ends[0] >= 2.5, "{out}");
+    assert!(out["b"].as_f64().unwrap() < ends[1], "{out}");
+}
+
+#[test]
 fn the_session_cap_answers_503_past_it_and_a_closed_session_frees_its_seat() {
     let served = Served::start(&["--max-sessions", "2"], None);
     let (status, first) = served.initialize(&[]);
@@ -519,6 +539,34 @@ fn the_session_cap_answers_503_past_it_and_a_closed_session_frees_its_seat() {
         Some(2.0),
         "{metrics}"
     );
+}
+
+#[test]
+fn an_idle_session_expires_and_frees_its_seat() {
+    let served = Served::start(&["--session-idle", "1", "--max-sessions", "1"], None);
+    let (status, text) = served.initialize(&[]);
+    assert_eq!(status, 200, "{text}");
+    let id = session_id(&text).expect("a session id");
+    let ping = r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#;
+    let headers = [
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+        ("Mcp-Session-Id", id.as_str()),
+        ("Mcp-Protocol-Version", "2025-11-25"),
+    ];
+    let (status, text) = served.request("POST", "/mcp", &headers, ping);
+    assert_eq!(status, 200, "the session answers while it is used: {text}");
+    std::thread::sleep(Duration::from_millis(2500));
+    let (status, text) = served.request("POST", "/mcp", &headers, ping);
+    assert_eq!(status, 404, "{text}");
+    let metrics = served.metrics();
+    assert_eq!(
+        sample(&metrics, "mcp_code_mode_sessions"),
+        Some(0.0),
+        "{metrics}"
+    );
+    let (status, text) = served.initialize(&[]);
+    assert_eq!(status, 200, "{text}");
 }
 
 #[test]
