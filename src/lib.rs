@@ -67,6 +67,7 @@ pub mod config;
 pub mod doctor;
 pub mod limits;
 mod lines;
+pub mod mcp_tasks;
 mod pyjson;
 pub mod rootfs;
 mod stderr_log;

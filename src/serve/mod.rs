@@ -13,6 +13,8 @@ pub mod http;
 pub mod metrics;
 pub mod progress;
 pub mod session;
+pub mod stdio;
+pub mod tasks;
 
 use std::sync::Arc;
 
@@ -22,7 +24,7 @@ use rmcp::model::{
     Tool,
 };
 use rmcp::service::{RequestContext, RoleServer};
-use rmcp::{ErrorData as McpError, ServerHandler, ServiceExt};
+use rmcp::{ErrorData as McpError, ServerHandler};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -195,21 +197,37 @@ impl CodeModeServer {
         self.draining.cancel();
     }
 
-    /// Serve MCP on this process's stdin/stdout until the client disconnects.
+    /// Serve MCP on this process's stdin/stdout until the client disconnects, run_python
+    /// also callable as a task ([`stdio`], [`tasks`]).
     ///
     /// # Errors
     /// The transport's or the handshake's error.
     ///
-    /// When stdin reaches its end, every run (queued or running) is cancelled at once, so
-    /// the service ends without waiting for them (rmcp would wait up to 5 s).
+    /// When stdin reaches its end, every run (queued, running, or a task's) is cancelled at
+    /// once, so the service ends without waiting for them (rmcp would wait up to 5 s).
     pub async fn serve_stdio(self) -> anyhow::Result<()> {
-        let (stdin, stdout) = rmcp::transport::stdio_pipes();
-        let stdin = StdinWatch::new(stdin, self.disconnected.clone());
-        let disconnected = self.disconnected.clone();
-        let service = self.serve((stdin, stdout)).await?;
-        service.waiting().await?;
-        disconnected.cancel();
-        Ok(())
+        stdio::serve(self).await
+    }
+
+    /// Run `code` as the task of a task-augmented call ([`tasks`]): as a plain call runs,
+    /// cancelled by `cancel` (`tasks/cancel`, the client going away), without progress.
+    /// A server shutting down refuses it like a plain call.
+    async fn run_task(&self, code: &str, cancel: CancellationToken) -> CallToolResult {
+        if self.draining.is_cancelled() {
+            return CallToolResult::error(vec![ContentBlock::text(
+                "mcp-code-mode is shutting down and takes no new runs; run it again in a new session (another replica takes it)",
+            )]);
+        }
+        let (events, counting) = self.events(None);
+        let steering = Steering {
+            cancel,
+            events: Some(events),
+            taint: self.session.taint.clone(),
+        };
+        let result = self.run(code, &steering).await;
+        drop(steering);
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(1), counting).await;
+        result
     }
 
     /// Run `code` once a slot is free, steered by `steering`.
@@ -425,42 +443,5 @@ impl ServerHandler for CodeModeServer {
             );
         }
         Ok(CallToolResponse::Complete(result))
-    }
-}
-
-/// The client's end of the conversation: reads pass through, and the end of input (or a
-/// read error) cancels `disconnected`.
-struct StdinWatch<R> {
-    inner: R,
-    disconnected: CancellationToken,
-}
-
-impl<R> StdinWatch<R> {
-    fn new(inner: R, disconnected: CancellationToken) -> Self {
-        Self {
-            inner,
-            disconnected,
-        }
-    }
-}
-
-impl<R: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for StdinWatch<R> {
-    fn poll_read(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        buf: &mut tokio::io::ReadBuf<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        let before = buf.filled().len();
-        let asked = buf.remaining() > 0;
-        let polled = std::pin::Pin::new(&mut self.inner).poll_read(cx, buf);
-        match &polled {
-            std::task::Poll::Ready(Ok(())) if asked && buf.filled().len() == before => {
-                tracing::info!("the client closed its input; cancelling every run");
-                self.disconnected.cancel();
-            }
-            std::task::Poll::Ready(Err(_)) => self.disconnected.cancel(),
-            _ => {}
-        }
-        polled
     }
 }

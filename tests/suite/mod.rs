@@ -38,6 +38,8 @@ mod skill;
 mod steering;
 /// `--systemd-scope`: re-running inside a delegated systemd user scope.
 mod systemd_scope;
+/// MCP 2025-11-25 tasks: run_python as a task, wrapped tools that require tasks.
+mod tasks;
 /// Deadlines, call timeouts and foreign-ABI syscalls, and the numbers the description states.
 mod timeouts;
 mod ts_client;

@@ -16,14 +16,22 @@ use serde_json::Value;
 
 use super::common::{bin, example, native_available, require, target_dir};
 
-/// A directory holding steer.mjs (and http.mjs, for tests/suite/http_serving.rs) with the pinned SDK installed beside it; `None` when node
+/// A directory holding steer.mjs, tasks.mjs, task_server.mjs (and http.mjs, for
+/// tests/suite/http_serving.rs) with the pinned SDK installed beside them; `None` when node
 /// or npm is missing or the install failed.
 pub(super) fn client_dir() -> Option<PathBuf> {
     static DIR: OnceLock<Option<PathBuf>> = OnceLock::new();
     DIR.get_or_init(|| {
         let source = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/clients/ts");
         let dir = target_dir().join("ts-client");
-        let files = ["package.json", "package-lock.json", "steer.mjs", "http.mjs"];
+        let files = [
+            "package.json",
+            "package-lock.json",
+            "steer.mjs",
+            "http.mjs",
+            "tasks.mjs",
+            "task_server.mjs",
+        ];
         let same = |file: &str| {
             std::fs::read(source.join(file)).ok() == std::fs::read(dir.join(file)).ok()
         };
@@ -53,7 +61,7 @@ pub(super) fn client_dir() -> Option<PathBuf> {
     .clone()
 }
 
-fn ready() -> bool {
+pub(super) fn ready() -> bool {
     require(native_available(), "user namespaces are not available here")
         && require(
             client_dir().is_some(),

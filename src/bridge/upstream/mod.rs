@@ -29,6 +29,7 @@
 mod json_scan;
 mod repair;
 pub mod result;
+pub mod tasks;
 pub mod transport;
 
 use std::collections::VecDeque;
@@ -46,6 +47,7 @@ use rmcp::{ClientHandler, ServiceExt};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 use tokio::process::{Child, Command};
 
+use self::tasks::{RawRequests, TaskTools};
 use self::transport::{CloseReason, ReaderTask, line_transport};
 
 /// Time allowed for a server to start and answer `initialize` and `tools/list`.
@@ -196,6 +198,7 @@ struct Live {
     session: RunningService<RoleClient, BridgeClient>,
     reason: CloseReason,
     process: Process,
+    raw: RawRequests,
     _reader: ReaderTask,
 }
 
@@ -260,6 +263,7 @@ pub struct Upstream {
     live: tokio::sync::Mutex<Option<Live>>,
     last_start: Mutex<Instant>,
     restarts: std::sync::atomic::AtomicU64,
+    task_tools: TaskTools,
 }
 
 impl Upstream {
@@ -268,7 +272,8 @@ impl Upstream {
     /// # Errors
     /// [`UpstreamError`] naming the server, the step and the reason (plus its stderr tail).
     pub async fn start(spec: ServerSpec) -> Result<(Self, Vec<Tool>), UpstreamError> {
-        let live = connect(&spec).await?;
+        let task_tools = TaskTools::default();
+        let live = connect(&spec, &task_tools).await?;
         let tools = list_all(&spec, &live).await?;
         Ok((
             Self {
@@ -276,6 +281,7 @@ impl Upstream {
                 live: tokio::sync::Mutex::new(Some(live)),
                 last_start: Mutex::new(Instant::now()),
                 restarts: std::sync::atomic::AtomicU64::new(0),
+                task_tools,
             },
             tools,
         ))
@@ -291,12 +297,23 @@ impl Upstream {
         self.restarts.load(std::sync::atomic::Ordering::SeqCst)
     }
 
+    /// How `tool` may be called as a task, as the server's `tools/list` said.
+    pub fn task_support(&self, tool: &str) -> crate::mcp_tasks::TaskSupport {
+        self.task_tools
+            .lock()
+            .ok()
+            .and_then(|t| t.get(tool).copied())
+            .unwrap_or_default()
+    }
+
     /// Call `tool` with `args`, waiting at most `timeout` in all (a restart included).
     ///
     /// The call races its answer against the end of the connection: when the server exits,
     /// closes its stdout or breaks the transport, the call fails within [`CLOSE_GRACE`].
     /// When the timeout passes, the request is dropped, and rmcp sends
-    /// `notifications/cancelled` for it.
+    /// `notifications/cancelled` for it. A tool whose `taskSupport` is `"required"` is
+    /// called as a task ([`tasks`]); dropping that call (a timeout, a cancelled run) sends
+    /// `tasks/cancel` for its task.
     pub async fn call(
         &self,
         tool: &str,
@@ -304,27 +321,37 @@ impl Upstream {
         timeout: Duration,
     ) -> CallOutcome {
         let deadline = tokio::time::Instant::now() + timeout;
-        let (peer, reason) = match tokio::time::timeout_at(deadline, self.peer()).await {
+        let (peer, reason, raw) = match tokio::time::timeout_at(deadline, self.peer()).await {
             Ok(Ok(live)) => live,
             Ok(Err(why)) => return CallOutcome::Broken(why),
             Err(_) => return CallOutcome::TimedOut,
         };
-        let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(args);
-        let answer = tokio::time::timeout_at(deadline, peer.call_tool(params));
-        let closed = async {
-            reason.closed().await;
-            tokio::time::sleep(CLOSE_GRACE).await;
-        };
-        let outcome = tokio::select! {
-            biased;
-            outcome = answer => match outcome {
+        let as_task = self.task_support(tool) == crate::mcp_tasks::TaskSupport::Required;
+        let answer = async {
+            if as_task {
+                let ttl = deadline.saturating_duration_since(tokio::time::Instant::now());
+                let call = tasks::call_as_task(&raw, &self.spec.name, tool, args, ttl);
+                return tokio::time::timeout_at(deadline, call)
+                    .await
+                    .unwrap_or(CallOutcome::TimedOut);
+            }
+            let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(args);
+            match tokio::time::timeout_at(deadline, peer.call_tool(params)).await {
                 Err(_) => CallOutcome::TimedOut,
                 Ok(Ok(result)) => CallOutcome::Result(result),
                 Ok(Err(rmcp::ServiceError::McpError(e))) => {
                     CallOutcome::Rejected(e.message.to_string())
                 }
                 Ok(Err(_)) => CallOutcome::Broken(String::new()),
-            },
+            }
+        };
+        let closed = async {
+            reason.closed().await;
+            tokio::time::sleep(CLOSE_GRACE).await;
+        };
+        let outcome = tokio::select! {
+            biased;
+            outcome = answer => outcome,
             () = closed => CallOutcome::Broken(String::new()),
         };
         match outcome {
@@ -338,8 +365,9 @@ impl Upstream {
         }
     }
 
-    /// The live session's peer and close signal, restarting a dead server first.
-    async fn peer(&self) -> Result<(rmcp::Peer<RoleClient>, CloseReason), String> {
+    /// The live session's peer, close signal and raw requests, restarting a dead server
+    /// first.
+    async fn peer(&self) -> Result<(rmcp::Peer<RoleClient>, CloseReason, RawRequests), String> {
         let mut live = self.live.lock().await;
         let dead = live
             .as_ref()
@@ -363,7 +391,7 @@ impl Upstream {
             if let Some(old) = live.take() {
                 old.process.kill().await;
             }
-            match connect(&self.spec).await {
+            match connect(&self.spec, &self.task_tools).await {
                 Ok(l) => {
                     *live = Some(l);
                     self.restarts
@@ -379,7 +407,7 @@ impl Upstream {
             }
         }
         live.as_ref()
-            .map(|l| (l.session.peer().clone(), l.reason.clone()))
+            .map(|l| (l.session.peer().clone(), l.reason.clone(), l.raw.clone()))
             .ok_or_else(|| "the server is not running".to_owned())
     }
 
@@ -418,7 +446,7 @@ fn environment(spec: &ServerSpec) -> Vec<(String, String)> {
     env
 }
 
-async fn connect(spec: &ServerSpec) -> Result<Live, UpstreamError> {
+async fn connect(spec: &ServerSpec, task_tools: &TaskTools) -> Result<Live, UpstreamError> {
     if let Some(remote) = &spec.remote {
         return Err(UpstreamError::Session {
             name: spec.name.clone(),
@@ -482,7 +510,8 @@ async fn connect(spec: &ServerSpec) -> Result<Live, UpstreamError> {
     let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
         return Err(session_error(spec, "start", "no stdio pipes".into(), &tail));
     };
-    let (transport, reason, reader) = line_transport(&spec.name, stdout, stdin);
+    let (transport, reason, reader, raw) =
+        line_transport(&spec.name, stdout, stdin, task_tools.clone());
     let process = Process::watch(child, spec.name.clone(), reason.clone());
     let client = BridgeClient {
         server: spec.name.clone(),
@@ -515,6 +544,7 @@ async fn connect(spec: &ServerSpec) -> Result<Live, UpstreamError> {
         session,
         reason,
         process,
+        raw,
         _reader: reader,
     })
 }

@@ -144,7 +144,8 @@ pub(super) fn unparsable_line(
     }
 }
 
-fn repair_result(kind: Pending, result: &mut Value) {
+/// Repair the `result` of a response to a request of `kind` in place (see the module docs).
+pub(super) fn repair_result(kind: Pending, result: &mut Value) {
     match kind {
         Pending::ListTools => {
             if let Some(Value::Array(tools)) = result.get_mut("tools") {

@@ -22,6 +22,7 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
 
 use super::repair::{Decoded, Pending, PendingMap, decode, id_key, unparsable_line};
+use super::tasks::{LineWriter, RawRequests, TaskTools, record_task_support};
 use crate::lines::{LineRead, read_line};
 
 /// Longest line accepted from a wrapped server, in bytes.
@@ -141,12 +142,15 @@ impl Drop for ReaderTask {
     }
 }
 
-/// Build the transport, spawning the reader task on the current runtime.
+/// Build the transport, spawning the reader task on the current runtime: also the
+/// [`RawRequests`] of the connection (answered beside rmcp), with the task support of the
+/// tools its `tools/list` answers name recorded in `task_tools`.
 pub fn line_transport<R, W>(
     server: &str,
     reader: R,
     writer: W,
-) -> (LineTransport<W>, CloseReason, ReaderTask)
+    task_tools: TaskTools,
+) -> (LineTransport<W>, CloseReason, ReaderTask, RawRequests)
 where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
@@ -155,12 +159,17 @@ where
     let pending: PendingMap = Arc::default();
     let reason = CloseReason::default();
     let writer = Arc::new(tokio::sync::Mutex::new(writer));
+    let raw = RawRequests::new(Replier(writer.clone()));
     let task = tokio::spawn(read_loop(
         server.to_owned(),
         reader,
         tx,
         Replier(writer.clone()),
-        pending.clone(),
+        Side {
+            pending: pending.clone(),
+            raw: raw.clone(),
+            task_tools,
+        },
         reason.clone(),
     ));
     (
@@ -171,7 +180,29 @@ where
         },
         reason,
         ReaderTask(task),
+        raw,
     )
+}
+
+/// What the reader shares beyond rmcp's messages.
+struct Side {
+    pending: PendingMap,
+    raw: RawRequests,
+    task_tools: TaskTools,
+}
+
+impl<W: AsyncWrite + Unpin + Send + 'static> LineWriter for Replier<W> {
+    fn write_line(
+        &self,
+        line: Vec<u8>,
+    ) -> futures::future::BoxFuture<'static, std::io::Result<()>> {
+        let writer = self.0.clone();
+        Box::pin(async move {
+            let mut w = writer.lock().await;
+            w.write_all(&line).await?;
+            w.flush().await
+        })
+    }
 }
 
 /// Answers, from the reader, a request of the server's that rmcp could not read, so the
@@ -202,9 +233,22 @@ async fn read_loop<R: AsyncRead + Unpin, W: AsyncWrite + Unpin + Send + 'static>
     reader: R,
     tx: mpsc::Sender<ServerJsonRpcMessage>,
     replier: Replier<W>,
-    pending: PendingMap,
+    side: Side,
     reason: CloseReason,
 ) {
+    let Side {
+        pending,
+        raw,
+        task_tools,
+    } = side;
+    // Requests waiting beside rmcp's learn that the connection ended.
+    struct CloseRaw(RawRequests);
+    impl Drop for CloseRaw {
+        fn drop(&mut self) {
+            self.0.close();
+        }
+    }
+    let _close_raw = CloseRaw(raw.clone());
     let mut reader = BufReader::with_capacity(64 * 1024, reader);
     let mut line = Vec::new();
     let mut junk = 0usize;
@@ -245,7 +289,19 @@ async fn read_loop<R: AsyncRead + Unpin, W: AsyncWrite + Unpin + Send + 'static>
             continue;
         }
         let decoded = match serde_json::from_slice::<Value>(bytes) {
-            Ok(value) => decode(value, &pending),
+            Ok(value) if raw.deliver(&value) => continue,
+            Ok(value) => {
+                if let Some(result) = value.get("result")
+                    && value.get("id").and_then(id_key).is_some_and(|key| {
+                        pending
+                            .lock()
+                            .is_ok_and(|p| p.get(&key) == Some(&Pending::ListTools))
+                    })
+                {
+                    record_task_support(&task_tools, result);
+                }
+                decode(value, &pending)
+            }
             Err(e) => unparsable_line(bytes, &e, &pending),
         };
         match decoded {
@@ -332,7 +388,7 @@ mod tests {
     async fn an_endless_line_ends_the_connection_with_bounded_memory() {
         let (mut w, r) = tokio::io::duplex(1 << 16);
         let (_sink, _) = tokio::io::duplex(16);
-        let (mut t, reason, _task) = line_transport("flood", r, _sink);
+        let (mut t, reason, _task, _raw) = line_transport("flood", r, _sink, TaskTools::default());
         tokio::spawn(async move {
             let chunk = vec![b'x'; 1 << 20];
             for _ in 0..40 {

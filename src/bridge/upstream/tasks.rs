@@ -1,0 +1,294 @@
+//! Calls to wrapped tools that must be called as tasks (MCP 2025-11-25, basic/utilities/
+//! tasks): a tool listed with `execution.taskSupport: "required"` refuses a plain
+//! `tools/call` (-32601), so the bridge calls it as a task. `"optional"` and `"forbidden"`
+//! tools get plain calls.
+//!
+//! A task call: `tools/call` with `params.task` (ttl = the call's timeout) answers a task;
+//! `tasks/get` is polled at the server's `pollInterval` (kept within 50 ms .. 5 s, 500 ms
+//! when none is given) until the task is terminal; then `tasks/result` gives the
+//! `tools/call` result, read and repaired like a plain call's. A task the server cancelled
+//! or failed, or one that asks for input (the bridge has none to give), fails the call with
+//! a message that says so. When the call ends before its task does (its timeout, a cancel
+//! of the run, the run's deadline: the call's future is dropped), `tasks/cancel` is sent for
+//! it.
+//!
+//! rmcp 3.11 cannot send these (its tasks are a later draft's, [`crate::mcp_tasks`]), so
+//! they go through [`RawRequests`]: JSON-RPC requests with ids of their own
+//! (`mcp-code-mode-task-N`, never one rmcp uses) written on the server's stdin, whose
+//! answers the transport's reader hands back here instead of to rmcp.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use rmcp::model::CallToolResult;
+use serde_json::{Value, json};
+use tokio::sync::oneshot;
+
+use super::CallOutcome;
+use super::repair::{Pending, repair_result};
+use crate::mcp_tasks::{self, CreateTaskResult, Task, TaskStatus, TaskSupport};
+
+/// Prefix of the ids of [`RawRequests`].
+pub const RAW_ID_PREFIX: &str = "mcp-code-mode-task-";
+/// Poll interval used when the server suggests none.
+pub const DEFAULT_POLL: Duration = Duration::from_millis(500);
+/// Bounds put on the server's suggested poll interval.
+pub const POLL_BOUNDS: (Duration, Duration) = (Duration::from_millis(50), Duration::from_secs(5));
+/// Time a `tasks/cancel` sent for an abandoned task may take.
+const CANCEL_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The task support of a server's tools, by tool name, as its `tools/list` said; tools
+/// not named are forbidden (plain calls). Kept across restarts of the server.
+pub type TaskTools = Arc<Mutex<HashMap<String, TaskSupport>>>;
+
+/// Record the task support of the tools of one `tools/list` answer (`result`).
+pub(super) fn record_task_support(tools: &TaskTools, result: &Value) {
+    let Some(list) = result.get("tools").and_then(Value::as_array) else {
+        return;
+    };
+    if let Ok(mut map) = tools.lock() {
+        for tool in list {
+            if let Some(name) = tool.get("name").and_then(Value::as_str) {
+                match TaskSupport::of_tool(tool) {
+                    TaskSupport::Forbidden => map.remove(name),
+                    support => map.insert(name.to_owned(), support),
+                };
+            }
+        }
+    }
+}
+
+/// Writes one whole line on the server's stdin.
+pub(super) trait LineWriter: Send + Sync {
+    fn write_line(&self, line: Vec<u8>) -> BoxFuture<'static, std::io::Result<()>>;
+}
+
+/// What a raw request came to.
+#[derive(Debug)]
+pub enum RawAnswer {
+    /// The `result`.
+    Result(Value),
+    /// The JSON-RPC `error`'s message.
+    Error(String),
+}
+
+/// JSON-RPC requests sent beside rmcp's on one connection (see the module docs).
+#[derive(Clone)]
+pub struct RawRequests(Arc<RawInner>);
+
+struct RawInner {
+    writer: Box<dyn LineWriter>,
+    waiting: Mutex<HashMap<String, oneshot::Sender<RawAnswer>>>,
+    next: AtomicU64,
+}
+
+impl RawRequests {
+    pub(super) fn new(writer: impl LineWriter + 'static) -> Self {
+        Self(Arc::new(RawInner {
+            writer: Box::new(writer),
+            waiting: Mutex::default(),
+            next: AtomicU64::new(1),
+        }))
+    }
+
+    /// Take `message` if it answers one of our requests (true), else leave it for rmcp.
+    pub(super) fn deliver(&self, message: &Value) -> bool {
+        let Some(id) = message
+            .get("id")
+            .and_then(Value::as_str)
+            .filter(|id| id.starts_with(RAW_ID_PREFIX))
+        else {
+            return false;
+        };
+        if message.get("method").is_some() {
+            return false;
+        }
+        let waiter = self.0.waiting.lock().ok().and_then(|mut w| w.remove(id));
+        if let Some(waiter) = waiter {
+            let answer = match (message.get("result"), message.get("error")) {
+                (Some(result), _) => RawAnswer::Result(result.clone()),
+                (None, error) => RawAnswer::Error(crate::bridge::refusal::cap(
+                    error
+                        .and_then(|e| e.get("message"))
+                        .and_then(Value::as_str)
+                        .unwrap_or("the server answered with an error"),
+                    500,
+                )),
+            };
+            let _ = waiter.send(answer);
+        }
+        // An answer to a request given up already is ours all the same.
+        true
+    }
+
+    /// The connection ended: every request waiting gets `None`.
+    pub(super) fn close(&self) {
+        if let Ok(mut waiting) = self.0.waiting.lock() {
+            waiting.clear();
+        }
+    }
+
+    /// Send `method` with `params` and wait for its answer; `None` when the connection
+    /// ended first.
+    pub async fn request(&self, method: &str, params: Value) -> Option<RawAnswer> {
+        let id = format!(
+            "{RAW_ID_PREFIX}{}",
+            self.0.next.fetch_add(1, Ordering::SeqCst)
+        );
+        let (tx, rx) = oneshot::channel();
+        self.0.waiting.lock().ok()?.insert(id.clone(), tx);
+        // Dropped (the call was given up): no answer is awaited any more.
+        let _forget = Forget(self, &id);
+        let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        let mut line = serde_json::to_vec(&message).ok()?;
+        line.push(b'\n');
+        self.0.writer.write_line(line).await.ok()?;
+        rx.await.ok()
+    }
+}
+
+struct Forget<'a>(&'a RawRequests, &'a str);
+
+impl Drop for Forget<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut waiting) = self.0.0.waiting.lock() {
+            waiting.remove(self.1);
+        }
+    }
+}
+
+/// Sends `tasks/cancel` for a task still armed when dropped.
+struct CancelOnDrop {
+    raw: RawRequests,
+    server: String,
+    task_id: Option<String>,
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        let Some(task_id) = self.task_id.take() else {
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let (raw, server) = (self.raw.clone(), self.server.clone());
+        runtime.spawn(async move {
+            let params = json!({"taskId": task_id});
+            let answer =
+                tokio::time::timeout(CANCEL_TIMEOUT, raw.request(mcp_tasks::CANCEL, params)).await;
+            let outcome = match answer {
+                Ok(Some(RawAnswer::Result(_))) => "done".to_owned(),
+                Ok(Some(RawAnswer::Error(e))) => format!("refused: {e}"),
+                Ok(None) => "the connection ended".to_owned(),
+                Err(_) => "no answer in time".to_owned(),
+            };
+            tracing::info!(server = %server, task = %task_id, "tasks/cancel for a task the run gave up on: {outcome}");
+        });
+    }
+}
+
+/// Send the task-augmented `tools/call` from a task of its own: when the call is given up
+/// before the server answered, the task the answer names is cancelled all the same.
+async fn create(raw: &RawRequests, server: &str, params: Value) -> Option<RawAnswer> {
+    let (tx, rx) = oneshot::channel();
+    let (raw, server) = (raw.clone(), server.to_owned());
+    tokio::spawn(async move {
+        let answer = raw.request("tools/call", params).await;
+        if let Err(Some(RawAnswer::Result(value))) = tx.send(answer)
+            && let Ok(CreateTaskResult { task }) = serde_json::from_value(value)
+        {
+            drop(CancelOnDrop {
+                raw,
+                server,
+                task_id: Some(task.task_id),
+            });
+        }
+    });
+    rx.await.ok().flatten()
+}
+
+/// Call `tool` of `server` as a task through `raw`, asking the server to keep it for
+/// `ttl`. The caller bounds the time; dropping the future cancels the task.
+pub(super) async fn call_as_task(
+    raw: &RawRequests,
+    server: &str,
+    tool: &str,
+    args: serde_json::Map<String, Value>,
+    ttl: Duration,
+) -> CallOutcome {
+    let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
+    let params = json!({"name": tool, "arguments": args, "task": {"ttl": ttl_ms}});
+    let created = match create(raw, server, params).await {
+        None => return CallOutcome::Broken(String::new()),
+        Some(RawAnswer::Error(message)) => return CallOutcome::Rejected(message),
+        Some(RawAnswer::Result(value)) => value,
+    };
+    let Ok(CreateTaskResult { mut task }) = serde_json::from_value(created) else {
+        return CallOutcome::Rejected(format!(
+            "the tool {tool:?} must be called as a task, and the server's answer to the task-augmented call is not a task"
+        ));
+    };
+    let mut guard = CancelOnDrop {
+        raw: raw.clone(),
+        server: server.to_owned(),
+        task_id: Some(task.task_id.clone()),
+    };
+    let task_id = task.task_id.clone();
+    while !task.status.is_terminal() {
+        if task.status == TaskStatus::InputRequired {
+            // The guard cancels the task.
+            return CallOutcome::Rejected(format!(
+                "the tool {tool:?} asked for input (task status input_required), which the bridge cannot give; its task was cancelled"
+            ));
+        }
+        let poll = task
+            .poll_interval
+            .map_or(DEFAULT_POLL, Duration::from_millis)
+            .clamp(POLL_BOUNDS.0, POLL_BOUNDS.1);
+        tokio::time::sleep(poll).await;
+        task = match raw
+            .request(mcp_tasks::GET, json!({"taskId": task_id}))
+            .await
+        {
+            None => return CallOutcome::Broken(String::new()),
+            Some(RawAnswer::Error(message)) => return CallOutcome::Rejected(message),
+            Some(RawAnswer::Result(value)) => match serde_json::from_value::<Task>(value) {
+                Ok(task) if task.task_id == task_id => task,
+                _ => {
+                    return CallOutcome::Rejected(format!(
+                        "the server's answer to tasks/get for the tool {tool:?} is not its task"
+                    ));
+                }
+            },
+        };
+    }
+    guard.task_id = None;
+    if task.status == TaskStatus::Cancelled {
+        let why = task
+            .status_message
+            .map(|m| format!(": {}", crate::bridge::refusal::cap(&m, 300)))
+            .unwrap_or_default();
+        return CallOutcome::Rejected(format!("the server cancelled the task{why}"));
+    }
+    match raw
+        .request(mcp_tasks::RESULT, json!({"taskId": task_id}))
+        .await
+    {
+        None => CallOutcome::Broken(String::new()),
+        Some(RawAnswer::Error(message)) => CallOutcome::Rejected(message),
+        Some(RawAnswer::Result(mut value)) => {
+            repair_result(Pending::CallTool, &mut value);
+            match serde_json::from_value::<CallToolResult>(value) {
+                Ok(result) => CallOutcome::Result(result),
+                Err(e) => CallOutcome::Rejected(crate::bridge::refusal::cap(
+                    &format!("the server's tasks/result answer is not a tool result: {e}"),
+                    300,
+                )),
+            }
+        }
+    }
+}

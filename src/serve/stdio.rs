@@ -1,0 +1,228 @@
+//! serve's stdio transport: rmcp reads and writes the JSON-RPC lines, with two things in
+//! between that rmcp 3.11 cannot do (its tasks are a later draft's, [`crate::mcp_tasks`]):
+//! - each line from the client that is a task request (`tasks/*`, or `tools/call` with
+//!   `task`) goes to [`Tasks`] instead of rmcp, and their answers join rmcp's output;
+//! - rmcp's `initialize` answer gets the `tasks` capability and its `tools/list` answer
+//!   marks run_python `execution.taskSupport: "optional"`.
+//!
+//! Every other line passes unchanged, so rmcp's own handling of bad input holds. A line up
+//! to [`INSPECT_LINE_BYTES`] is read whole before it is passed on; a longer one streams
+//! through as it arrives (it cannot be a task request). The end of the client's input (or a
+//! read error) cancels every run at once, so the service ends without waiting for them.
+
+use std::time::Duration;
+
+use rmcp::ServiceExt;
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, DuplexStream};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::CodeModeServer;
+use super::tasks::{Tasks, add_capability, is_task_message, mark_task_support};
+use crate::lines::{LineRead, read_line};
+
+/// Longest client line looked at for task requests, in bytes (a task-augmented call carries
+/// the code).
+pub const INSPECT_LINE_BYTES: usize = 16 * 1024 * 1024;
+/// Buffer of the pipes between this layer and rmcp.
+const PIPE_BYTES: usize = 64 * 1024;
+
+/// Serve `server` on this process's stdin and stdout until the client disconnects.
+pub async fn serve(server: CodeModeServer) -> anyhow::Result<()> {
+    let (stdin, stdout) = rmcp::transport::stdio_pipes();
+    serve_on(server, stdin, stdout).await
+}
+
+/// Serve `server` over `input`/`output` (the client's lines in, ours out).
+pub async fn serve_on<R, W>(server: CodeModeServer, input: R, output: W) -> anyhow::Result<()>
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let (to_rmcp, rmcp_in) = tokio::io::duplex(PIPE_BYTES);
+    let (rmcp_out, from_rmcp) = tokio::io::duplex(PIPE_BYTES);
+    let (replies, replied) = mpsc::unbounded_channel();
+    let tasks = Tasks::new(server.clone(), replies);
+    let disconnected = server.disconnected.clone();
+    // Both end with this future, also when it is dropped (a signal ends the service).
+    let _reader = AbortOnDrop(tokio::spawn(read_client(
+        input,
+        to_rmcp,
+        tasks,
+        disconnected.clone(),
+    )));
+    let mut writer = AbortOnDrop(tokio::spawn(write_client(output, from_rmcp, replied)));
+    let outcome = async {
+        let service = server.serve((rmcp_in, rmcp_out)).await?;
+        service.waiting().await?;
+        anyhow::Ok(())
+    }
+    .await;
+    disconnected.cancel();
+    // rmcp has closed its output: what it wrote last reaches the client.
+    let _ = tokio::time::timeout(Duration::from_secs(1), &mut writer.0).await;
+    outcome
+}
+
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Whether a line may be a task request (cheap, before parsing it).
+fn may_be_task(line: &[u8]) -> bool {
+    line.windows(5).any(|w| w == b"\"task")
+}
+
+async fn read_client<R: AsyncRead + Unpin>(
+    input: R,
+    mut to_rmcp: DuplexStream,
+    tasks: Tasks,
+    disconnected: CancellationToken,
+) {
+    let mut reader = BufReader::with_capacity(64 * 1024, input);
+    let mut line = Vec::new();
+    loop {
+        if line.capacity() > 1 << 20 {
+            line = Vec::new();
+        }
+        match read_line(&mut reader, INSPECT_LINE_BYTES, &mut line).await {
+            Ok(LineRead::Line) => {
+                if may_be_task(&line)
+                    && let Ok(message) = serde_json::from_slice::<Value>(&line)
+                    && is_task_message(&message)
+                {
+                    tasks.handle(&message);
+                    continue;
+                }
+                line.push(b'\n');
+                if to_rmcp.write_all(&line).await.is_err() {
+                    break;
+                }
+            }
+            Ok(LineRead::TooLong) => {
+                if to_rmcp.write_all(&line).await.is_err()
+                    || pass_rest_of_line(&mut reader, &mut to_rmcp).await.is_err()
+                {
+                    break;
+                }
+            }
+            Ok(LineRead::Eof { .. }) | Err(_) => break,
+        }
+    }
+    tracing::info!("the client closed its input; cancelling every run");
+    disconnected.cancel();
+    let _ = to_rmcp.shutdown().await;
+}
+
+/// Copy what is left of the current line, its `\n` included, from `reader` to `out`.
+async fn pass_rest_of_line<R: AsyncRead + Unpin>(
+    reader: &mut BufReader<R>,
+    out: &mut DuplexStream,
+) -> std::io::Result<()> {
+    loop {
+        let available = reader.fill_buf().await?;
+        if available.is_empty() {
+            return Ok(());
+        }
+        let (len, ended) = match available.iter().position(|b| *b == b'\n') {
+            Some(at) => (at + 1, true),
+            None => (available.len(), false),
+        };
+        out.write_all(&available[..len]).await?;
+        reader.consume(len);
+        if ended {
+            return Ok(());
+        }
+    }
+}
+
+async fn write_client<W: AsyncWrite + Unpin>(
+    mut output: W,
+    from_rmcp: DuplexStream,
+    mut replies: mpsc::UnboundedReceiver<Value>,
+) {
+    let mut rmcp = BufReader::new(from_rmcp);
+    let mut line = Vec::new();
+    loop {
+        // `read_until` keeps what it read in `line` when the other branch wins; the next
+        // turn goes on from there.
+        let out = tokio::select! {
+            read = rmcp.read_until(b'\n', &mut line) => match read {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {
+                    let out = patch(&line);
+                    line.clear();
+                    out
+                }
+            },
+            Some(reply) = replies.recv() => {
+                let mut out = serde_json::to_vec(&reply).unwrap_or_default();
+                out.push(b'\n');
+                out
+            }
+        };
+        if output.write_all(&out).await.is_err() || output.flush().await.is_err() {
+            break;
+        }
+    }
+    let _ = output.flush().await;
+}
+
+/// rmcp's line with the tasks capability or run_python's task support added, when it is
+/// the answer to `initialize` or `tools/list`.
+fn patch(line: &[u8]) -> Vec<u8> {
+    let maybe = |needle: &[u8]| line.windows(needle.len()).any(|w| w == needle);
+    if !(maybe(b"\"serverInfo\"") || maybe(b"\"tools\"")) {
+        return line.to_vec();
+    }
+    let Ok(mut message) = serde_json::from_slice::<Value>(line) else {
+        return line.to_vec();
+    };
+    let Some(result) = message.get_mut("result") else {
+        return line.to_vec();
+    };
+    if result.get("serverInfo").is_some() && result.get("protocolVersion").is_some() {
+        add_capability(result);
+    } else if result.get("tools").is_some_and(Value::is_array) {
+        mark_task_support(result);
+    } else {
+        return line.to_vec();
+    }
+    let mut out = serde_json::to_vec(&message).unwrap_or_else(|_| line.to_vec());
+    if !out.ends_with(b"\n") {
+        out.push(b'\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_initialize_and_tools_list_answers_are_changed() {
+        let init = br#"{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"x","version":"1"}}}
+"#;
+        let out: Value = serde_json::from_slice(&patch(init)).unwrap();
+        assert_eq!(
+            out["result"]["capabilities"]["tasks"]["requests"]["tools"]["call"],
+            serde_json::json!({})
+        );
+        let list = br#"{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"run_python","inputSchema":{}}]}}
+"#;
+        let out: Value = serde_json::from_slice(&patch(list)).unwrap();
+        assert_eq!(
+            out["result"]["tools"][0]["execution"]["taskSupport"],
+            "optional"
+        );
+        // A run's output that merely mentions the words is left as it is.
+        let call = br#"{"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"text","text":"\"tools\" \"serverInfo\""}]}}
+"#;
+        assert_eq!(patch(call), call.to_vec());
+    }
+}

@@ -1,0 +1,362 @@
+//! run_python as a task (MCP 2025-11-25, basic/utilities/tasks): a client may call it with
+//! `params.task` and then poll, fetch and cancel it, instead of holding one request open
+//! for the whole run.
+//!
+//! The wire shapes are [`crate::mcp_tasks`] (rmcp 3.11 has only a later draft's, see there);
+//! [`super::stdio`] routes the messages here before rmcp reads them. What a client sees:
+//! - run_python is listed with `execution.taskSupport: "optional"`, and the server's
+//!   capabilities carry `tasks` (list, cancel, `requests.tools.call`);
+//! - `tools/call` with `task` answers at once with the task (status `working`, a
+//!   `pollInterval` of [`POLL_INTERVAL_MS`], the ttl asked for, at most [`MAX_TTL_MS`],
+//!   [`DEFAULT_TTL_MS`] when none is asked); the run waits for a slot like any other;
+//! - `tasks/get` answers the task; `tasks/result` waits until it is terminal and answers the
+//!   run's `tools/call` result (the same object a plain call gets, `isError` for a run that
+//!   raised or was stopped, which is still status `completed`), its `_meta` naming the task;
+//! - `tasks/cancel` kills the run as a `notifications/cancelled` of a plain call does (a
+//!   queued run never starts, a running sandbox is killed, its calls in flight are cancelled
+//!   upstream) and answers the task in status `cancelled`; `tasks/result` of a cancelled
+//!   task is refused (-32602), as is `tasks/cancel` of a terminal task and any unknown id;
+//! - `tasks/list` answers every task kept, oldest first, in one page.
+//!
+//! Limits: at most [`MAX_TASKS`] tasks are kept; a terminal task is forgotten once its ttl
+//! has passed since its creation, and a new task beyond the limit first evicts the oldest
+//! terminal one, else is refused (-32603). When the client disconnects, every task's run is
+//! cancelled with the others. Progress notifications are not sent for task runs.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tokio::sync::{mpsc, watch};
+use tokio_util::sync::CancellationToken;
+
+use super::{CodeModeServer, TOOL_NAME};
+use crate::mcp_tasks::{
+    self, CreateTaskResult, RELATED_TASK_META_KEY, Task, TaskIdParams, TaskMetadata, TaskStatus,
+};
+
+/// Tasks kept at most (working and terminal).
+pub const MAX_TASKS: usize = 64;
+/// Retention of a task whose creator asked for none, in milliseconds (10 minutes).
+pub const DEFAULT_TTL_MS: u64 = 600_000;
+/// Longest retention granted, in milliseconds (1 hour).
+pub const MAX_TTL_MS: u64 = 3_600_000;
+/// Suggested time between two `tasks/get`, in milliseconds.
+pub const POLL_INTERVAL_MS: u64 = 500;
+
+/// JSON-RPC "Invalid params".
+const INVALID_PARAMS: i64 = -32602;
+/// JSON-RPC "Internal error".
+const INTERNAL_ERROR: i64 = -32603;
+
+struct Entry {
+    task: Task,
+    created: Instant,
+    cancel: CancellationToken,
+    /// The run's `tools/call` result once it is completed.
+    result: Option<Value>,
+    /// Becomes true when the task is terminal.
+    terminal: watch::Sender<bool>,
+}
+
+/// The tasks of one client connection, and where their answers go.
+#[derive(Clone)]
+pub struct Tasks {
+    server: CodeModeServer,
+    entries: Arc<Mutex<Vec<Entry>>>,
+    replies: mpsc::UnboundedSender<Value>,
+    ids: Arc<std::sync::atomic::AtomicU64>,
+}
+
+/// Whether `message` (a JSON-RPC message from the client) is one [`Tasks::handle`] answers:
+/// a task method, or a `tools/call` carrying `task`.
+pub fn is_task_message(message: &Value) -> bool {
+    if message.get("id").is_none() {
+        return false;
+    }
+    match message.get("method").and_then(Value::as_str) {
+        Some(mcp_tasks::GET | mcp_tasks::RESULT | mcp_tasks::LIST | mcp_tasks::CANCEL) => true,
+        Some("tools/call") => message.pointer("/params/task").is_some(),
+        _ => false,
+    }
+}
+
+impl Tasks {
+    /// Tasks running on `server`, answering through `replies` (whole JSON-RPC responses).
+    pub fn new(server: CodeModeServer, replies: mpsc::UnboundedSender<Value>) -> Self {
+        Self {
+            server,
+            entries: Arc::default(),
+            replies,
+            ids: Arc::default(),
+        }
+    }
+
+    /// Answer one request for which [`is_task_message`] holds; a `tasks/result` that must
+    /// wait is answered later, from a task of its own.
+    pub fn handle(&self, message: &Value) {
+        let id = message.get("id").cloned().unwrap_or(Value::Null);
+        let params = message.get("params").cloned().unwrap_or(Value::Null);
+        let method = message.get("method").and_then(Value::as_str).unwrap_or("");
+        let answer = match method {
+            "tools/call" => self.create(&params),
+            mcp_tasks::LIST => Ok(self.list()),
+            _ => match serde_json::from_value::<TaskIdParams>(params) {
+                Err(e) => Err((INVALID_PARAMS, format!("{method} needs a taskId: {e}"))),
+                Ok(TaskIdParams { task_id }) => match method {
+                    mcp_tasks::GET => self.get(&task_id),
+                    mcp_tasks::CANCEL => self.cancel(&task_id),
+                    _ => {
+                        let this = self.clone();
+                        tokio::spawn(async move {
+                            let answer = this.result(&task_id).await;
+                            this.reply(id, answer);
+                        });
+                        return;
+                    }
+                },
+            },
+        };
+        self.reply(id, answer);
+    }
+
+    fn reply(&self, id: Value, answer: Result<Value, (i64, String)>) {
+        let message = match answer {
+            Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+            Err((code, message)) => {
+                json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+            }
+        };
+        let _ = self.replies.send(message);
+    }
+
+    /// `tools/call` with `task`: check it as a plain call is checked, keep the task, start
+    /// the run.
+    fn create(&self, params: &Value) -> Result<Value, (i64, String)> {
+        let name = params.get("name").and_then(Value::as_str).unwrap_or("");
+        if name != TOOL_NAME {
+            return Err((
+                INVALID_PARAMS,
+                format!("unknown tool {name:?}; the only tool is {TOOL_NAME}"),
+            ));
+        }
+        let Some(code) = params.pointer("/arguments/code").and_then(Value::as_str) else {
+            return Err((
+                INVALID_PARAMS,
+                "run_python needs a string argument \"code\"".into(),
+            ));
+        };
+        let asked: TaskMetadata = params
+            .get("task")
+            .cloned()
+            .and_then(|t| serde_json::from_value(t).ok())
+            .unwrap_or_default();
+        let ttl = asked.ttl.unwrap_or(DEFAULT_TTL_MS).min(MAX_TTL_MS);
+        let now = mcp_tasks::now_iso8601();
+        let task = Task {
+            task_id: self.new_id(),
+            status: TaskStatus::Working,
+            status_message: None,
+            created_at: now.clone(),
+            last_updated_at: now,
+            ttl: Some(ttl),
+            poll_interval: Some(POLL_INTERVAL_MS),
+        };
+        let cancel = self.server.disconnected.child_token();
+        let (terminal, _) = watch::channel(false);
+        {
+            let mut entries = self.lock();
+            forget_expired(&mut entries);
+            if entries.len() >= MAX_TASKS {
+                match entries.iter().position(|e| e.task.status.is_terminal()) {
+                    Some(oldest) => {
+                        entries.remove(oldest);
+                    }
+                    None => {
+                        return Err((
+                            INTERNAL_ERROR,
+                            format!("{MAX_TASKS} tasks are working already; wait for one to end"),
+                        ));
+                    }
+                }
+            }
+            entries.push(Entry {
+                task: task.clone(),
+                created: Instant::now(),
+                cancel: cancel.clone(),
+                result: None,
+                terminal,
+            });
+        }
+        tracing::info!(task = %task.task_id, "run_python started as a task");
+        let (this, code, task_id) = (self.clone(), code.to_owned(), task.task_id.clone());
+        tokio::spawn(async move {
+            let result = this.server.run_task(&code, cancel).await;
+            let value = serde_json::to_value(&result).unwrap_or(Value::Null);
+            this.finish(&task_id, value, result.is_error == Some(true));
+        });
+        serde_json::to_value(CreateTaskResult { task }).map_err(|e| (INTERNAL_ERROR, e.to_string()))
+    }
+
+    /// Record the run's result, unless the task was cancelled meanwhile.
+    fn finish(&self, task_id: &str, result: Value, is_error: bool) {
+        let mut entries = self.lock();
+        if let Some(entry) = entries.iter_mut().find(|e| e.task.task_id == task_id)
+            && !entry.task.status.is_terminal()
+        {
+            entry.task.status = TaskStatus::Completed;
+            entry.task.status_message = Some(
+                if is_error {
+                    "the run ended with an error (see the result)"
+                } else {
+                    "the run succeeded"
+                }
+                .into(),
+            );
+            entry.task.last_updated_at = mcp_tasks::now_iso8601();
+            entry.result = Some(result);
+            entry.terminal.send_replace(true);
+        }
+    }
+
+    fn get(&self, task_id: &str) -> Result<Value, (i64, String)> {
+        let entries = self.lock();
+        let entry = find(&entries, task_id)?;
+        serde_json::to_value(&entry.task).map_err(|e| (INTERNAL_ERROR, e.to_string()))
+    }
+
+    fn list(&self) -> Value {
+        let mut entries = self.lock();
+        forget_expired(&mut entries);
+        let tasks: Vec<&Task> = entries.iter().map(|e| &e.task).collect();
+        json!({ "tasks": tasks })
+    }
+
+    fn cancel(&self, task_id: &str) -> Result<Value, (i64, String)> {
+        let mut entries = self.lock();
+        let entry = entries
+            .iter_mut()
+            .find(|e| e.task.task_id == task_id)
+            .ok_or_else(|| unknown(task_id))?;
+        if entry.task.status.is_terminal() {
+            return Err((
+                INVALID_PARAMS,
+                format!(
+                    "the task {task_id:?} is already {} and cannot be cancelled",
+                    status_word(entry.task.status)
+                ),
+            ));
+        }
+        entry.cancel.cancel();
+        entry.task.status = TaskStatus::Cancelled;
+        entry.task.status_message = Some(crate::run::CANCELLED.into());
+        entry.task.last_updated_at = mcp_tasks::now_iso8601();
+        entry.terminal.send_replace(true);
+        tracing::info!(task = %task_id, "run_python task cancelled by the client");
+        serde_json::to_value(&entry.task).map_err(|e| (INTERNAL_ERROR, e.to_string()))
+    }
+
+    /// `tasks/result`: wait until the task is terminal, then its run's result.
+    async fn result(&self, task_id: &str) -> Result<Value, (i64, String)> {
+        let mut terminal = {
+            let entries = self.lock();
+            find(&entries, task_id)?.terminal.subscribe()
+        };
+        // The sender lives in the entry; an entry forgotten meanwhile ends the wait too.
+        let _ = terminal.wait_for(|t| *t).await;
+        let entries = self.lock();
+        let entry = find(&entries, task_id)?;
+        match (&entry.result, entry.task.status) {
+            (Some(result), _) => {
+                let mut result = result.clone();
+                if let Some(object) = result.as_object_mut() {
+                    let meta = object.entry("_meta").or_insert_with(|| json!({}));
+                    if let Some(meta) = meta.as_object_mut() {
+                        meta.insert(RELATED_TASK_META_KEY.into(), json!({"taskId": task_id}));
+                    }
+                }
+                Ok(result)
+            }
+            (None, status) => Err((
+                INVALID_PARAMS,
+                format!(
+                    "the task {task_id:?} was {} and has no result",
+                    status_word(status)
+                ),
+            )),
+        }
+    }
+
+    fn new_id(&self) -> String {
+        use std::hash::BuildHasher;
+        let n = self.ids.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        // Unique per connection (the counter) and not guessable across connections (the
+        // hasher's random keys).
+        let salt = std::collections::hash_map::RandomState::new().hash_one(n);
+        format!("run-{n}-{salt:016x}")
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Entry>> {
+        self.entries
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+fn find<'a>(entries: &'a [Entry], task_id: &str) -> Result<&'a Entry, (i64, String)> {
+    entries
+        .iter()
+        .find(|e| e.task.task_id == task_id)
+        .ok_or_else(|| unknown(task_id))
+}
+
+fn unknown(task_id: &str) -> (i64, String) {
+    (
+        INVALID_PARAMS,
+        format!(
+            "unknown task {:?} (never made here, or forgotten after its ttl)",
+            crate::bridge::refusal::cap(task_id, 100)
+        ),
+    )
+}
+
+fn status_word(status: TaskStatus) -> &'static str {
+    match status {
+        TaskStatus::Completed => "completed",
+        TaskStatus::Failed => "failed",
+        TaskStatus::Cancelled => "cancelled",
+        TaskStatus::InputRequired => "waiting for input",
+        _ => "working",
+    }
+}
+
+/// Forget terminal tasks whose ttl has passed since their creation.
+fn forget_expired(entries: &mut Vec<Entry>) {
+    entries.retain(|e| {
+        let ttl = Duration::from_millis(e.task.ttl.unwrap_or(u64::MAX));
+        !(e.task.status.is_terminal() && e.created.elapsed() > ttl)
+    });
+}
+
+/// `tools/list` answer with run_python marked as callable as a task.
+pub fn mark_task_support(result: &mut Value) {
+    if let Some(tools) = result.get_mut("tools").and_then(Value::as_array_mut) {
+        for tool in tools {
+            if tool.get("name").and_then(Value::as_str) == Some(TOOL_NAME)
+                && let Some(tool) = tool.as_object_mut()
+            {
+                tool.insert("execution".into(), json!({"taskSupport": "optional"}));
+            }
+        }
+    }
+}
+
+/// `initialize` answer with the server's tasks capability added.
+pub fn add_capability(result: &mut Value) {
+    if let Some(capabilities) = result
+        .get_mut("capabilities")
+        .and_then(Value::as_object_mut)
+    {
+        capabilities.insert("tasks".into(), mcp_tasks::server_capability());
+    }
+}

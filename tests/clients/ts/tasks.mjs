@@ -1,0 +1,155 @@
+// MCP 2025-11-25 tasks through `serve`, driven by the TypeScript SDK's task client
+// (client.experimental.tasks): run_python called as a task, and wrapped tools that require
+// tasks (task_server.mjs, whose JOURNAL says what reached it).
+//
+// Usage: node tasks.mjs SCENARIO JOURNAL -- SERVE_COMMAND...
+// Prints one JSON object with what was observed (times in seconds).
+//
+//   run-as-task     tools/list and the capabilities; run_python as a task (callToolStream):
+//                   the stream's message types, the result, tasks/get and tasks/list after.
+//   cancel-task     run_python as a task awaiting the toy server's `slow` (30 s, then `echo`
+//                   in a `finally`); once the
+//                   call reached the server, tasks/cancel; what the stream and tasks/result
+//                   then say; the time until `print('next')` answers.
+//   required-tool   a run that awaits task_server's `research` (required) and `quick`
+//                   (optional): the run's stdout.
+//   abort-required  a run awaiting `research` for 30 s, aborted (AbortSignal) once the task
+//                   call reached the server: the time until the server saw tasks/cancel.
+//   gives-up        a run awaiting `research` for 30 s that ends first (serve's
+//                   --call-timeout or --deadline): the run's error, once the server saw
+//                   tasks/cancel.
+import { readFileSync } from "node:fs";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { CallToolResultSchema } from "@modelcontextprotocol/sdk/types.js";
+
+const sep = process.argv.indexOf("--");
+const [scenario, journal] = process.argv.slice(2, sep);
+const command = process.argv.slice(sep + 1);
+const now = () => performance.now() / 1000;
+
+async function journalShows(text, within = 60) {
+  const end = now() + within;
+  while (now() < end) {
+    try {
+      if (readFileSync(journal, "utf8").includes(text)) return now();
+    } catch {}
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  throw new Error(`the journal never showed ${text}`);
+}
+
+const run = (client, code, options = {}) =>
+  client.callTool({ name: "run_python", arguments: { code } }, undefined, options);
+
+const stream = (client, code) =>
+  client.experimental.tasks.callToolStream(
+    { name: "run_python", arguments: { code } },
+    CallToolResultSchema,
+    { task: { ttl: 60000 } },
+  );
+
+const error = async (promise) => {
+  try {
+    await promise;
+    return null;
+  } catch (e) {
+    return { code: e.code ?? null, message: String(e.message ?? e) };
+  }
+};
+
+const scenarios = {
+  async "run-as-task"(client) {
+    const tools = await client.listTools();
+    const seen = [];
+    let result = null;
+    let taskId = null;
+    for await (const message of stream(client, "import time\ntime.sleep(2)\nprint('task done')")) {
+      seen.push(message.type);
+      if (message.type === "taskCreated") taskId = message.task.taskId;
+      if (message.type === "result") result = message.result;
+      if (message.type === "error") seen.push(String(message.error));
+    }
+    const task = await client.experimental.tasks.getTask(taskId);
+    const listed = await client.experimental.tasks.listTasks();
+    return {
+      task_capability: client.getServerCapabilities()?.tasks ?? null,
+      execution: tools.tools.find((t) => t.name === "run_python")?.execution ?? null,
+      messages: seen,
+      stdout: result?.structuredContent?.stdout ?? null,
+      related_task: result?._meta?.["io.modelcontextprotocol/related-task"]?.taskId === taskId,
+      status: task.status,
+      ttl: task.ttl,
+      listed: listed.tasks.map((t) => t.taskId === taskId && t.status),
+    };
+  },
+  async "cancel-task"(client) {
+    // Were only the call cancelled, `finally` would still reach the server.
+    const code = "try:\n    await slow({'seconds': 30})\nfinally:\n    await echo({'text': 'after-cancel'})";
+    const messages = stream(client, code);
+    const first = await messages.next();
+    const taskId = first.value.task.taskId;
+    const rest = (async () => {
+      const seen = [];
+      for await (const message of messages) seen.push(message.type === "error" ? String(message.error) : message.type);
+      return seen;
+    })();
+    await journalShows("call slow");
+    const started = now();
+    const cancelled = await client.experimental.tasks.cancelTask(taskId);
+    const answered = now();
+    const seen = await rest;
+    // The toy server hears of its call's cancel from the kill, not from the disconnect.
+    const upstream = await journalShows("cancelled ", 10);
+    const next = await run(client, "print('next')");
+    return {
+      first: first.value.type,
+      cancel_status: cancelled.status,
+      cancel_answered_s: answered - started,
+      upstream_cancelled_s: upstream - answered,
+      stream_after: seen,
+      result_error: await error(client.experimental.tasks.getTaskResult(taskId, CallToolResultSchema)),
+      cancel_again: await error(client.experimental.tasks.cancelTask(taskId)),
+      unknown: await error(client.experimental.tasks.getTask("no-such-task")),
+      next_stdout: next.structuredContent.stdout,
+      next_after_cancel_s: now() - answered,
+    };
+  },
+  async "required-tool"(client) {
+    const result = await run(
+      client,
+      "print(await research({'text': 'tides', 'seconds': 1}))\nprint(await quick({'text': 'moon'}))",
+    );
+    return { stdout: result.structuredContent.stdout, error: result.structuredContent.error };
+  },
+  async "abort-required"(client) {
+    const controller = new AbortController();
+    const pending = run(client, "await research({'text': 'slow', 'seconds': 30})", {
+      signal: controller.signal,
+    }).then(
+      () => "answered",
+      (e) => `rejected: ${e.name}`,
+    );
+    await journalShows("tools/call research task");
+    const started = now();
+    controller.abort("the user changed their mind");
+    const outcome = await pending;
+    const seen = await journalShows("tasks/cancel");
+    await journalShows("cancelled ");
+    return { outcome, cancel_reached_server_s: seen - started };
+  },
+  async "gives-up"(client) {
+    const result = await run(client, "print(await research({'text': 'slow', 'seconds': 30}))", {
+      timeout: 120000,
+    });
+    await journalShows("tasks/cancel", 10);
+    return { error: result.structuredContent.error };
+  },
+};
+
+const transport = new StdioClientTransport({ command: command[0], args: command.slice(1), stderr: "inherit" });
+const client = new Client({ name: "tasks-ts", version: "1.0.0" }, { capabilities: { tasks: {} } });
+await client.connect(transport);
+const out = await scenarios[scenario](client);
+await client.close();
+console.log(JSON.stringify(out));

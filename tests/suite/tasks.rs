@@ -1,0 +1,172 @@
+//! MCP 2025-11-25 tasks (specification basic/utilities/tasks) in both directions, with the
+//! TypeScript SDK 1.x on the other end, the one SDK here that implements them
+//! (`tests/clients/ts/tasks.mjs`; the Python SDK 2.x leaves 2025-11-25 tasks out on
+//! purpose and checks every `tools/call` answer as a CallToolResult, so it cannot create
+//! one):
+//! - a client calls run_python as a task, polls `tasks/get`, fetches `tasks/result`, and
+//!   `tasks/cancel` kills the run like a request cancel does;
+//! - a wrapped tool whose `taskSupport` is `"required"` (`tests/clients/ts/task_server.mjs`,
+//!   served by the SDK's own task store) is called as a task, and the task is cancelled
+//!   when the run is cancelled, the call times out or the run's deadline passes;
+//!   `"optional"` stays a plain call.
+
+use serde_json::Value;
+
+use super::common::{bin, example};
+use super::ts_client::{client_dir, ready};
+
+/// Which server `serve` wraps.
+enum Wrapped {
+    /// The toy server, with its journal.
+    Toy,
+    /// tests/clients/ts/task_server.mjs, with its journal.
+    TaskServer,
+}
+
+/// What `tasks.mjs SCENARIO` printed against `serve SERVE_ARGS -- WRAPPED`, and the
+/// wrapped server's journal.
+fn scenario(name: &str, serve_args: &[&str], wrapped: Wrapped) -> (Value, String) {
+    let dir = client_dir().expect("the TypeScript client");
+    let temp = tempfile::tempdir().unwrap();
+    let journal = temp.path().join("journal");
+    let mut command = std::process::Command::new("node");
+    command
+        .arg(dir.join("tasks.mjs"))
+        .arg(name)
+        .arg(&journal)
+        .arg("--")
+        .arg(bin())
+        .arg("serve")
+        .args(serve_args)
+        .arg("--");
+    match wrapped {
+        Wrapped::Toy => command.arg(example("toy_server")).arg("--journal"),
+        Wrapped::TaskServer => command.arg("node").arg(dir.join("task_server.mjs")),
+    };
+    let out = command.arg(&journal).output().expect("run node");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let parsed = serde_json::from_str(stdout.lines().last().unwrap_or("")).unwrap_or_else(|e| {
+        panic!(
+            "tasks.mjs {name} printed no JSON ({e}): {stdout}\nstderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (
+        parsed,
+        std::fs::read_to_string(&journal).unwrap_or_default(),
+    )
+}
+
+#[test]
+fn run_python_called_as_a_task_is_polled_and_its_result_fetched() {
+    if !ready() {
+        return;
+    }
+    let (out, _) = scenario("run-as-task", &[], Wrapped::Toy);
+    assert_eq!(
+        out["task_capability"]["requests"]["tools"]["call"],
+        serde_json::json!({}),
+        "{out}"
+    );
+    assert_eq!(out["execution"]["taskSupport"], "optional", "{out}");
+    let messages: Vec<&str> = out["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(messages.first(), Some(&"taskCreated"), "{out}");
+    assert!(messages.contains(&"taskStatus"), "polled: {out}");
+    assert_eq!(messages.last(), Some(&"result"), "{out}");
+    assert_eq!(out["stdout"], "task done\n", "{out}");
+    assert_eq!(out["related_task"], true, "{out}");
+    assert_eq!(out["status"], "completed", "{out}");
+    assert_eq!(out["ttl"], 60000, "{out}");
+    assert_eq!(out["listed"], serde_json::json!(["completed"]), "{out}");
+}
+
+#[test]
+fn tasks_cancel_kills_the_run_like_a_request_cancel() {
+    if !ready() {
+        return;
+    }
+    let (out, journal) = scenario("cancel-task", &[], Wrapped::Toy);
+    assert_eq!(out["first"], "taskCreated", "{out}");
+    assert_eq!(out["cancel_status"], "cancelled", "{out}");
+    let after = out["stream_after"].to_string();
+    assert!(after.contains("was cancelled"), "{out}");
+    assert!(journal.contains("call slow"), "{journal}");
+    assert!(
+        journal.contains("cancelled "),
+        "the wrapped call in flight was cancelled upstream: {journal}"
+    );
+    assert!(
+        !journal.contains("after-cancel"),
+        "the sandbox was killed, not only its call: {journal}"
+    );
+    for refused in ["result_error", "cancel_again", "unknown"] {
+        assert_eq!(out[refused]["code"], -32602, "{refused}: {out}");
+    }
+    assert_eq!(out["next_stdout"], "next\n", "the slot is free: {out}");
+}
+
+#[test]
+fn a_wrapped_tool_that_requires_tasks_is_called_as_a_task() {
+    if !ready() {
+        return;
+    }
+    let (out, journal) = scenario("required-tool", &[], Wrapped::TaskServer);
+    assert_eq!(out["stdout"], "researched: tides\nquick: moon\n", "{out}");
+    let lines: Vec<&str> = journal.lines().collect();
+    for expected in [
+        "tools/call research task",
+        "tasks/get",
+        "tasks/result",
+        "tools/call quick",
+    ] {
+        assert!(lines.contains(&expected), "{expected}: {journal}");
+    }
+    assert!(
+        !lines.contains(&"tools/call quick task"),
+        "an optional tool gets a plain call: {journal}"
+    );
+    assert!(!lines.contains(&"tasks/cancel"), "{journal}");
+}
+
+#[test]
+fn a_cancelled_run_cancels_the_task_of_its_wrapped_call() {
+    if !ready() {
+        return;
+    }
+    let (out, journal) = scenario("abort-required", &[], Wrapped::TaskServer);
+    assert_eq!(out["outcome"], "rejected: McpError", "{out}");
+    assert!(journal.contains("tasks/cancel"), "{journal}");
+    assert!(
+        journal.contains("cancelled "),
+        "the server's task store holds it cancelled: {journal}"
+    );
+    assert!(!journal.contains("finished"), "{journal}");
+}
+
+#[test]
+fn a_call_timeout_cancels_the_task_of_its_wrapped_call() {
+    if !ready() {
+        return;
+    }
+    let (out, journal) = scenario("gives-up", &["--call-timeout", "2"], Wrapped::TaskServer);
+    let error = out["error"].as_str().unwrap_or_default();
+    assert!(error.contains("did not answer within 2 s"), "{out}");
+    assert!(journal.contains("tasks/get"), "polled first: {journal}");
+    assert!(journal.contains("tasks/cancel"), "{journal}");
+}
+
+#[test]
+fn the_run_deadline_cancels_the_task_of_its_wrapped_call() {
+    if !ready() {
+        return;
+    }
+    let (out, journal) = scenario("gives-up", &["--deadline", "3"], Wrapped::TaskServer);
+    let error = out["error"].as_str().unwrap_or_default();
+    assert!(error.contains("deadline"), "{out}");
+    assert!(journal.contains("tasks/cancel"), "{journal}");
+}
