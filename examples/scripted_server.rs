@@ -25,6 +25,7 @@
 //! - `{"stderr": N}`: N bytes of stderr, as 100-byte lines; `{"stderr": "TEXT"}`: one line;
 //! - `{"ask": {"method": .., "params": ..}}`: a request to the client; waits up to 5 s for
 //!   its answer and keeps it for `$ANSWERS`;
+//! - `{"set_tools": [...]}`: later `tools/list` answers send these tools instead;
 //! - `{"sleep_ms": N}`, `{"hang": true}` (never answer), `{"exit": CODE}`.
 
 // A test fixture: a bad scenario file fails it loudly.
@@ -42,6 +43,7 @@ type Waiters = Arc<Mutex<HashMap<String, Sender<Value>>>>;
 
 struct Script {
     scenario: Value,
+    tools: Mutex<Value>,
     out: Mutex<std::io::Stdout>,
     waiters: Waiters,
     eol: String,
@@ -124,6 +126,9 @@ impl Script {
                     let answer = rx.recv_timeout(Duration::from_secs(5));
                     answers.push(answer.unwrap_or(json!("no answer within 5 s")));
                 }
+                "set_tools" => {
+                    *self.tools.lock().unwrap_or_else(|p| p.into_inner()) = arg.clone();
+                }
                 "sleep_ms" => std::thread::sleep(Duration::from_millis(count as u64)),
                 "hang" => loop {
                     std::thread::sleep(Duration::from_secs(3600));
@@ -142,7 +147,8 @@ impl Script {
                 "serverInfo": {"name": "scripted", "version": "0"}
             }),
             "tools/list" => {
-                json!({"tools": self.scenario.get("tools").cloned().unwrap_or(json!([]))})
+                let tools = self.tools.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                json!({ "tools": tools })
             }
             "ping" => json!({}),
             _ => return vec![json!({"error": {"code": -32601, "message": "method not found"}})],
@@ -204,6 +210,7 @@ fn main() {
         eol: scenario["eol"].as_str().unwrap_or("\n").to_owned(),
         out: Mutex::new(std::io::stdout()),
         waiters: Arc::default(),
+        tools: Mutex::new(scenario.get("tools").cloned().unwrap_or(json!([]))),
         scenario,
     });
     if let Some(start) = script.scenario["start"].as_array() {

@@ -4,7 +4,7 @@ Started inside the sandbox as ``/usr/bin/python3 -I -S -B /runner.py`` with fd 0
 protocol from the host, fd 1 = the protocol to the host, fd 2 = a diagnostics pipe.
 The protocol is newline-delimited UTF-8 JSON, one object per line:
 
-  host -> runner   {"type":"start","tools":[{"name","stub","summary","private"}...],
+  host -> runner   {"type":"start","tools":[{"name","stub","summary","private","params"}...],
                     "limits":{"stdout_keep","stdout_stop","error_chars","max_line"},
                     "ready":true}
                    {"type":"cell","code":"..."}
@@ -400,9 +400,28 @@ async def _call(tool, params):
             _pending.pop(call_id, None)
 
 
-def _make_tool(name, stub):
-    async def tool(params: dict) -> str:
-        return await _call(name, params)
+def _call_shape_error(name, params):
+    """The TypeError for a call of the wrong shape, showing both right calls."""
+    shown = [p for p in params if isinstance(p, str)][:3]
+    as_dict = "{" + ", ".join("%s: ..." % json.dumps(p) for p in shown) + "}"
+    words = [p for p in shown if p.isidentifier() and not keyword.iskeyword(p)]
+    as_words = ", ".join("%s=..." % p for p in words)
+    return TypeError(
+        "%s() takes its arguments as one dict or as keywords: await %s(%s) or await %s(%s)"
+        % (name, name, as_dict, name, as_words)
+    )
+
+
+def _make_tool(name, stub, params=()):
+    async def tool(*args, **kwargs) -> str:
+        # One dict, or keywords (`await add({"a": 1})` or `await add(a=1)`), not both.
+        if not args:
+            arguments = kwargs
+        elif len(args) == 1 and not kwargs and isinstance(args[0], dict):
+            arguments = args[0]
+        else:
+            raise _call_shape_error(name, params)
+        return await _call(name, arguments)
 
     tool.__name__ = tool.__qualname__ = name
     tool.__doc__ = stub
@@ -825,7 +844,9 @@ def main():
     namespace["__builtins__"] = builtins
     os._exit = _code_exit
     for tool in catalog:
-        namespace[tool["name"]] = _make_tool(tool["name"], tool["stub"])
+        params = tool.get("params")
+        params = params if isinstance(params, list) else ()
+        namespace[tool["name"]] = _make_tool(tool["name"], tool["stub"], params)
     namespace["ToolError"] = ToolError
     namespace["TOOLS"] = {tool["name"]: tool["stub"] for tool in catalog}
     namespace["search_tools"] = _make_search(catalog)

@@ -13,7 +13,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::bridge::catalog::{PrivateLabels, Selection};
 use crate::bridge::upstream::ServerSpec;
-use crate::bridge::{Bridge, ServerEntry};
+use crate::bridge::{Bridge, OpenOptions, ServerEntry};
 use crate::limits::{DEFAULT_DEADLINE_SECS, DEFAULT_MAX_CALLS};
 use crate::rootfs::{self, Source};
 use crate::run::pool::{DEFAULT_POOL_SIZE, Pool};
@@ -162,18 +162,29 @@ struct RunArgs {
     /// every call.
     #[arg(long, value_name = "SECONDS", default_value_t = crate::limits::CALL_TIMEOUT.as_secs_f64(), value_parser = call_timeout_secs)]
     call_timeout: f64,
-    /// Refuse to start the native backend unless every layer `doctor` checks is ok (exit 2
-    /// with the lines that are not).
+    /// All or nothing: refuse to start unless every wrapped server starts, and the native
+    /// backend unless every layer `doctor` checks is ok (exit 2 with what is not).
     #[arg(long)]
     strict: bool,
+    /// Largest tool result handed to the code, in bytes (a config entry's `maxResultBytes`
+    /// wins for its server); larger results are refused, never cut.
+    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1..=(1 << 30)))]
+    max_result_bytes: Option<u64>,
     /// Run inside a delegated systemd user scope (systemd-run --user --scope -p
     /// Delegate=yes), so runs get cgroup limits where no cgroup is writable: auto (only
     /// then, on cgroup v2 with a reachable user manager), on (always; fail if impossible),
     /// off. Native backend only.
     #[arg(long, value_enum, value_name = "WHEN", default_value = "auto")]
     systemd_scope: ScopeMode,
-    /// The wrapped MCP server's command and arguments.
-    #[arg(last = true, value_name = "COMMAND")]
+    /// The wrapped MCP server's command and arguments: everything after `--`, or from the
+    /// first argument that is not an option on (so `serve npx -y server` works too, as the
+    /// MCP Inspector CLI passes it).
+    #[arg(
+        value_name = "COMMAND",
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        num_args = 0..
+    )]
     command: Vec<String>,
 }
 
@@ -422,18 +433,46 @@ async fn prepare(args: &RunArgs) -> anyhow::Result<(Arc<Bridge>, Arc<dyn Backend
         deadline: Duration::from_secs(args.deadline),
         max_calls: args.max_calls,
     };
+    let call_timeout = Duration::try_from_secs_f64(args.call_timeout)
+        .context("--call-timeout must be a number of seconds above 0")?;
     let rootfs_options = rootfs::Options {
         source: Source::Host { python: None },
         cache_root: args.rootfs.clone(),
         quiet: false,
     };
-    let rootfs = tokio::task::spawn_blocking(move || rootfs::ensure(&rootfs_options))
-        .await?
-        .context("failed to prepare the sandbox's rootfs")?;
+    // The wrapped servers start (all at once) while the rootfs is checked or built.
+    let open = Bridge::open_with(
+        entries,
+        OpenOptions {
+            prefixed: args.config.is_some(),
+            strict: args.strict,
+        },
+    );
+    let ensure = tokio::task::spawn_blocking(move || rootfs::ensure(&rootfs_options));
+    let (bridge, rootfs) = tokio::join!(open, ensure);
+    let mut bridge = bridge?.with_call_timeout(call_timeout);
+    if let Some(bytes) = args.max_result_bytes {
+        bridge = bridge.with_max_result_bytes(usize::try_from(bytes).unwrap_or(usize::MAX));
+    }
+    let bridge = Arc::new(bridge);
+    let backend = async {
+        let rootfs = rootfs?.context("failed to prepare the sandbox's rootfs")?;
+        backend(args, rootfs).await
+    };
+    match backend.await {
+        Ok(backend) => Ok((bridge, backend, options)),
+        Err(e) => {
+            bridge.close().await;
+            Err(e)
+        }
+    }
+}
+
+async fn backend(args: &RunArgs, rootfs: rootfs::Rootfs) -> anyhow::Result<Arc<dyn Backend>> {
     if args.strict && args.backend == BackendKind::Native {
         crate::doctor::require_every_layer(&rootfs).await?;
     }
-    let backend: Arc<dyn Backend> = match args.backend {
+    Ok(match args.backend {
         BackendKind::Native => Arc::new(NativeBackend::new(
             std::env::current_exe().context("failed to find this program's path")?,
             rootfs.dir.clone(),
@@ -448,13 +487,5 @@ async fn prepare(args: &RunArgs) -> anyhow::Result<(Arc<Bridge>, Arc<dyn Backend
                     .context("failed to prepare the docker backend")?,
             )
         }
-    };
-    let call_timeout = Duration::try_from_secs_f64(args.call_timeout)
-        .context("--call-timeout must be a number of seconds above 0")?;
-    let bridge = Arc::new(
-        Bridge::open(entries, args.config.is_some())
-            .await?
-            .with_call_timeout(call_timeout),
-    );
-    Ok((bridge, backend, options))
+    })
 }

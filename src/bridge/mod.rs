@@ -1,7 +1,7 @@
 //! The bridge: the host side that holds the wrapped servers and checks every call.
 //!
 //! Every call from the sandbox passes these checks in order (README "How a call works",
-//! step 3): known name (only kept tools exist) → arguments an object of at most
+//! DESIGN.md step 3): known name (only kept tools exist) → arguments an object of at most
 //! 16 KiB → JSON Schema → the run's call budget → the private-data rule; only then does it go
 //! to the wrapped server, with its call timeout ([`CallTimeouts`]: `--call-timeout`, default
 //! 30 s, or the server entry's own `timeout`). The budget and the private-data rule are
@@ -18,9 +18,11 @@ pub mod upstream;
 
 pub use catalog::names;
 
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use rmcp::model::Tool;
 
 use serde_json::Value;
 
@@ -176,64 +178,181 @@ impl std::fmt::Display for CallTimeouts {
     }
 }
 
-/// The bridge over one or several wrapped servers.
-pub struct Bridge {
-    upstreams: Vec<Upstream>,
-    catalog: Catalog,
-    send_lock: Mutex<()>,
-    call_timeout: Duration,
-    /// Each server's own call timeout, by server index (from its entry).
-    server_timeouts: Vec<Option<Duration>>,
+/// Least time between two attempts to start a server that failed to start.
+pub const RETRY_INTERVAL: Duration = Duration::from_secs(5);
+/// Longest a run waits at its start for servers being retried or re-listed; a retry that
+/// takes longer goes on in the background and a later run sees its tools.
+pub const REFRESH_WAIT: Duration = Duration::from_secs(2);
+
+/// How [`Bridge::open_with`] starts the servers.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct OpenOptions {
+    /// Name tools `server__tool` (the `--config` form).
+    pub prefixed: bool,
+    /// Stop when any server fails to start (`--strict`); otherwise the bridge opens with
+    /// the servers that started, as long as one did, and retries the others later.
+    pub strict: bool,
+}
+
+/// One configured server: its entry, and its process and tools when it runs.
+struct Slot {
+    entry: ServerEntry,
+    state: Mutex<SlotState>,
+}
+
+#[derive(Default)]
+struct SlotState {
+    upstream: Option<Arc<Upstream>>,
+    tools: Vec<Tool>,
+    /// Why it is not running (for the run_python description), while it is not.
+    failure: Option<String>,
+    last_attempt: Option<Instant>,
+    retrying: bool,
+}
+
+impl Slot {
+    fn state(&self) -> std::sync::MutexGuard<'_, SlotState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn upstream(&self) -> Option<Arc<Upstream>> {
+        self.state().upstream.clone()
+    }
+}
+
+/// What the bridge shares with its background retries.
+struct Shared {
+    slots: Vec<Slot>,
+    prefixed: bool,
+    catalog: RwLock<Arc<Catalog>>,
+    generation: AtomicU64,
+    /// [`Bridge::catalog_version`]: bumped after each change of what a `start` carries.
     catalog_version: tokio::sync::watch::Sender<u64>,
 }
 
+impl Shared {
+    /// Build the catalog from every running server's current tools and publish it with the
+    /// next generation number.
+    fn rebuild(&self) -> Result<(), CatalogError> {
+        let mut listed = Vec::new();
+        let mut unavailable = Vec::new();
+        for slot in &self.slots {
+            let state = slot.state();
+            listed.push(state.tools.clone());
+            if let Some(why) = &state.failure {
+                unavailable.push((slot.entry.spec.name.clone(), why.clone()));
+            }
+        }
+        let servers: Vec<ServerTools<'_>> = self
+            .slots
+            .iter()
+            .zip(&listed)
+            .map(|(slot, tools)| ServerTools {
+                name: &slot.entry.spec.name,
+                prefixed: self.prefixed,
+                tools,
+                selection: &slot.entry.selection,
+            })
+            .collect();
+        let generation = self.generation.fetch_add(1, Ordering::SeqCst) + 1;
+        let catalog = Catalog::build(&servers)?.with_state(generation, unavailable);
+        *self.catalog.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(catalog);
+        if generation > 1 {
+            // After the first catalog: sandboxes started with an older one are stale.
+            self.catalog_version.send_modify(|v| *v += 1);
+        }
+        Ok(())
+    }
+}
+
+/// The bridge over one or several wrapped servers.
+pub struct Bridge {
+    shared: Arc<Shared>,
+    send_lock: Mutex<()>,
+    call_timeout: Duration,
+    max_result_bytes: Option<usize>,
+}
+
 impl Bridge {
-    /// Start every server in order, read their tools and build the catalog. When one fails,
-    /// the servers already started are closed before the error is returned.
-    ///
-    /// `prefixed` names tools `server__tool` (the `--config` form).
+    /// [`Bridge::open_with`] without `--strict`.
     ///
     /// # Errors
     /// [`BridgeError`] naming the server, entry or tools at fault.
     pub async fn open(entries: Vec<ServerEntry>, prefixed: bool) -> Result<Self, BridgeError> {
-        let mut upstreams = Vec::new();
-        let mut listed = Vec::new();
-        for entry in &entries {
-            match Upstream::start(entry.spec.clone()).await {
+        Self::open_with(
+            entries,
+            OpenOptions {
+                prefixed,
+                strict: false,
+            },
+        )
+        .await
+    }
+
+    /// Start every server at once, read their tools and build the catalog.
+    ///
+    /// A server that fails to start is logged, named with its reason in the catalog
+    /// ([`Catalog::unavailable`]) and retried by [`Bridge::refresh`]; with
+    /// `options.strict`, or when no server started, the servers that did start are closed
+    /// and the first failure (in entry order) is returned. A refused catalog (a name clash,
+    /// a label naming no tool) closes every server.
+    ///
+    /// # Errors
+    /// [`BridgeError`] naming the server, entry or tools at fault.
+    pub async fn open_with(
+        entries: Vec<ServerEntry>,
+        options: OpenOptions,
+    ) -> Result<Self, BridgeError> {
+        let started =
+            futures::future::join_all(entries.iter().map(|e| Upstream::start(e.spec.clone())))
+                .await;
+        let now = Instant::now();
+        let mut slots = Vec::new();
+        let mut first_error = None;
+        for (entry, outcome) in entries.into_iter().zip(started) {
+            let mut state = SlotState {
+                last_attempt: Some(now),
+                ..SlotState::default()
+            };
+            match outcome {
                 Ok((upstream, tools)) => {
-                    upstreams.push(upstream);
-                    listed.push(tools);
+                    state.upstream = Some(Arc::new(upstream));
+                    state.tools = tools;
                 }
                 Err(e) => {
-                    close_all(&upstreams).await;
-                    return Err(e.into());
+                    tracing::warn!("{e}");
+                    state.failure = Some(short_failure(&e));
+                    first_error.get_or_insert(e);
                 }
             }
+            slots.push(Slot {
+                entry,
+                state: Mutex::new(state),
+            });
         }
-        let servers: Vec<ServerTools<'_>> = entries
-            .iter()
-            .zip(&listed)
-            .map(|(entry, tools)| ServerTools {
-                name: &entry.spec.name,
-                prefixed,
-                tools,
-                selection: &entry.selection,
-            })
-            .collect();
-        let catalog = match Catalog::build(&servers) {
-            Ok(c) => c,
-            Err(e) => {
-                close_all(&upstreams).await;
-                return Err(e.into());
-            }
-        };
+        let shared = Arc::new(Shared {
+            slots,
+            prefixed: options.prefixed,
+            catalog: RwLock::new(Arc::new(Catalog::default())),
+            generation: AtomicU64::new(0),
+            catalog_version: tokio::sync::watch::Sender::new(0),
+        });
+        let none_started = shared.slots.iter().all(|s| s.upstream().is_none());
+        if let Some(e) = first_error
+            && (options.strict || none_started)
+        {
+            close_all(&shared).await;
+            return Err(e.into());
+        }
+        if let Err(e) = shared.rebuild() {
+            close_all(&shared).await;
+            return Err(e.into());
+        }
         Ok(Self {
-            upstreams,
-            catalog,
+            shared,
             send_lock: Mutex::new(()),
             call_timeout: CALL_TIMEOUT,
-            server_timeouts: entries.iter().map(|e| e.call_timeout).collect(),
-            catalog_version: tokio::sync::watch::Sender::new(0),
+            max_result_bytes: None,
         })
     }
 
@@ -249,50 +368,124 @@ impl Bridge {
         CallTimeouts {
             default: self.call_timeout,
             servers: self
-                .upstreams
+                .shared
+                .slots
                 .iter()
-                .zip(&self.server_timeouts)
-                .filter_map(|(u, t)| t.map(|t| (u.name().to_owned(), t)))
+                .filter_map(|s| s.entry.call_timeout.map(|t| (s.entry.spec.name.clone(), t)))
                 .collect(),
         }
     }
 
     fn timeout_of(&self, server: usize) -> Duration {
-        self.server_timeouts
+        self.shared
+            .slots
             .get(server)
-            .copied()
-            .flatten()
+            .and_then(|s| s.entry.call_timeout)
             .unwrap_or(self.call_timeout)
     }
 
-    /// The catalog of kept tools.
-    pub fn catalog(&self) -> &Catalog {
-        &self.catalog
+    /// Refuse results over `bytes` from servers whose entry sets no `maxResultBytes`
+    /// (`--max-result-bytes`; default [`MAX_RESULT_BYTES`]).
+    pub fn with_max_result_bytes(mut self, bytes: usize) -> Self {
+        self.max_result_bytes = Some(bytes);
+        self
     }
 
-    /// The catalog's version: 0 when the bridge opens, one more each time
-    /// [`Self::catalog_changed`] is called. A sandbox whose `start` carried an older version
-    /// holds a stale catalog: the warm pool ([`crate::run::pool`]) throws such sandboxes away.
+    /// The current catalog of kept tools (a snapshot: [`Bridge::refresh`] may publish a new
+    /// one, with a higher [`Catalog::generation`]).
+    pub fn catalog(&self) -> Arc<Catalog> {
+        self.shared
+            .catalog
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// The current catalog's generation: it grows whenever the catalog changes (a server
+    /// said its tools changed, a server that had failed started), so whoever keeps
+    /// sandboxes started with an older catalog knows to replace them.
+    pub fn generation(&self) -> u64 {
+        self.catalog().generation()
+    }
+
+    /// Bring the catalog up to date before a run: read again the tools of servers that sent
+    /// `notifications/tools/list_changed`, and start again servers that failed, at most once
+    /// per [`RETRY_INTERVAL`] each. Waits at most [`REFRESH_WAIT`] for retries; a slower one
+    /// goes on in the background.
+    pub async fn refresh(&self) {
+        let mut relisted = false;
+        for slot in &self.shared.slots {
+            let Some(upstream) = slot.upstream() else {
+                continue;
+            };
+            if !upstream.take_tools_changed() {
+                continue;
+            }
+            match tokio::time::timeout(REFRESH_WAIT * 5, upstream.list_tools()).await {
+                Ok(Ok(tools)) => {
+                    let old = std::mem::replace(&mut slot.state().tools, tools);
+                    if let Err(e) = self.shared.rebuild() {
+                        tracing::warn!(server = %upstream.name(), "its new tool list is refused, the old one stays: {e}");
+                        slot.state().tools = old;
+                    } else {
+                        relisted = true;
+                    }
+                }
+                Ok(Err(e)) => tracing::warn!("{e}"),
+                Err(_) => {
+                    tracing::warn!(server = %upstream.name(), "tools/list after list_changed: no answer in time")
+                }
+            }
+        }
+        if relisted {
+            tracing::info!(
+                generation = self.generation(),
+                "the catalog was read again after list_changed"
+            );
+        }
+        let mut retries = Vec::new();
+        for (index, slot) in self.shared.slots.iter().enumerate() {
+            let mut state = slot.state();
+            let due = state.upstream.is_none()
+                && !state.retrying
+                && state
+                    .last_attempt
+                    .is_none_or(|t| t.elapsed() >= RETRY_INTERVAL);
+            if due {
+                state.retrying = true;
+                state.last_attempt = Some(Instant::now());
+                retries.push(tokio::spawn(retry(self.shared.clone(), index)));
+            }
+        }
+        if !retries.is_empty() {
+            let _ = tokio::time::timeout(REFRESH_WAIT, futures::future::join_all(retries)).await;
+        }
+    }
+
+    /// The catalog's version: 0 when the bridge opens, one more each time what a `start`
+    /// message carries may have changed (a new catalog after `list_changed` or a retried
+    /// server, a wrapped server restarted, [`Self::catalog_changed`]). A sandbox whose
+    /// `start` carried an older version holds a stale catalog: the warm pool
+    /// ([`crate::run::pool`]) throws such sandboxes away.
     pub fn catalog_version(&self) -> u64 {
-        *self.catalog_version.borrow()
+        *self.shared.catalog_version.borrow()
     }
 
     /// A receiver that sees each new [`Self::catalog_version`].
     pub fn watch_catalog(&self) -> tokio::sync::watch::Receiver<u64> {
-        self.catalog_version.subscribe()
+        self.shared.catalog_version.subscribe()
     }
 
-    /// Say that what a `start` message carries may have changed: the catalog was replaced
-    /// (a server's tools re-listed after `notifications/tools/list_changed`) or a wrapped
-    /// server was restarted. Call it after the new catalog is in place, so a sandbox that
-    /// reads the version first and the catalog second is never newer than it looks.
+    /// Say that what a `start` message carries may have changed. Call it after the new
+    /// catalog is in place, so a sandbox that reads the version first and the catalog second
+    /// is never newer than it looks.
     pub fn catalog_changed(&self) {
-        self.catalog_version.send_modify(|v| *v += 1);
+        self.shared.catalog_version.send_modify(|v| *v += 1);
     }
 
     /// Every stub, for a caller's own prompt, separated by blank lines.
     pub fn stubs(&self) -> String {
-        self.catalog
+        self.catalog()
             .tools()
             .iter()
             .map(|t| t.stub.as_str())
@@ -309,7 +502,8 @@ impl Bridge {
         args: &Value,
     ) -> Result<String, CallError> {
         let refused = |text: String| Err(CallError::Refused(text));
-        let Some(tool) = self.catalog.get(py_name) else {
+        let catalog = self.catalog();
+        let Some(tool) = catalog.get(py_name) else {
             return refused(format!(
                 "there is no tool called {}; TOOLS lists the tools",
                 refusal::cap(py_name, 64)
@@ -351,7 +545,18 @@ impl Bridge {
                 budget.taint.set();
             }
         }
-        let upstream = &self.upstreams[tool.server];
+        let slot = &self.shared.slots[tool.server];
+        let Some(upstream) = slot.upstream() else {
+            return refused(format!(
+                "{py_name} failed: the server {:?} is not running; a later run starts it again",
+                slot.entry.spec.name
+            ));
+        };
+        let max_result_bytes = slot
+            .entry
+            .max_result_bytes
+            .or(self.max_result_bytes)
+            .unwrap_or(MAX_RESULT_BYTES);
         let timeout = self.timeout_of(tool.server);
         let restarts = upstream.restarts();
         let outcome = upstream.call(&tool.mcp_name, map.clone(), timeout).await;
@@ -370,12 +575,13 @@ impl Bridge {
                     };
                     return Err(CallError::ToolFailed(text));
                 }
-                let text = upstream::result::result_text(&result);
-                if text.len() > MAX_RESULT_BYTES {
-                    return refused(format!(
-                        "{py_name}'s result is {} bytes, over the {} KiB limit; it was refused, not cut",
+                let text = upstream::result::result_text(&result, tool.unwrap_result);
+                if text.len() > max_result_bytes {
+                    return refused(result_too_big(
+                        py_name,
                         text.len(),
-                        MAX_RESULT_BYTES / 1024
+                        max_result_bytes,
+                        &slot.entry.spec.name,
                     ));
                 }
                 Ok(text)
@@ -393,20 +599,79 @@ impl Bridge {
 
     /// Each wrapped server's name and how many times it was restarted after it died.
     pub fn restarts(&self) -> Vec<(String, u64)> {
-        self.upstreams
+        self.shared
+            .slots
             .iter()
-            .map(|u| (u.name().to_owned(), u.restarts()))
+            .map(|s| {
+                let restarts = s.upstream().map_or(0, |u| u.restarts());
+                (s.entry.spec.name.clone(), restarts)
+            })
             .collect()
     }
 
     /// Close every server (their processes end).
     pub async fn close(&self) {
-        close_all(&self.upstreams).await;
+        close_all(&self.shared).await;
     }
 }
 
-async fn close_all(upstreams: &[Upstream]) {
-    for upstream in upstreams {
-        upstream.close().await;
+/// Start a server that failed again; on success publish a catalog with its tools.
+async fn retry(shared: Arc<Shared>, index: usize) {
+    let slot = &shared.slots[index];
+    let name = slot.entry.spec.name.clone();
+    match Upstream::start(slot.entry.spec.clone()).await {
+        Ok((upstream, tools)) => {
+            let upstream = Arc::new(upstream);
+            {
+                let mut state = slot.state();
+                state.upstream = Some(upstream.clone());
+                state.tools = tools;
+                state.failure = None;
+            }
+            match shared.rebuild() {
+                Ok(()) => {
+                    tracing::info!(server = %name, "started on a later try; its tools are in the catalog")
+                }
+                Err(e) => {
+                    tracing::warn!(server = %name, "started on a later try, but its tools are refused: {e}");
+                    {
+                        let mut state = slot.state();
+                        state.upstream = None;
+                        state.tools = Vec::new();
+                        state.failure = Some(refusal::cap(&e.to_string(), 300));
+                    }
+                    upstream.close().await;
+                    let _ = shared.rebuild();
+                }
+            }
+        }
+        Err(e) => {
+            tracing::warn!("{e}");
+            slot.state().failure = Some(short_failure(&e));
+        }
     }
+    slot.state().retrying = false;
+}
+
+/// Why a server is not running, as the run_python description says it: the step and the
+/// reason, without the stderr tail (it is in our log) and at most 300 characters.
+fn short_failure(e: &UpstreamError) -> String {
+    let text = match e {
+        UpstreamError::Spawn { why, .. } => format!("failed to start: {why}"),
+        UpstreamError::Session { step, why, .. } => format!("failed to {step} it: {why}"),
+    };
+    refusal::cap(&text, 300)
+}
+
+/// The refusal for a result over the limit: its size, the limit, and what raises it.
+fn result_too_big(py_name: &str, size: usize, limit: usize, server: &str) -> String {
+    format!(
+        "{py_name}'s result is {size} bytes, over the limit of {limit} bytes; it was refused, not cut. \
+The limit is raised with --max-result-bytes, or \"maxResultBytes\" in the config entry of {server:?}"
+    )
+}
+
+async fn close_all(shared: &Shared) {
+    let upstreams: Vec<Arc<Upstream>> = shared.slots.iter().filter_map(Slot::upstream).collect();
+    futures::future::join_all(upstreams.iter().map(|u| u.close())).await;
 }

@@ -227,6 +227,7 @@ pub async fn run_steered(
     steering: &Steering,
 ) -> Result<RunReport, SandboxError> {
     run_in(
+        bridge,
         HeldSandbox::start(bridge.clone(), backend),
         code,
         options,
@@ -246,6 +247,7 @@ pub async fn run_steered(
 /// so with `cold` the cell runs again in a fresh sandbox from that backend, under the same
 /// deadline.
 async fn run_in(
+    bridge: &Bridge,
     start: impl std::future::Future<Output = Result<HeldSandbox, SandboxError>>,
     code: &str,
     options: &RunOptions,
@@ -260,6 +262,12 @@ async fn run_in(
     };
     if steering.cancel.is_cancelled() {
         return Ok(cancelled());
+    }
+    // Servers that changed their tools are read again, failed ones retried (bounded).
+    tokio::select! {
+        biased;
+        () = steering.cancel.cancelled() => return Ok(cancelled()),
+        () = bridge.refresh() => {}
     }
     let deadline = Instant::now() + options.deadline;
     // A sandbox taken or started when the run is cancelled is dropped, which kills it.

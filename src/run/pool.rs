@@ -291,6 +291,11 @@ impl Pool {
         Ok((held, false))
     }
 
+    /// The bridge whose catalog the pool's sandboxes carry.
+    pub fn bridge(&self) -> &Arc<Bridge> {
+        &self.bridge
+    }
+
     /// Run `code` in a sandbox of this pool ([`Self::take`]); its deadline and call budget
     /// start at the take. The sandbox ends with the run.
     ///
@@ -317,7 +322,7 @@ impl Pool {
             backend: self.backend.as_ref(),
             endings: &self.endings,
         };
-        run_in(take, code, options, steering, Some(side)).await
+        run_in(&self.bridge, take, code, options, steering, Some(side)).await
     }
 
     /// Stop refilling and end every pooled sandbox (killed, its cgroup or container

@@ -57,6 +57,9 @@ pub struct ToolEntry {
     pub summary: String,
     /// Whether the tool is labelled private.
     pub private: bool,
+    /// Its parameter names as the server spells them (at most 50), for the hint of a call
+    /// of the wrong shape.
+    pub params: Vec<String>,
 }
 
 /// The runner's output limits, sent in `start` so the numbers live in one place (`limits.rs`).

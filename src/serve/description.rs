@@ -24,9 +24,10 @@ pub fn describe(
     let has_private = catalog.tools().iter().any(|t| t.private);
     let mut text = format!(
         "Run Python code (top-level `await` allowed) in a sandbox with no network and a read-only \
-filesystem (only /tmp is writable). Each tool below is an async function: \
-`await name(params: dict) -> str`; the string is the tool's structured result as JSON, else its \
-text. Use asyncio.gather for calls that do not depend on each other. Only what the code prints \
+filesystem (only /tmp is writable). Each tool below is an async function that takes one dict \
+or keywords, `await name({{\"a\": 1}})` or `await name(a=1)`, and returns a str: the tool's \
+structured result as JSON, else its text. In the stubs, `name?` marks an optional parameter and \
+`= value` its default. Use asyncio.gather for calls that do not depend on each other. Only what the code prints \
 comes back (at most {keep} KiB), so print just what you need. A refused or failed call raises \
 ToolError. TOOLS maps each tool's name to its stub, and search_tools(query) finds tools by \
 words; neither spends calls. Limits per run: {deadline} s, {calls} tool calls, arguments up to \
@@ -42,6 +43,12 @@ words; neither spends calls. Limits per run: {deadline} s, {calls} tool calls, a
             " Tools marked [private] may return private data: after one is called, only private \
 tools can be called until the MCP session ends (on stdio: until mcp-code-mode restarts).",
         );
+    }
+    if !catalog.unavailable().is_empty() {
+        text.push_str(" Not running now (their tools are missing; a later run tries again):");
+        for (name, why) in catalog.unavailable() {
+            text.push_str(&format!(" server {name:?}: {why}."));
+        }
     }
     text.push_str("\n\n");
     text.push_str(FENCE);

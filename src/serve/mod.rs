@@ -55,6 +55,8 @@ pub struct CodeModeServer {
     pool: Arc<Pool>,
     options: RunOptions,
     tool: Tool,
+    /// The catalog generation `tool` was described from.
+    tool_generation: u64,
     /// The process's run slots, shared by every session.
     slots: Arc<tokio::sync::Semaphore>,
     /// This session's taint and run slots.
@@ -97,7 +99,7 @@ pub fn run_python_tool(bridge: &Bridge, options: &RunOptions) -> Tool {
     Tool::new(
         TOOL_NAME,
         describe(
-            bridge.catalog(),
+            &bridge.catalog(),
             options.deadline.as_secs(),
             options.max_calls,
             &bridge.call_timeouts(),
@@ -119,11 +121,13 @@ impl CodeModeServer {
     /// The caller closes the pool after serving ([`Pool::close`]).
     pub fn with_pool(bridge: Arc<Bridge>, pool: Arc<Pool>, options: RunOptions) -> Self {
         let tool = run_python_tool(&bridge, &options);
+        let tool_generation = bridge.generation();
         Self {
             bridge,
             pool,
             options,
             tool,
+            tool_generation,
             slots: Arc::new(tokio::sync::Semaphore::new(
                 crate::limits::MAX_CONCURRENT_RUNS,
             )),
@@ -372,7 +376,15 @@ impl ServerHandler for CodeModeServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        Ok(ListToolsResult::with_all_items(vec![self.tool.clone()]))
+        // The description follows the current catalog: a server that started on a later
+        // try, or one whose tools changed, shows up here.
+        let bridge = self.pool.bridge();
+        let tool = if bridge.generation() == self.tool_generation {
+            self.tool.clone()
+        } else {
+            run_python_tool(bridge, &self.options)
+        };
+        Ok(ListToolsResult::with_all_items(vec![tool]))
     }
 
     async fn call_tool(

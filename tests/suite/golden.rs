@@ -6,7 +6,7 @@
 
 use std::path::PathBuf;
 
-use mcp_code_mode::bridge::catalog::Selection;
+use mcp_code_mode::bridge::catalog::{Catalog, Selection, ServerTools};
 use mcp_code_mode::bridge::upstream::ServerSpec;
 use mcp_code_mode::bridge::{Bridge, ServerEntry};
 use mcp_code_mode::description::describe;
@@ -49,7 +49,7 @@ async fn the_run_python_description_matches_its_golden_file() {
     check(
         "run_python_description.txt",
         &describe(
-            b.catalog(),
+            &b.catalog(),
             DEFAULT_DEADLINE_SECS,
             DEFAULT_MAX_CALLS,
             &b.call_timeouts(),
@@ -71,11 +71,68 @@ async fn the_summary_fallback_matches_its_golden_file() {
     check(
         "summary_fallback.txt",
         &describe(
-            b.catalog(),
+            &b.catalog(),
             DEFAULT_DEADLINE_SECS,
             DEFAULT_MAX_CALLS,
             &b.call_timeouts(),
         ),
     );
     b.close().await;
+}
+
+/// The stubs of a real server's tools, from its `tools/list` captured once into
+/// `tests/fixtures/schemas/NAME.json`.
+fn real_server_stubs(name: &str) -> String {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/schemas")
+        .join(format!("{name}.json"));
+    let text = std::fs::read_to_string(&path).expect("read the fixture");
+    let fixture: serde_json::Value = serde_json::from_str(&text).expect("parse the fixture");
+    let tools: Vec<rmcp::model::Tool> =
+        serde_json::from_value(fixture["tools"].clone()).expect("tools as rmcp reads them");
+    let selection = Selection::default();
+    let catalog = Catalog::build(&[ServerTools {
+        name,
+        prefixed: false,
+        tools: &tools,
+        selection: &selection,
+    }])
+    .expect("the catalog builds");
+    assert_eq!(catalog.tools().len(), tools.len(), "a tool was left out");
+    catalog
+        .tools()
+        .iter()
+        .map(|t| t.stub.as_str())
+        .collect::<Vec<_>>()
+        .join("\n\n")
+}
+
+#[test]
+fn server_everything_stubs_match_their_golden_file() {
+    check(
+        "stubs-server-everything.txt",
+        &real_server_stubs("server-everything"),
+    );
+}
+
+#[test]
+fn server_memory_stubs_match_their_golden_file() {
+    let stubs = real_server_stubs("server-memory");
+    // The fields of nested objects are spelled out, not `list[dict]` alone.
+    assert!(
+        stubs.contains("name: str — The name of the entity"),
+        "{stubs}"
+    );
+    check("stubs-server-memory.txt", &stubs);
+}
+
+#[test]
+fn server_filesystem_stubs_match_their_golden_file() {
+    let stubs = real_server_stubs("server-filesystem");
+    assert!(
+        stubs.contains("oldText: str — Text to search for - must match exactly"),
+        "{stubs}"
+    );
+    assert!(stubs.contains("dryRun?: bool = False"), "{stubs}");
+    check("stubs-server-filesystem.txt", &stubs);
 }

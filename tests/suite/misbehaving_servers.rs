@@ -30,14 +30,14 @@ use super::common::{ExecOptions, example, exec_with, native_available, require};
 const PROMPTLY: Duration = Duration::from_secs(5);
 
 /// A scenario file, with its `log` pointed into a fresh temp dir.
-struct Scenario {
+pub(super) struct Scenario {
     path: PathBuf,
     log: PathBuf,
     _dir: tempfile::TempDir,
 }
 
 impl Scenario {
-    fn load(name: &str) -> Self {
+    pub(super) fn load(name: &str) -> Self {
         let source = Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("tests/scenarios")
             .join(format!("{name}.json"));
@@ -56,11 +56,11 @@ impl Scenario {
     }
 
     /// What the server received so far, one message per line.
-    fn received(&self) -> String {
+    pub(super) fn received(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
-    fn spec(&self) -> ServerSpec {
+    pub(super) fn spec(&self) -> ServerSpec {
         ServerSpec {
             name: "scripted".into(),
             command: example("scripted_server").display().to_string(),
@@ -72,7 +72,7 @@ impl Scenario {
     }
 }
 
-fn entry(spec: ServerSpec) -> ServerEntry {
+pub(super) fn entry(spec: ServerSpec) -> ServerEntry {
     ServerEntry {
         spec,
         selection: Selection::default(),
@@ -174,8 +174,8 @@ const FLOOD_GROWTH_LIMIT_KIB: u64 = 96 * 1024;
 async fn every_schema_shape_a_server_can_send_leaves_a_working_catalog() {
     let scenario = Scenario::load("schemas");
     let bridge = open(&scenario).await;
-    let kept: Vec<&str> = bridge
-        .catalog()
+    let catalog = bridge.catalog();
+    let kept: Vec<&str> = catalog
         .tools()
         .iter()
         .map(|t| t.mcp_name.as_str())

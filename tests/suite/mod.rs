@@ -28,10 +28,14 @@ mod pool;
 mod private_data_and_servers;
 /// Hostile probes per class, judged from outside.
 mod probes;
+/// Remote servers over Streamable HTTP.
+mod remote_servers;
 /// Runner ⇄ host protocol edge cases through `exec`.
 mod runner_edge_cases;
 /// runner.py against a scripted host.
 mod runner_protocol;
+/// Starting wrapped servers: parallel, partial failure, retries, list_changed, results.
+mod server_startup;
 /// The skill's numbers equal the code's constants.
 mod skill;
 /// The client steers its runs: cancellation, progress, going away.

@@ -294,7 +294,7 @@ fn a_clash_through_the_separator_stops_startup() {
 }
 
 #[test]
-fn a_failing_entry_closes_the_others() {
+fn with_strict_a_failing_entry_closes_the_others() {
     let t = toy_json();
     let marker = format!("marker{}_", std::process::id());
     let path = config(
@@ -303,7 +303,7 @@ fn a_failing_entry_closes_the_others() {
             r#"{{"mcpServers": {{"good": {{"command": {t}, "args": ["--name-prefix", "{marker}"]}}, "bad": {{"command": "/nonexistent/mcp-server"}}}}}}"#
         ),
     );
-    let e = startup_error(&["--config", &path]);
+    let e = startup_error(&["--strict", "--config", &path]);
     assert!(
         e.contains("bad") && e.contains("/nonexistent/mcp-server"),
         "{e}"

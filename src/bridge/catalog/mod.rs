@@ -6,6 +6,7 @@
 //! would get the same Python name, when an allowlist or a private label names no kept tool.
 
 pub mod names;
+pub mod params;
 pub mod schema;
 pub mod stub;
 pub mod types;
@@ -61,6 +62,10 @@ pub struct CatalogTool {
     pub private: bool,
     /// The compiled inputSchema.
     pub validator: ArgsValidator,
+    /// Its outputSchema is the single-`result` wrapper: results give the inner value.
+    pub unwrap_result: bool,
+    /// Its parameter names as the server spells them (at most 50).
+    pub params: Vec<String>,
 }
 
 /// Why the catalog could not be built (startup stops).
@@ -80,7 +85,7 @@ pub enum CatalogError {
     },
     /// A label names no kept tool.
     #[error(
-        "the {what} {tool:?} on server {server:?} names no kept tool (a typo, a schema that could not be checked, or a tool not on the allowlist)"
+        "the {what} {tool:?} on server {server:?} names no kept tool (a typo, a schema that could not be checked, or a tool not on the allowlist){hint}"
     )]
     UnknownLabel {
         /// `allowlist entry` or `private label`.
@@ -89,7 +94,34 @@ pub enum CatalogError {
         tool: String,
         /// The server.
         server: String,
+        /// `; did you mean "get-sum"?` when a tool's name is close, else empty.
+        hint: String,
     },
+}
+
+/// Whether `label` (from `--allow`, `--private`, `allow`, `private`, `disabledTools`) names
+/// the tool `mcp_name`: by the server's name for it, or by the Python name the code sees
+/// (`get_sum` for `get-sum`; with a config also `server__get_sum`).
+fn names_tool(server: &ServerTools<'_>, label: &str, mcp_name: &str) -> bool {
+    label == mcp_name
+        || label == python_name(None, mcp_name)
+        || (server.prefixed && label == python_name(Some(server.name), mcp_name))
+}
+
+/// `; did you mean "NAME"?` for the tool name closest to `label` (Levenshtein distance, case
+/// and `-`/`_` ignored) when it is close enough to be a typo, else empty.
+fn closest<'a>(label: &str, names: impl Iterator<Item = &'a str>) -> String {
+    let fold = |s: &str| s.to_lowercase().replace('-', "_");
+    let wanted = fold(label);
+    let best = names
+        .map(|n| (strsim::levenshtein(&wanted, &fold(n)), n))
+        .min_by_key(|(d, _)| *d);
+    match best {
+        Some((distance, name)) if distance <= (wanted.chars().count() / 3).max(2) => {
+            format!("; did you mean {name:?}?")
+        }
+        _ => String::new(),
+    }
 }
 
 /// All kept tools, in server order then `tools/list` order.
@@ -97,6 +129,8 @@ pub enum CatalogError {
 pub struct Catalog {
     tools: Vec<CatalogTool>,
     by_name: HashMap<String, usize>,
+    generation: u64,
+    unavailable: Vec<(String, String)>,
 }
 
 /// One server's tools as listed, with its selection, for [`Catalog::build`].
@@ -122,11 +156,16 @@ impl Catalog {
             let selection = server.selection;
             if let Some(allow) = &selection.allow {
                 for name in allow {
-                    if !server.tools.iter().any(|t| t.name == *name) {
+                    if !server
+                        .tools
+                        .iter()
+                        .any(|t| names_tool(server, name, &t.name))
+                    {
                         return Err(CatalogError::UnknownLabel {
                             what: "allowlist entry",
                             tool: name.clone(),
                             server: server.name.to_owned(),
+                            hint: closest(name, server.tools.iter().map(|t| t.name.as_ref())),
                         });
                     }
                 }
@@ -140,11 +179,15 @@ impl Catalog {
                 }
                 seen_here.push(mcp_name.clone());
                 if let Some(allow) = &selection.allow
-                    && !allow.contains(&mcp_name)
+                    && !allow.iter().any(|a| names_tool(server, a, &mcp_name))
                 {
                     continue;
                 }
-                if selection.deny.contains(&mcp_name) {
+                if selection
+                    .deny
+                    .iter()
+                    .any(|d| names_tool(server, d, &mcp_name))
+                {
                     continue;
                 }
                 let schema = Value::Object((*tool.input_schema).clone());
@@ -158,7 +201,9 @@ impl Catalog {
                 let private = match &selection.private {
                     PrivateLabels::None => false,
                     PrivateLabels::All => true,
-                    PrivateLabels::Some(list) => list.contains(&mcp_name),
+                    PrivateLabels::Some(list) => {
+                        list.iter().any(|l| names_tool(server, l, &mcp_name))
+                    }
                 };
                 let py_name = python_name(server.prefixed.then_some(server.name), &mcp_name);
                 let output = tool
@@ -181,6 +226,15 @@ impl Catalog {
                     py_name: py_name.clone(),
                     private,
                     validator,
+                    params: schema
+                        .get("properties")
+                        .and_then(Value::as_object)
+                        .map(|p| p.keys().take(50).cloned().collect())
+                        .unwrap_or_default(),
+                    unwrap_result: output
+                        .as_ref()
+                        .and_then(crate::bridge::upstream::result::result_wrapper)
+                        .is_some(),
                 };
                 if let Some(&other) = catalog.by_name.get(&py_name) {
                     let other = &catalog.tools[other];
@@ -198,18 +252,42 @@ impl Catalog {
                     let kept = catalog
                         .tools
                         .iter()
-                        .any(|t| t.server == index && t.mcp_name == *label);
+                        .any(|t| t.server == index && names_tool(server, label, &t.mcp_name));
                     if !kept {
+                        let kept_names = catalog
+                            .tools
+                            .iter()
+                            .filter(|t| t.server == index)
+                            .map(|t| t.mcp_name.as_str());
                         return Err(CatalogError::UnknownLabel {
                             what: "private label",
                             tool: label.clone(),
                             server: server.name.to_owned(),
+                            hint: closest(label, kept_names),
                         });
                     }
                 }
             }
         }
         Ok(catalog)
+    }
+
+    /// This catalog with its generation number and the servers that are not running
+    /// (name, why).
+    pub fn with_state(mut self, generation: u64, unavailable: Vec<(String, String)>) -> Self {
+        self.generation = generation;
+        self.unavailable = unavailable;
+        self
+    }
+
+    /// Its generation: a later catalog of the same bridge has a higher one.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// Servers that are not running, with why (their tools are missing from this catalog).
+    pub fn unavailable(&self) -> &[(String, String)] {
+        &self.unavailable
     }
 
     /// The tool the code calls `py_name`.
@@ -231,6 +309,7 @@ impl Catalog {
                 stub: t.stub.clone(),
                 summary: t.summary.clone(),
                 private: t.private,
+                params: t.params.clone(),
             })
             .collect()
     }
@@ -328,6 +407,42 @@ mod tests {
             build(&servers, false),
             Err(CatalogError::UnknownLabel { .. })
         ));
+    }
+
+    #[test]
+    fn labels_take_the_server_name_or_the_python_name_and_a_miss_suggests() {
+        let sel = Selection {
+            allow: Some(vec!["get_sum".into(), "notes__echo_it".into()]),
+            private: PrivateLabels::Some(vec!["notes__get_sum".into()]),
+            deny: vec![],
+        };
+        let servers = [(
+            "notes",
+            vec![
+                tool("get-sum", json!({})),
+                tool("echo-it", json!({})),
+                tool("other", json!({})),
+            ],
+            sel,
+        )];
+        let c = build(&servers, true).unwrap();
+        assert!(c.get("notes__get_sum").unwrap().private);
+        assert!(c.get("notes__echo_it").is_some());
+        assert!(c.get("notes__other").is_none());
+        let sel = Selection {
+            allow: Some(vec!["get_summ".into()]),
+            ..Selection::default()
+        };
+        let servers = [("s", vec![tool("get-sum", json!({}))], sel)];
+        let e = build(&servers, false).err().unwrap().to_string();
+        assert!(e.contains("did you mean \"get-sum\"?"), "{e}");
+        let sel = Selection {
+            allow: Some(vec!["zzzzzz".into()]),
+            ..Selection::default()
+        };
+        let servers = [("s", vec![tool("get-sum", json!({}))], sel)];
+        let e = build(&servers, false).err().unwrap().to_string();
+        assert!(!e.contains("did you mean"), "{e}");
     }
 
     #[test]

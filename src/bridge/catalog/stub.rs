@@ -72,63 +72,27 @@ pub fn param_name(name: &str) -> String {
     pyjson::to_string(&Value::String(cut))
 }
 
-struct Param {
-    name: String,
-    type_text: String,
-    required: bool,
-}
-
-fn params(schema: &Value) -> (Vec<Param>, usize, Option<String>) {
-    let writer = TypeWriter::new(schema);
-    let required: Vec<&str> = schema
-        .get("required")
-        .and_then(Value::as_array)
-        .map(|r| r.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
+/// The parameter names as written (at most [`MAX_PARAMS`]) and how many there are.
+fn param_names(schema: &Value) -> (Vec<String>, usize) {
+    let schema = TypeWriter::new(schema).deref(schema);
     let properties = schema.get("properties").and_then(Value::as_object);
-    let total = properties.map_or(0, |p| p.len());
-    let list = properties
+    let names = properties
         .into_iter()
         .flatten()
         .take(MAX_PARAMS)
-        .map(|(name, sub)| Param {
-            name: param_name(name),
-            type_text: writer.type_text(sub, 1),
-            required: required.contains(&name.as_str()),
-        })
+        .map(|(name, _)| param_name(name))
         .collect();
-    let extra = match schema.get("additionalProperties") {
-        Some(Value::Bool(true)) => Some("Any".to_owned()),
-        Some(sub @ Value::Object(_)) => Some(writer.type_text(sub, 1)),
-        _ => None,
-    };
-    (list, total, extra)
-}
-
-fn params_line(schema: &Value) -> String {
-    let (list, total, extra) = params(schema);
-    let mut parts: Vec<String> = list
-        .iter()
-        .map(|p| {
-            let mark = if p.required { "" } else { "?" };
-            format!("{}{mark}: {}", p.name, p.type_text)
-        })
-        .collect();
-    if total > list.len() {
-        parts.push(format!("... ({} more)", total - list.len()));
-    }
-    if let Some(extra) = extra {
-        parts.push(format!("**other: {extra}"));
-    }
-    if parts.is_empty() {
-        "(none)".to_owned()
-    } else {
-        parts.join(", ")
-    }
+    (names, properties.map_or(0, |p| p.len()))
 }
 
 fn returns_line(output_schema: &Value) -> String {
     let writer = TypeWriter::new(output_schema);
+    if let Some(inner) = crate::bridge::upstream::result::result_wrapper(output_schema) {
+        return match writer.type_text(inner, 1).as_str() {
+            "str" => "the text itself (str)".to_owned(),
+            other => format!("JSON {other}"),
+        };
+    }
     match output_schema.get("properties").and_then(Value::as_object) {
         Some(props) => {
             let fields: Vec<String> = props
@@ -178,9 +142,7 @@ pub fn stub(input: &StubInput<'_>) -> String {
     if input.private {
         out.push_str("    [private]: its results may hold private data; after calling it only private tools can be called.\n");
     }
-    out.push_str("    params: ");
-    out.push_str(&params_line(input.input_schema));
-    out.push('\n');
+    out.push_str(&super::params::params_block(input.input_schema));
     if let Some(output) = input.output_schema {
         out.push_str("    returns: ");
         out.push_str(&returns_line(output));
@@ -192,8 +154,7 @@ pub fn stub(input: &StubInput<'_>) -> String {
 
 /// The one-line summary: `name(a, b) [private]: first line of the description`.
 pub fn summary(input: &StubInput<'_>) -> String {
-    let (list, total, _) = params(input.input_schema);
-    let mut names: Vec<String> = list.into_iter().map(|p| p.name).collect();
+    let (mut names, total) = param_names(input.input_schema);
     if total > names.len() {
         names.push("...".into());
     }

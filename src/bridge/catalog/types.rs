@@ -36,6 +36,23 @@ impl<'a> TypeWriter<'a> {
         self.render(schema, level, 0)
     }
 
+    /// `schema`, or what its local `$ref`s lead to (at most a few hops; an unresolvable or
+    /// external reference stays as it is).
+    pub fn deref(&self, schema: &'a Value) -> &'a Value {
+        let mut current = schema;
+        for _ in 0..MAX_REF_HOPS {
+            match current
+                .get("$ref")
+                .and_then(Value::as_str)
+                .and_then(|r| self.resolve(r))
+            {
+                Some(target) => current = target,
+                None => break,
+            }
+        }
+        current
+    }
+
     /// Follow a local `$ref` (`#`, `#/$defs/x`, `#/definitions/x`, any JSON pointer).
     pub fn resolve(&self, reference: &str) -> Option<&'a Value> {
         let pointer = reference.strip_prefix('#')?;
@@ -139,8 +156,38 @@ fn union(mut members: Vec<String>) -> String {
     members.join(" | ")
 }
 
+/// `value` as a Python literal: JSON with `None`, `True` and `False` (strings and numbers
+/// are written as JSON writes them, which Python reads the same way).
+pub fn python_literal(value: &Value) -> String {
+    match value {
+        Value::Null => "None".into(),
+        Value::Bool(true) => "True".into(),
+        Value::Bool(false) => "False".into(),
+        Value::Array(items) => format!(
+            "[{}]",
+            items
+                .iter()
+                .map(python_literal)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        Value::Object(map) => format!(
+            "{{{}}}",
+            map.iter()
+                .map(|(k, v)| format!(
+                    "{}: {}",
+                    pyjson::to_string(&Value::String(k.clone())),
+                    python_literal(v)
+                ))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        other => pyjson::to_string(other),
+    }
+}
+
 fn literal(value: &Value) -> String {
-    let text = pyjson::to_string(value);
+    let text = python_literal(value);
     if text.chars().count() > MAX_LITERAL_CHARS {
         let cut: String = text.chars().take(MAX_LITERAL_CHARS).collect();
         format!("{cut}…")
@@ -198,7 +245,7 @@ mod tests {
         );
         assert_eq!(
             text(json!({"enum": ["a", 1, null]})),
-            r#"Literal["a", 1, null]"#
+            r#"Literal["a", 1, None]"#
         );
         assert_eq!(text(json!({"const": "x"})), r#"Literal["x"]"#);
     }

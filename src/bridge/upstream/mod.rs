@@ -27,6 +27,7 @@
 //! unknown protocol version is accepted.
 
 mod json_scan;
+pub mod remote;
 mod repair;
 pub mod result;
 pub mod tasks;
@@ -35,6 +36,7 @@ pub mod transport;
 use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -177,6 +179,7 @@ impl StderrTail {
 #[derive(Clone)]
 pub struct BridgeClient {
     server: String,
+    tools_changed: Arc<AtomicBool>,
 }
 
 impl ClientHandler for BridgeClient {
@@ -190,16 +193,19 @@ impl ClientHandler for BridgeClient {
     }
 
     async fn on_tool_list_changed(&self, _context: rmcp::service::NotificationContext<RoleClient>) {
-        tracing::warn!(server = %self.server, "the server says its tool list changed; the catalog stays as read at startup");
+        tracing::info!(server = %self.server, "the server says its tool list changed; the next run reads it again");
+        self.tools_changed.store(true, Ordering::SeqCst);
     }
 }
 
 struct Live {
     session: RunningService<RoleClient, BridgeClient>,
     reason: CloseReason,
-    process: Process,
-    raw: RawRequests,
-    _reader: ReaderTask,
+    /// The local server's process and stdout reader; `None` for a remote server.
+    process: Option<Process>,
+    /// Requests written past rmcp (tasks); `None` for a remote server.
+    raw: Option<RawRequests>,
+    _reader: Option<ReaderTask>,
 }
 
 /// The server process, watched by a task that records how it ended; dropping this kills it.
@@ -262,6 +268,7 @@ pub struct Upstream {
     spec: ServerSpec,
     live: tokio::sync::Mutex<Option<Live>>,
     last_start: Mutex<Instant>,
+    tools_changed: Arc<AtomicBool>,
     restarts: std::sync::atomic::AtomicU64,
     task_tools: TaskTools,
 }
@@ -272,19 +279,50 @@ impl Upstream {
     /// # Errors
     /// [`UpstreamError`] naming the server, the step and the reason (plus its stderr tail).
     pub async fn start(spec: ServerSpec) -> Result<(Self, Vec<Tool>), UpstreamError> {
+        let tools_changed = Arc::new(AtomicBool::new(false));
         let task_tools = TaskTools::default();
-        let live = connect(&spec, &task_tools).await?;
-        let tools = list_all(&spec, &live).await?;
+        let live = connect(&spec, &tools_changed, &task_tools).await?;
+        let tools = match list_all(&spec, &live).await {
+            Ok(tools) => tools,
+            Err(e) => {
+                close_live(live).await;
+                return Err(e);
+            }
+        };
         Ok((
             Self {
                 spec,
                 live: tokio::sync::Mutex::new(Some(live)),
                 last_start: Mutex::new(Instant::now()),
+                tools_changed,
                 restarts: std::sync::atomic::AtomicU64::new(0),
                 task_tools,
             },
             tools,
         ))
+    }
+
+    /// Whether the server sent `notifications/tools/list_changed` since the last call of
+    /// this (the flag is cleared).
+    pub fn take_tools_changed(&self) -> bool {
+        self.tools_changed.swap(false, Ordering::SeqCst)
+    }
+
+    /// Read the server's whole tool list again (after `list_changed`).
+    ///
+    /// # Errors
+    /// [`UpstreamError`] when the server is not running or does not answer.
+    pub async fn list_tools(&self) -> Result<Vec<Tool>, UpstreamError> {
+        let live = self.live.lock().await;
+        match live.as_ref() {
+            Some(live) => list_all(&self.spec, live).await,
+            None => Err(UpstreamError::Session {
+                name: self.spec.name.clone(),
+                step: "list the tools of",
+                why: "it is not running".into(),
+                tail: String::new(),
+            }),
+        }
     }
 
     /// The server's name.
@@ -294,7 +332,7 @@ impl Upstream {
 
     /// How often the server was restarted.
     pub fn restarts(&self) -> u64 {
-        self.restarts.load(std::sync::atomic::Ordering::SeqCst)
+        self.restarts.load(Ordering::SeqCst)
     }
 
     /// How `tool` may be called as a task, as the server's `tools/list` said.
@@ -330,7 +368,12 @@ impl Upstream {
         let answer = async {
             if as_task {
                 let ttl = deadline.saturating_duration_since(tokio::time::Instant::now());
-                let call = tasks::call_as_task(&raw, &self.spec.name, tool, args, ttl);
+                let Some(raw) = &raw else {
+                    return CallOutcome::Rejected(format!(
+                        "{tool} can only be called as a task, and tasks of remote servers are not supported"
+                    ));
+                };
+                let call = tasks::call_as_task(raw, &self.spec.name, tool, args, ttl);
                 return tokio::time::timeout_at(deadline, call)
                     .await
                     .unwrap_or(CallOutcome::TimedOut);
@@ -367,7 +410,9 @@ impl Upstream {
 
     /// The live session's peer, close signal and raw requests, restarting a dead server
     /// first.
-    async fn peer(&self) -> Result<(rmcp::Peer<RoleClient>, CloseReason, RawRequests), String> {
+    async fn peer(
+        &self,
+    ) -> Result<(rmcp::Peer<RoleClient>, CloseReason, Option<RawRequests>), String> {
         let mut live = self.live.lock().await;
         let dead = live
             .as_ref()
@@ -388,14 +433,13 @@ impl Upstream {
                 *last = Instant::now();
             }
             tracing::warn!(server = %self.spec.name, "{why}; restarting it");
-            if let Some(old) = live.take() {
-                old.process.kill().await;
+            if let Some(process) = live.take().and_then(|old| old.process) {
+                process.kill().await;
             }
-            match connect(&self.spec, &self.task_tools).await {
+            match connect(&self.spec, &self.tools_changed, &self.task_tools).await {
                 Ok(l) => {
                     *live = Some(l);
-                    self.restarts
-                        .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    self.restarts.fetch_add(1, Ordering::SeqCst);
                 }
                 Err(e) => {
                     tracing::warn!(server = %self.spec.name, "{e}");
@@ -414,12 +458,19 @@ impl Upstream {
     /// Close the session and end the server process.
     pub async fn close(&self) {
         if let Some(live) = self.live.lock().await.take() {
-            let Live {
-                session, process, ..
-            } = live;
-            let _ = tokio::time::timeout(Duration::from_secs(2), session.cancel()).await;
-            process.kill().await;
+            close_live(live).await;
         }
+    }
+}
+
+/// Close a session and end its process.
+async fn close_live(live: Live) {
+    let Live {
+        session, process, ..
+    } = live;
+    let _ = tokio::time::timeout(Duration::from_secs(2), session.cancel()).await;
+    if let Some(process) = process {
+        process.kill().await;
     }
 }
 
@@ -446,17 +497,25 @@ fn environment(spec: &ServerSpec) -> Vec<(String, String)> {
     env
 }
 
-async fn connect(spec: &ServerSpec, task_tools: &TaskTools) -> Result<Live, UpstreamError> {
+async fn connect(
+    spec: &ServerSpec,
+    tools_changed: &Arc<AtomicBool>,
+    task_tools: &TaskTools,
+) -> Result<Live, UpstreamError> {
     if let Some(remote) = &spec.remote {
-        return Err(UpstreamError::Session {
-            name: spec.name.clone(),
-            step: "connect to",
-            why: format!(
-                "{} is a remote server, and this build does not connect to remote servers yet",
-                super::refusal::cap(&remote.url, 200)
-            ),
-            tail: String::new(),
-        });
+        let client = BridgeClient {
+            server: spec.name.clone(),
+            tools_changed: tools_changed.clone(),
+        };
+        return remote::connect(spec, remote, client)
+            .await
+            .map(|session| Live {
+                session,
+                reason: CloseReason::default(),
+                process: None,
+                raw: None,
+                _reader: None,
+            });
     }
     let mut command = Command::new(&spec.command);
     command
@@ -515,6 +574,7 @@ async fn connect(spec: &ServerSpec, task_tools: &TaskTools) -> Result<Live, Upst
     let process = Process::watch(child, spec.name.clone(), reason.clone());
     let client = BridgeClient {
         server: spec.name.clone(),
+        tools_changed: tools_changed.clone(),
     };
     // The handshake also fails soon after the server dies, whatever holds its stdout.
     let died = async {
@@ -543,9 +603,9 @@ async fn connect(spec: &ServerSpec, task_tools: &TaskTools) -> Result<Live, Upst
     Ok(Live {
         session,
         reason,
-        process,
-        raw,
-        _reader: reader,
+        process: Some(process),
+        raw: Some(raw),
+        _reader: Some(reader),
     })
 }
 
@@ -582,19 +642,30 @@ async fn list_all(spec: &ServerSpec, live: &Live) -> Result<Vec<Tool>, UpstreamE
             page = listed => page,
             () = died => Ok(Err(rmcp::ServiceError::TransportClosed)),
         };
-        let page = page
-            .map_err(|_| UpstreamError::Session {
-                name: spec.name.clone(),
-                step: "list the tools of",
-                why: "no answer in time".into(),
-                tail: String::new(),
-            })?
-            .map_err(|e| UpstreamError::Session {
-                name: spec.name.clone(),
-                step: "list the tools of",
-                why: live.reason.get().unwrap_or_else(|| e.to_string()),
-                tail: String::new(),
-            })?;
+        let page = page.map_err(|_| UpstreamError::Session {
+            name: spec.name.clone(),
+            step: "list the tools of",
+            why: "no answer in time".into(),
+            tail: String::new(),
+        })?;
+        let page = match page {
+            Ok(page) => page,
+            // A server with no tools (only resources or prompts) may not know the method.
+            Err(rmcp::ServiceError::McpError(e))
+                if e.code == rmcp::model::ErrorCode::METHOD_NOT_FOUND && tools.is_empty() =>
+            {
+                tracing::info!(server = %spec.name, "it has no tools (tools/list: method not found)");
+                return Ok(Vec::new());
+            }
+            Err(e) => {
+                return Err(UpstreamError::Session {
+                    name: spec.name.clone(),
+                    step: "list the tools of",
+                    why: live.reason.get().unwrap_or_else(|| e.to_string()),
+                    tail: String::new(),
+                });
+            }
+        };
         tools.extend(page.tools);
         match page.next_cursor {
             Some(next) if !next.is_empty() && seen.insert(next.clone()) => cursor = Some(next),

@@ -4,8 +4,14 @@
 //! to 64 bits); otherwise the content blocks: text as is, joined by `\n`, and every other block as a short bracketed
 //! line that says what it was (`[image: image/png, 1234 bytes of base64]`), so nothing is
 //! dropped silently and nothing unbounded is copied.
+//!
+//! A tool whose outputSchema is the single-`result` wrapper (the Python SDK and FastMCP wrap a
+//! non-object return value as `{"result": value}`) hands over the inner value: a string as the
+//! text itself, anything else as JSON. `-> str` tools then give `Hello, Ada!`, not
+//! `{"result": "Hello, Ada!"}`.
 
 use rmcp::model::{CallToolResult, ContentBlock, ResourceContents};
+use serde_json::Value;
 
 use crate::bridge::refusal::cap;
 use crate::pyjson;
@@ -13,9 +19,32 @@ use crate::pyjson;
 /// Longest URI or name quoted in a bracketed block line, in characters.
 const MAX_QUOTED_CHARS: usize = 200;
 
-/// The string handed to the code for a successful result.
-pub fn result_text(result: &CallToolResult) -> String {
+/// The inner schema when `output_schema` is the single-`result` wrapper: an object schema
+/// whose only property is `result`, and which requires it.
+pub fn result_wrapper(output_schema: &Value) -> Option<&Value> {
+    let properties = output_schema.get("properties")?.as_object()?;
+    let required = output_schema.get("required")?.as_array()?;
+    if properties.len() == 1 && required.len() == 1 && required[0] == "result" {
+        properties.get("result")
+    } else {
+        None
+    }
+}
+
+/// The string handed to the code for a successful result; `unwrap` when the tool's
+/// outputSchema is the single-`result` wrapper ([`result_wrapper`]).
+pub fn result_text(result: &CallToolResult, unwrap: bool) -> String {
     if let Some(structured) = &result.structured_content {
+        if unwrap
+            && let Value::Object(map) = structured
+            && map.len() == 1
+            && let Some(inner) = map.get("result")
+        {
+            return match inner {
+                Value::String(text) => text.clone(),
+                other => pyjson::to_string(other),
+            };
+        }
         return pyjson::to_string(structured);
     }
     content_text(result)
@@ -80,9 +109,9 @@ mod tests {
         let r = parse(
             json!({"content": [{"type": "text", "text": "ignored"}], "structuredContent": {"sum": 5}}),
         );
-        assert_eq!(result_text(&r), r#"{"sum": 5}"#);
+        assert_eq!(result_text(&r, false), r#"{"sum": 5}"#);
         let r = parse(json!({"structuredContent": {"n": 9007199254740993u64}}));
-        assert_eq!(result_text(&r), r#"{"n": 9007199254740993}"#);
+        assert_eq!(result_text(&r, false), r#"{"n": 9007199254740993}"#);
     }
 
     #[test]
@@ -95,7 +124,7 @@ mod tests {
             {"type": "resource", "resource": {"uri": "file:///y", "blob": "AAAA"}},
             {"type": "resource_link", "uri": "https://e/x", "name": "x"}
         ]}));
-        let t = result_text(&r);
+        let t = result_text(&r, false);
         for part in [
             "a\n",
             "[image: image/png, 4 bytes",
@@ -109,6 +138,23 @@ mod tests {
     }
 
     #[test]
+    fn the_single_result_wrapper_gives_the_inner_value() {
+        let wrapper = json!({"type": "object", "properties": {"result": {"type": "string"}}, "required": ["result"], "title": "greetOutput"});
+        assert_eq!(result_wrapper(&wrapper), Some(&json!({"type": "string"})));
+        assert!(result_wrapper(&json!({"type": "object", "properties": {"result": {}, "x": {}}, "required": ["result"]})).is_none());
+        assert!(result_wrapper(&json!({"type": "object", "properties": {"result": {}}})).is_none());
+        let r = parse(
+            json!({"content": [{"type": "text", "text": "Hello, Ada!"}], "structuredContent": {"result": "Hello, Ada!"}}),
+        );
+        assert_eq!(result_text(&r, true), "Hello, Ada!");
+        assert_eq!(result_text(&r, false), r#"{"result": "Hello, Ada!"}"#);
+        let r = parse(json!({"structuredContent": {"result": [1, 2]}}));
+        assert_eq!(result_text(&r, true), "[1, 2]");
+        let r = parse(json!({"structuredContent": {"result": 1, "extra": 2}}));
+        assert_eq!(result_text(&r, true), r#"{"result": 1, "extra": 2}"#);
+    }
+
+    #[test]
     fn an_error_with_only_structured_content_says_it() {
         let r = parse(json!({"isError": true, "structuredContent": {"why": "quota"}}));
         assert_eq!(content_text(&r), r#"{"why": "quota"}"#);
@@ -116,6 +162,6 @@ mod tests {
 
     #[test]
     fn empty_results_are_empty_strings() {
-        assert_eq!(result_text(&parse(json!({"content": []}))), "");
+        assert_eq!(result_text(&parse(json!({"content": []})), false), "");
     }
 }

@@ -1,0 +1,82 @@
+//! Remote servers: an MCP session over Streamable HTTP (spec "Transports § Streamable HTTP"),
+//! with rmcp's client on reqwest (rustls with the ring provider, system roots).
+//!
+//! The entry's `headers` go with every request (an `Authorization: Bearer …` token, an API
+//! key). The bridge checks, the call budget and the private-data rule are the same as for a
+//! local server: only the transport differs. Responses are bounded by rmcp: one JSON body or
+//! SSE event at most [`MAX_RESPONSE_BYTES`]. The HTTP+SSE transport of protocol 2024-11-05
+//! (`"type": "sse"`) has no client in rmcp 3.11, so such an entry fails to start with a reason
+//! that says so (and, unless `--strict`, the other servers start).
+
+use std::collections::HashMap;
+
+use rmcp::ServiceExt;
+use rmcp::service::{RoleClient, RunningService};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+
+use super::{
+    BridgeClient, RemoteSpec, RemoteTransport, STARTUP_TIMEOUT, ServerSpec, UpstreamError,
+};
+use crate::bridge::upstream::transport::MAX_SERVER_LINE_BYTES;
+
+/// Largest response body or SSE event read from a remote server, in bytes (the same bound
+/// as one line from a local server).
+pub const MAX_RESPONSE_BYTES: usize = MAX_SERVER_LINE_BYTES;
+
+fn failed(spec: &ServerSpec, why: String) -> UpstreamError {
+    UpstreamError::Session {
+        name: spec.name.clone(),
+        step: "connect to",
+        why,
+        tail: String::new(),
+    }
+}
+
+/// Open a session with the remote server `remote` and complete the MCP handshake.
+///
+/// # Errors
+/// [`UpstreamError::Session`] naming the server and why (a refused header, a legacy SSE
+/// endpoint, no answer within [`STARTUP_TIMEOUT`], an HTTP or protocol error).
+pub async fn connect(
+    spec: &ServerSpec,
+    remote: &RemoteSpec,
+    client: BridgeClient,
+) -> Result<RunningService<RoleClient, BridgeClient>, UpstreamError> {
+    if remote.transport == RemoteTransport::Sse {
+        return Err(failed(
+            spec,
+            "the legacy HTTP+SSE transport (\"type\": \"sse\") is not supported (rmcp 3.11 has no client for it); most such servers also serve Streamable HTTP, often at /mcp: use that URL with \"type\": \"http\"".into(),
+        ));
+    }
+    // Several servers may race to install it; every install after the first is a no-op.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut headers = HashMap::new();
+    for (name, value) in &remote.headers {
+        let header = http::HeaderName::try_from(name.as_str())
+            .map_err(|_| failed(spec, format!("{name:?} is not a valid HTTP header name")))?;
+        let value = http::HeaderValue::try_from(value.as_str()).map_err(|_| {
+            failed(
+                spec,
+                format!("the value of header {name:?} is not valid in HTTP"),
+            )
+        })?;
+        headers.insert(header, value);
+    }
+    let mut config = StreamableHttpClientTransportConfig::with_uri(remote.url.as_str());
+    config.custom_headers = headers;
+    config.max_json_response_size = MAX_RESPONSE_BYTES;
+    config.max_sse_event_size = MAX_RESPONSE_BYTES;
+    let transport = StreamableHttpClientTransport::from_config(config);
+    match tokio::time::timeout(STARTUP_TIMEOUT, client.serve(transport)).await {
+        Ok(Ok(session)) => Ok(session),
+        Ok(Err(e)) => Err(failed(
+            spec,
+            crate::bridge::refusal::cap(&e.to_string(), 300),
+        )),
+        Err(_) => Err(failed(
+            spec,
+            format!("no answer within {} s", STARTUP_TIMEOUT.as_secs()),
+        )),
+    }
+}

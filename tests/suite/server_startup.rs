@@ -1,0 +1,292 @@
+//! Starting wrapped servers (issue 11): servers start at once, one that fails leaves the
+//! others working and is retried by later runs, `--strict` keeps all or nothing, a server
+//! without tools starts with none, `list_changed` is read again, and `serve`/`exec` take the
+//! server command without `--`.
+
+use std::path::Path;
+use std::time::Duration;
+
+use mcp_code_mode::bridge::refusal::CallError;
+use mcp_code_mode::bridge::upstream::ServerSpec;
+use mcp_code_mode::bridge::{Bridge, CallBudget, OpenOptions, RETRY_INTERVAL};
+use mcp_code_mode::description::describe;
+use serde_json::json;
+
+use super::common::{bin, example, exec, native_available, require};
+use super::misbehaving_servers::{Scenario, entry};
+
+fn named(mut spec: ServerSpec, name: &str) -> ServerSpec {
+    spec.name = name.into();
+    spec
+}
+
+fn missing(name: &str) -> ServerSpec {
+    ServerSpec {
+        name: name.into(),
+        command: "/nonexistent/mcp-server-x7".into(),
+        ..ServerSpec::default()
+    }
+}
+
+/// A server that counts its starts in `dir/attempts` and fails to start until `dir/ok`
+/// exists; then it is the scripted server on `scenario`.
+fn flaky(name: &str, dir: &Path, scenario: &Scenario) -> ServerSpec {
+    let good = scenario.spec();
+    let script = format!(
+        "echo start >> {dir}/attempts; [ -f {dir}/ok ] || exit 3; exec {cmd} {arg}",
+        dir = dir.display(),
+        cmd = good.command,
+        arg = good.args[0],
+    );
+    ServerSpec {
+        name: name.into(),
+        command: "sh".into(),
+        args: vec!["-c".into(), script],
+        ..ServerSpec::default()
+    }
+}
+
+fn attempts(dir: &Path) -> usize {
+    std::fs::read_to_string(dir.join("attempts"))
+        .unwrap_or_default()
+        .lines()
+        .count()
+}
+
+fn prefixed() -> OpenOptions {
+    OpenOptions {
+        prefixed: true,
+        strict: false,
+    }
+}
+
+#[tokio::test]
+async fn a_failed_server_among_good_ones_leaves_the_rest_working() {
+    let env = Scenario::load("env");
+    let entries = vec![entry(named(env.spec(), "good")), entry(missing("broken"))];
+    let bridge = Bridge::open_with(entries, prefixed()).await.expect("opens");
+    let catalog = bridge.catalog();
+    assert!(catalog.get("good__env").is_some());
+    let (name, why) = &catalog.unavailable()[0];
+    assert_eq!(name, "broken");
+    assert!(why.contains("was not found"), "{why}");
+    let description = describe(&catalog, 90, 200, &bridge.call_timeouts());
+    assert!(
+        description.contains("server \"broken\": failed to start"),
+        "{description}"
+    );
+    let out = bridge
+        .call(&CallBudget::new(5), "good__env", &json!({}))
+        .await;
+    assert!(out.is_ok(), "{out:?}");
+    bridge.close().await;
+}
+
+#[tokio::test]
+async fn strict_keeps_all_or_nothing() {
+    let env = Scenario::load("env");
+    let entries = vec![entry(named(env.spec(), "good")), entry(missing("broken"))];
+    let options = OpenOptions {
+        prefixed: true,
+        strict: true,
+    };
+    let Err(e) = Bridge::open_with(entries, options).await else {
+        panic!("opened with a broken server under --strict");
+    };
+    assert!(e.to_string().contains("broken"), "{e}");
+}
+
+#[tokio::test]
+async fn when_no_server_starts_startup_fails_with_the_reason() {
+    let Err(e) = Bridge::open_with(vec![entry(missing("only"))], prefixed()).await else {
+        panic!("opened with no server");
+    };
+    assert!(e.to_string().contains("was not found"), "{e}");
+}
+
+#[tokio::test]
+async fn a_failed_server_is_retried_by_later_runs_at_most_every_few_seconds() {
+    let env = Scenario::load("env");
+    let dir = tempfile::tempdir().unwrap();
+    let entries = vec![
+        entry(named(env.spec(), "good")),
+        entry(flaky("flaky", dir.path(), &env)),
+    ];
+    let bridge = Bridge::open_with(entries, prefixed()).await.expect("opens");
+    let first = bridge.generation();
+    assert_eq!(attempts(dir.path()), 1);
+    assert!(bridge.catalog().get("flaky__env").is_none());
+    // A run right away does not start it again.
+    bridge.refresh().await;
+    assert_eq!(attempts(dir.path()), 1, "retried before the interval");
+    tokio::time::sleep(RETRY_INTERVAL).await;
+    bridge.refresh().await;
+    assert_eq!(attempts(dir.path()), 2, "not retried after the interval");
+    assert!(bridge.catalog().get("flaky__env").is_none());
+    // Once it can start, the next due retry brings its tools in, in a new generation.
+    std::fs::write(dir.path().join("ok"), "").unwrap();
+    tokio::time::sleep(RETRY_INTERVAL).await;
+    bridge.refresh().await;
+    assert_eq!(attempts(dir.path()), 3);
+    let catalog = bridge.catalog();
+    assert!(catalog.get("flaky__env").is_some(), "not in the catalog");
+    assert!(catalog.unavailable().is_empty());
+    assert!(bridge.generation() > first);
+    let out = bridge
+        .call(&CallBudget::new(5), "flaky__env", &json!({}))
+        .await;
+    assert!(out.is_ok(), "{out:?}");
+    bridge.close().await;
+}
+
+#[tokio::test]
+async fn a_server_without_tools_starts_with_zero_tools() {
+    let resources_only = Scenario::load("no_tools");
+    let env = Scenario::load("env");
+    let entries = vec![
+        entry(named(resources_only.spec(), "docs")),
+        entry(named(env.spec(), "good")),
+    ];
+    let bridge = Bridge::open_with(entries, prefixed()).await.expect("opens");
+    let catalog = bridge.catalog();
+    assert!(
+        catalog.unavailable().is_empty(),
+        "{:?}",
+        catalog.unavailable()
+    );
+    assert_eq!(catalog.tools().len(), 1);
+    assert!(resources_only.received().contains("tools/list"));
+    bridge.close().await;
+    // Alone, too.
+    let alone = Bridge::open(vec![entry(resources_only.spec())], false)
+        .await
+        .expect("a server without tools opens");
+    assert!(alone.catalog().tools().is_empty());
+    alone.close().await;
+}
+
+#[tokio::test]
+async fn list_changed_is_read_again_and_the_next_run_sees_the_new_catalog() {
+    let scenario = Scenario::load("list_changed");
+    let bridge = Bridge::open(vec![entry(scenario.spec())], false)
+        .await
+        .expect("opens");
+    let before = bridge.generation();
+    assert!(bridge.catalog().get("old_tool").is_some());
+    let budget = CallBudget::new(10);
+    assert_eq!(
+        bridge.call(&budget, "change", &json!({})).await.unwrap(),
+        "changed"
+    );
+    // The notification arrives with the answer; the next run's refresh reads the list.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    bridge.refresh().await;
+    let catalog = bridge.catalog();
+    assert!(catalog.get("old_tool").is_none());
+    assert!(catalog.get("new_tool").is_some());
+    assert!(bridge.generation() > before);
+    assert_eq!(
+        bridge.call(&budget, "new_tool", &json!({})).await.unwrap(),
+        "new"
+    );
+    bridge.close().await;
+}
+
+#[test]
+fn exec_takes_the_server_command_without_a_double_dash() {
+    // The MCP Inspector CLI drops `--`: everything from the first positional argument on is
+    // the server's command, its own options included.
+    let out = std::process::Command::new(bin())
+        .args(["exec", "--code", "print(1)", "--max-calls", "3"])
+        .arg(example("toy_server"))
+        .args(["--only", "add"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !stderr.contains("unexpected argument") && !stderr.contains("no server command"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test]
+async fn the_single_result_wrapper_gives_the_inner_value_and_the_stub_says_so() {
+    let scenario = Scenario::load("wrapped_results");
+    let bridge = Bridge::open(vec![entry(scenario.spec())], false)
+        .await
+        .expect("opens");
+    let budget = CallBudget::new(10);
+    assert_eq!(
+        bridge.call(&budget, "greet", &json!({})).await.unwrap(),
+        "Hello, Ada!"
+    );
+    assert_eq!(
+        bridge.call(&budget, "count", &json!({})).await.unwrap(),
+        "3"
+    );
+    let catalog = bridge.catalog();
+    let greet = &catalog.get("greet").unwrap().stub;
+    assert!(greet.contains("returns: the text itself (str)"), "{greet}");
+    assert!(
+        catalog
+            .get("count")
+            .unwrap()
+            .stub
+            .contains("returns: JSON int")
+    );
+    bridge.close().await;
+}
+
+#[tokio::test]
+async fn the_result_limit_is_raised_per_server_or_for_all_and_the_refusal_says_how() {
+    let scenario = Scenario::load("wrapped_results");
+    let budget = CallBudget::new(10);
+    let bridge = Bridge::open(vec![entry(scenario.spec())], false)
+        .await
+        .expect("opens");
+    let Err(CallError::Refused(why)) = bridge.call(&budget, "big", &json!({})).await else {
+        panic!("a 100 KB result was not refused under the default 64 KiB");
+    };
+    assert!(
+        why.contains("100000 bytes") && why.contains("65536"),
+        "{why}"
+    );
+    assert!(
+        why.contains("--max-result-bytes") && why.contains("maxResultBytes"),
+        "{why}"
+    );
+    bridge.close().await;
+    let mut raised = entry(scenario.spec());
+    raised.max_result_bytes = Some(200_000);
+    let bridge = Bridge::open(vec![raised], false).await.expect("opens");
+    let text = bridge.call(&budget, "big", &json!({})).await.unwrap();
+    assert_eq!(text.len(), 100_000);
+    bridge.close().await;
+    let bridge = Bridge::open(vec![entry(scenario.spec())], false)
+        .await
+        .expect("opens")
+        .with_max_result_bytes(150_000);
+    assert!(bridge.call(&budget, "big", &json!({})).await.is_ok());
+    let small = Bridge::open(vec![entry(scenario.spec())], false)
+        .await
+        .expect("opens")
+        .with_max_result_bytes(10);
+    assert!(small.call(&budget, "greet", &json!({})).await.is_err());
+    bridge.close().await;
+    small.close().await;
+}
+
+#[test]
+fn tools_take_one_dict_or_keywords_and_a_wrong_shape_shows_both() {
+    if !require(native_available(), "the native sandbox cannot run here") {
+        return;
+    }
+    let code = "print(await add({'a': 1, 'b': 2}))\nprint(await add(a=3, b=4))\nfor bad in ((1, 2), ({'a': 1}, {'b': 2})):\n    try:\n        await add(*bad)\n    except TypeError as e:\n        print(e)\ntry:\n    await add({'a': 1}, b=2)\nexcept TypeError as e:\n    print('both:', e)";
+    let r = exec(code, &[]);
+    let right = "add() takes its arguments as one dict or as keywords: await add({\"a\": ..., \"b\": ...}) or await add(a=..., b=...)";
+    assert_eq!(
+        r.printed(),
+        format!("{{\"sum\": 3}}\n{{\"sum\": 7}}\n{right}\n{right}\nboth: {right}\n"),
+        "{r:?}"
+    );
+}
