@@ -42,6 +42,7 @@ crate::on_both_backends!(
     unknown_tools_are_refused_before_the_server_sees_them,
     the_allowlist_keeps_other_tools_out,
     arguments_outside_the_schema_are_refused,
+    non_object_arguments_on_the_wire_are_refused_by_the_host,
     oversized_arguments_are_refused,
     a_run_has_a_fixed_budget_of_calls,
     a_slow_tool_times_out_and_the_session_survives,
@@ -363,13 +364,19 @@ fn garbage_on_the_protocol_pipe_ends_the_cell_safely(backend: &str) {
     assert_eq!(run(backend, "print('next')", &[]).printed(), "next\n");
 }
 
-/// Code that writes a raw `call` line for `tool` to every descriptor that takes it.
 /// Code that writes a raw `call` line for `tool` with arguments `{"text": "x"}` (valid for
 /// `echo`, so only the check under test can refuse it) on every descriptor, the runner's
 /// private protocol descriptor among them.
 fn forge_call(tool: &str) -> String {
+    forge_calls(tool, &["{'text': 'x'}"])
+}
+
+/// Code that writes one raw `call` line for `tool` per Python expression in `args` (each
+/// with its own id) on every descriptor, bypassing the runner's own checks of the call shape.
+fn forge_calls(tool: &str, args: &[&str]) -> String {
+    let args = args.join(", ");
     format!(
-        "import os, json, asyncio\nline = (json.dumps({{'type': 'call', 'id': 424242, 'tool': {tool:?}, 'args': {{'text': 'x'}}}}) + '\\n').encode()\nfor fd in range(3, 64):\n    try:\n        os.write(fd, line)\n    except OSError:\n        pass\nawait asyncio.sleep(0.5)\n"
+        "import os, json, asyncio\nfor n, args in enumerate(({args},)):\n    line = (json.dumps({{'type': 'call', 'id': 424242 + n, 'tool': {tool:?}, 'args': args}}) + '\\n').encode()\n    for fd in range(3, 64):\n        try:\n            os.write(fd, line)\n        except OSError:\n            pass\nawait asyncio.sleep(0.5)\n"
     )
 }
 
@@ -409,17 +416,47 @@ fn the_allowlist_keeps_other_tools_out(backend: &str) {
 }
 
 fn arguments_outside_the_schema_are_refused(backend: &str) {
+    // Dicts the schema refuses come back as the host's ToolError; a call that is not one
+    // dict or keywords raises TypeError in the runner before anything is sent.
     let code = r#"
-for args in ({"a": "x", "b": 1}, {"a": 1}, {"a": 1, "b": 2, "c": 3}, [1, 2], "a", None):
+for args in ({"a": "x", "b": 1}, {"a": 1}, {"a": 1, "b": 2, "c": 3}):
     try:
         await add(args)
         print("accepted", args)
     except ToolError as e:
         print("refused")
+for args in ([1, 2], "a", None):
+    try:
+        await add(args)
+        print("accepted", args)
+    except TypeError as e:
+        print("TypeError")
 print(await calls({}))
 "#;
     let r = run(backend, code, &[]);
-    assert_eq!(r.printed(), "refused\n".repeat(6) + "1\n", "{r:?}");
+    assert_eq!(
+        r.printed(),
+        "refused\n".repeat(3) + &"TypeError\n".repeat(3) + "1\n",
+        "{r:?}"
+    );
+}
+
+/// The host refuses arguments that are not an object even when they reach it as raw
+/// protocol lines (the runner's TypeError is a convenience, not the control): the server
+/// sees only the `calls()` call. `a_forged_call_for_an_allowed_tool_reaches_the_server` is
+/// the control that a forged line does reach the server when its arguments are valid.
+fn non_object_arguments_on_the_wire_are_refused_by_the_host(backend: &str) {
+    let forged = forge_calls(
+        "echo",
+        &["[1, 2]", "'text'", "None", "7", "[{'text': 'x'}]"],
+    );
+    let code = format!("{forged}print(await calls({{}}))");
+    let r = run(backend, &code, &[]);
+    assert_eq!(
+        r.printed(),
+        "1\n",
+        "the server saw only the calls() call: {r:?}"
+    );
 }
 
 fn oversized_arguments_are_refused(backend: &str) {
@@ -454,9 +491,9 @@ fn refusals_reach_the_code_and_the_budget_holds(backend: &str) {
 }
 
 fn oversized_results_are_refused_not_cut(backend: &str) {
-    let code = "try:\n    r = await huge({'size': 70000})\n    print('got', len(r))\nexcept ToolError as e:\n    print('refused', '64 KiB' in str(e))\nprint(len(await huge({'size': 60000})))";
+    let code = "try:\n    r = await huge({'size': 70000})\n    print('got', len(r))\nexcept ToolError as e:\n    print('refused', '70000 bytes' in str(e), '65536' in str(e), '--max-result-bytes' in str(e))\nprint(len(await huge({'size': 60000})))";
     let r = run(backend, code, &[]);
-    assert_eq!(r.printed(), "refused True\n60000\n", "{r:?}");
+    assert_eq!(r.printed(), "refused True True True\n60000\n", "{r:?}");
 }
 
 fn a_host_fault_raises_in_the_cell_without_its_details(backend: &str) {

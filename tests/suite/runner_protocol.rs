@@ -222,18 +222,39 @@ fn a_refused_call_raises_tool_error_with_the_hosts_message() {
 }
 
 #[test]
-fn a_non_dict_argument_is_still_sent_for_the_host_to_refuse() {
+fn a_call_that_is_not_one_dict_or_keywords_raises_type_error_and_sends_nothing() {
+    // The host refuses such arguments on the wire too (controls'
+    // `non_object_arguments_on_the_wire_are_refused_by_the_host`); this is the runner's
+    // earlier, clearer error.
     let mut runner = Runner::start();
-    runner.cell("await add([1, 2])");
-    let call = runner.recv();
-    assert_eq!(call["args"], json!([1, 2]));
-    runner.send(&json!({"type": "result", "id": call["id"], "ok": false, "error": "arguments must be an object"}));
-    let done = runner.recv();
-    let error = done["error"].as_str().unwrap();
-    assert!(
-        error.ends_with("ToolError: arguments must be an object"),
-        "{error}"
-    );
+    for call in [
+        "add([1, 2])",
+        "add('a')",
+        "add(None)",
+        "add({'a': 1}, {'b': 2})",
+        "add({'a': 1}, b=2)",
+    ] {
+        let done = runner.run(&format!("await {call}"));
+        let error = done["error"].as_str().unwrap();
+        assert!(
+            error.contains("TypeError: add() takes its arguments as one dict or as keywords"),
+            "{call}: {error}"
+        );
+    }
+    // Nothing was sent: the next line is the next cell's done.
+    assert_eq!(runner.run("print(1)"), ok_done("1\n"));
+}
+
+#[test]
+fn keywords_and_one_dict_send_the_same_arguments() {
+    let mut runner = Runner::start();
+    for call in ["add(a=1, b=2)", "add({'a': 1, 'b': 2})"] {
+        runner.cell(&format!("print(await {call})"));
+        let sent = runner.recv();
+        assert_eq!(sent["args"], json!({"a": 1, "b": 2}), "{call}");
+        runner.answer(&sent["id"], "3");
+        assert_eq!(runner.recv(), ok_done("3\n"));
+    }
 }
 
 #[test]
@@ -656,7 +677,7 @@ fn arguments_the_host_could_not_read_as_sent_are_refused_in_the_code() {
         ),
         ("{'x': float('inf')}", "Out of range float values"),
         ("{'x': 10**5000}", "Exceeds the limit"),
-        ("deep(101)", "nested more than 100 levels deep"),
+        ("{'x': deep(100)}", "nested more than 100 levels deep"),
     ];
     for (args, why) in cases {
         let code = format!(
