@@ -277,18 +277,22 @@ async fn run_in(
         started = start => started,
     };
     let mut held = started?;
-    held.quick_stop = true;
     steering.tell(RunEvent::Started);
-    let mut report = held
-        .cell_until(
-            code,
-            options.max_calls,
-            deadline,
-            options.deadline,
-            steering,
-        )
-        .await;
-    if let Some(side) = pool.filter(|_| held.pooled && held.died_unheard) {
+    // At most twice: a cold sandbox is not pooled, so it is never thrown away here.
+    let report = loop {
+        held.quick_stop = true;
+        let report = held
+            .cell_until(
+                code,
+                options.max_calls,
+                deadline,
+                options.deadline,
+                steering,
+            )
+            .await;
+        let Some(side) = pool.filter(|_| held.pooled && held.died_unheard) else {
+            break report;
+        };
         tracing::info!(
             "pooled sandbox thrown away: it died before it began the run; the run starts cold"
         );
@@ -299,17 +303,7 @@ async fn run_in(
             started = HeldSandbox::start(side.bridge.clone(), side.backend) => started,
         };
         held = started?;
-        held.quick_stop = true;
-        report = held
-            .cell_until(
-                code,
-                options.max_calls,
-                deadline,
-                options.deadline,
-                steering,
-            )
-            .await;
-    }
+    };
     match (held.abandoned, pool) {
         (true, _) => held.discard_into(pool.map(|side| side.endings)),
         // The result does not wait for the sandbox's exit, its cgroup's removal or
