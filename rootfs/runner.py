@@ -119,7 +119,14 @@ def _seal_abi():
 
 
 import ast  # noqa: E402  (imported after the descriptors are safe)
+
+# asyncio imports ssl when it can, which maps OpenSSL's libraries: about 4 MiB of every idle
+# pooled sandbox. The sandbox has no network, so asyncio gets no TLS (its ssl= arguments and
+# start_tls fail); the code can still `import ssl` itself, which then loads it.
+sys.modules["ssl"] = None
 import asyncio  # noqa: E402
+
+del sys.modules["ssl"]
 import builtins  # noqa: E402
 import codecs  # noqa: E402
 import inspect  # noqa: E402
