@@ -28,7 +28,7 @@ use serde_json::Value;
 
 use crate::limits::{CALL_TIMEOUT, MAX_ARGS_BYTES, MAX_RESULT_BYTES};
 use catalog::{Catalog, CatalogError, Selection, ServerTools};
-use refusal::CallError;
+use refusal::{CallError, Refusal};
 use upstream::{CallOutcome, ServerSpec, Upstream, UpstreamError};
 
 /// One wrapped server to open: how to start it and which of its tools to keep.
@@ -501,44 +501,38 @@ impl Bridge {
         py_name: &str,
         args: &Value,
     ) -> Result<String, CallError> {
-        let refused = |text: String| Err(CallError::Refused(text));
+        let refused = |refusal: Refusal| Err(CallError::Refused(refusal));
+        let name = || py_name.to_owned();
         let catalog = self.catalog();
         let Some(tool) = catalog.get(py_name) else {
-            return refused(format!(
-                "there is no tool called {}; TOOLS lists the tools",
-                refusal::cap(py_name, 64)
-            ));
+            return refused(Refusal::NoSuchTool { name: name() });
         };
         let Value::Object(map) = args else {
-            return refused(format!("{py_name} refused: the arguments must be a dict"));
+            return refused(Refusal::NotADict { tool: name() });
         };
         let size = serde_json::to_vec(args)
             .map(|v| v.len())
             .unwrap_or(usize::MAX);
         if size > MAX_ARGS_BYTES {
-            return refused(format!(
-                "{py_name} refused: the arguments are {size} bytes, over the {} KiB limit",
-                MAX_ARGS_BYTES / 1024
-            ));
+            return refused(Refusal::ArgumentsTooLarge {
+                tool: name(),
+                bytes: size,
+            });
         }
         if let Err(why) = tool.validator.check(args) {
-            return refused(format!(
-                "{py_name} refused: arguments outside its schema: {why}"
-            ));
+            return refused(Refusal::OutsideSchema { tool: name(), why });
         }
         {
             // The budget and the private-data rule are decided when the call is sent.
             let _sending = self.send_lock.lock().unwrap_or_else(|p| p.into_inner());
             if budget.used.load(Ordering::SeqCst) >= budget.max {
-                return refused(format!(
-                    "{py_name} refused: this run's budget of {} tool calls is spent",
-                    budget.max
-                ));
+                return refused(Refusal::BudgetSpent {
+                    tool: name(),
+                    max: budget.max,
+                });
             }
             if budget.taint.is_set() && !tool.private {
-                return refused(format!(
-                    "{py_name} refused: a private tool was called earlier in this session, so only private tools can be called until the session ends"
-                ));
+                return refused(Refusal::PrivateOnly { tool: name() });
             }
             budget.used.fetch_add(1, Ordering::SeqCst);
             if tool.private {
@@ -547,10 +541,10 @@ impl Bridge {
         }
         let slot = &self.shared.slots[tool.server];
         let Some(upstream) = slot.upstream() else {
-            return refused(format!(
-                "{py_name} failed: the server {:?} is not running; a later run starts it again",
-                slot.entry.spec.name
-            ));
+            return refused(Refusal::ServerDown {
+                tool: name(),
+                server: slot.entry.spec.name.clone(),
+            });
         };
         let max_result_bytes = slot
             .entry
@@ -577,23 +571,23 @@ impl Bridge {
                 }
                 let text = upstream::result::result_text(&result, tool.unwrap_result);
                 if text.len() > max_result_bytes {
-                    return refused(result_too_big(
-                        py_name,
-                        text.len(),
-                        max_result_bytes,
-                        &slot.entry.spec.name,
-                    ));
+                    return refused(Refusal::ResultTooLarge {
+                        tool: name(),
+                        bytes: text.len(),
+                        limit: max_result_bytes,
+                        server: slot.entry.spec.name.clone(),
+                    });
                 }
                 Ok(text)
             }
-            CallOutcome::TimedOut => refused(format!(
-                "{py_name} did not answer within {} s; the call was cancelled",
-                timeout.as_secs_f64()
-            )),
+            CallOutcome::TimedOut => refused(Refusal::TimedOut {
+                tool: name(),
+                timeout,
+            }),
             CallOutcome::Rejected(text) => Err(CallError::ToolFailed(format!(
                 "{py_name} failed: the server answered with an error: {text}"
             ))),
-            CallOutcome::Broken(text) => refused(format!("{py_name} failed: {text}")),
+            CallOutcome::Broken(why) => refused(Refusal::Broken { tool: name(), why }),
         }
     }
 
@@ -661,14 +655,6 @@ fn short_failure(e: &UpstreamError) -> String {
         UpstreamError::Session { step, why, .. } => format!("failed to {step} it: {why}"),
     };
     refusal::cap(&text, 300)
-}
-
-/// The refusal for a result over the limit: its size, the limit, and what raises it.
-fn result_too_big(py_name: &str, size: usize, limit: usize, server: &str) -> String {
-    format!(
-        "{py_name}'s result is {size} bytes, over the limit of {limit} bytes; it was refused, not cut. \
-The limit is raised with --max-result-bytes, or \"maxResultBytes\" in the config entry of {server:?}"
-    )
 }
 
 async fn close_all(shared: &Shared) {

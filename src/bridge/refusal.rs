@@ -4,7 +4,9 @@
 //! capped at [`MAX_ERROR_CHARS`]; any other fault on the host reaches it only as a type name
 //! (test `a_host_fault_raises_in_the_cell_without_its_details`), so no host detail leaks.
 
-use crate::limits::MAX_ERROR_CHARS;
+use std::time::Duration;
+
+use crate::limits::{MAX_ARGS_BYTES, MAX_ERROR_CHARS};
 
 /// Cut `text` to at most `max` characters, ending with `…` when cut.
 pub fn cap(text: &str, max: usize) -> String {
@@ -16,11 +18,110 @@ pub fn cap(text: &str, max: usize) -> String {
     out
 }
 
+/// Why the bridge refused a call, or could not deliver it. Each check of
+/// [`super::Bridge::call`] has its variant, in the order the checks run; the code sees the
+/// `Display` text (capped at [`MAX_ERROR_CHARS`]) as its `ToolError`. `tool` is the Python
+/// name the code called.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum Refusal {
+    /// No kept tool has this Python name (shown cut to 64 characters).
+    #[error("there is no tool called {}; TOOLS lists the tools", cap(.name, 64))]
+    NoSuchTool {
+        /// The name the code called.
+        name: String,
+    },
+    /// The arguments are not a JSON object.
+    #[error("{tool} refused: the arguments must be a dict")]
+    NotADict {
+        /// The tool's Python name.
+        tool: String,
+    },
+    /// The arguments, as JSON, are over [`MAX_ARGS_BYTES`].
+    #[error(
+        "{tool} refused: the arguments are {bytes} bytes, over the {} KiB limit",
+        MAX_ARGS_BYTES / 1024
+    )]
+    ArgumentsTooLarge {
+        /// The tool's Python name.
+        tool: String,
+        /// Size of the arguments as JSON, in bytes.
+        bytes: usize,
+    },
+    /// The arguments do not match the tool's input schema.
+    #[error("{tool} refused: arguments outside its schema: {why}")]
+    OutsideSchema {
+        /// The tool's Python name.
+        tool: String,
+        /// The first schema error (see [`super::catalog::schema`]).
+        why: String,
+    },
+    /// The run has sent as many calls as its budget allows.
+    #[error("{tool} refused: this run's budget of {max} tool calls is spent")]
+    BudgetSpent {
+        /// The tool's Python name.
+        tool: String,
+        /// The run's budget, in calls.
+        max: u32,
+    },
+    /// A private tool was called earlier in the session, and this one is not private
+    /// (README, "Private data").
+    #[error(
+        "{tool} refused: a private tool was called earlier in this session, so only private tools can be called until the session ends"
+    )]
+    PrivateOnly {
+        /// The tool's Python name.
+        tool: String,
+    },
+    /// The tool's server is not running (it failed to start, or died and is not back yet).
+    #[error("{tool} failed: the server {server:?} is not running; a later run starts it again")]
+    ServerDown {
+        /// The tool's Python name.
+        tool: String,
+        /// The server's name.
+        server: String,
+    },
+    /// The result, as the string the code would get, is over the server's limit.
+    #[error(
+        "{tool}'s result is {bytes} bytes, over the limit of {limit} bytes; it was refused, not cut. \
+The limit is raised with --max-result-bytes, or \"maxResultBytes\" in the config entry of {server:?}"
+    )]
+    ResultTooLarge {
+        /// The tool's Python name.
+        tool: String,
+        /// Size of the result, in bytes.
+        bytes: usize,
+        /// The limit in force, in bytes.
+        limit: usize,
+        /// The server's name.
+        server: String,
+    },
+    /// The server did not answer within the call timeout; the call was cancelled.
+    #[error(
+        "{tool} did not answer within {} s; the call was cancelled",
+        .timeout.as_secs_f64()
+    )]
+    TimedOut {
+        /// The tool's Python name.
+        tool: String,
+        /// The timeout in force.
+        timeout: Duration,
+    },
+    /// The connection to the server broke during the call.
+    #[error("{tool} failed: {why}")]
+    Broken {
+        /// The tool's Python name.
+        tool: String,
+        /// What broke, as the transport says it.
+        why: String,
+    },
+}
+
 /// Why a call did not produce a result.
 #[derive(Debug, Clone, PartialEq)]
 pub enum CallError {
-    /// The bridge refused the call; the message is its own and is shown in full (capped).
-    Refused(String),
+    /// The bridge refused the call; its text is the bridge's own and is shown in full
+    /// (capped).
+    Refused(Refusal),
     /// The wrapped server answered with `isError`; its text is shown (capped).
     ToolFailed(String),
     /// Something failed on the host; only this type name reaches the code.
@@ -31,7 +132,8 @@ impl CallError {
     /// The `ToolError` message for the code, at most [`MAX_ERROR_CHARS`] characters.
     pub fn message(&self) -> String {
         match self {
-            Self::Refused(text) | Self::ToolFailed(text) => cap(text, MAX_ERROR_CHARS),
+            Self::Refused(refusal) => cap(&refusal.to_string(), MAX_ERROR_CHARS),
+            Self::ToolFailed(text) => cap(text, MAX_ERROR_CHARS),
             Self::HostFault(kind) => cap(kind, MAX_ERROR_CHARS),
         }
     }
@@ -42,8 +144,72 @@ mod tests {
     use super::*;
 
     #[test]
+    fn each_refusal_reads_as_the_tool_error_the_code_sees() {
+        let tool = || "add".to_owned();
+        for (refusal, text) in [
+            (
+                Refusal::NoSuchTool {
+                    name: "x".repeat(100),
+                },
+                format!(
+                    "there is no tool called {}…; TOOLS lists the tools",
+                    "x".repeat(63)
+                ),
+            ),
+            (
+                Refusal::NotADict { tool: tool() },
+                "add refused: the arguments must be a dict".into(),
+            ),
+            (
+                Refusal::ArgumentsTooLarge {
+                    tool: tool(),
+                    bytes: 20_000,
+                },
+                "add refused: the arguments are 20000 bytes, over the 16 KiB limit".into(),
+            ),
+            (
+                Refusal::BudgetSpent {
+                    tool: tool(),
+                    max: 3,
+                },
+                "add refused: this run's budget of 3 tool calls is spent".into(),
+            ),
+            (
+                Refusal::ServerDown {
+                    tool: tool(),
+                    server: "math".into(),
+                },
+                "add failed: the server \"math\" is not running; a later run starts it again".into(),
+            ),
+            (
+                Refusal::TimedOut {
+                    tool: tool(),
+                    timeout: Duration::from_millis(1500),
+                },
+                "add did not answer within 1.5 s; the call was cancelled".into(),
+            ),
+            (
+                Refusal::ResultTooLarge {
+                    tool: tool(),
+                    bytes: 100_000,
+                    limit: 65_536,
+                    server: "math".into(),
+                },
+                "add's result is 100000 bytes, over the limit of 65536 bytes; it was refused, not cut. \
+The limit is raised with --max-result-bytes, or \"maxResultBytes\" in the config entry of \"math\""
+                    .into(),
+            ),
+        ] {
+            assert_eq!(CallError::Refused(refusal).message(), text);
+        }
+    }
+
+    #[test]
     fn messages_are_capped_at_500_characters() {
-        let e = CallError::Refused("x".repeat(10_000));
+        let e = CallError::Refused(Refusal::Broken {
+            tool: "t".into(),
+            why: "x".repeat(10_000),
+        });
         assert_eq!(e.message().chars().count(), MAX_ERROR_CHARS);
         let e = CallError::ToolFailed("é".repeat(501));
         assert_eq!(e.message().chars().count(), MAX_ERROR_CHARS);

@@ -212,7 +212,7 @@ fn unknown_keys_warn_and_unsupported_auth_says_so() {
 }
 
 #[test]
-fn the_seed_example_parses() {
+fn a_config_with_allow_private_type_and_max_result_bytes_parses_into_its_entries() {
     let entries = parse_config(
         r#"{"mcpServers": {
             "notes":   {"command": "uv", "args": ["run", "notes-server"], "allow": ["search"], "private": true},

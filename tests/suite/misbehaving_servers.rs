@@ -105,7 +105,7 @@ async fn timed(bridge: &Bridge, tool: &str) -> (Result<String, CallError>, Durat
 
 fn refusal(outcome: Result<String, CallError>) -> String {
     match outcome {
-        Err(CallError::Refused(text)) => text,
+        Err(CallError::Refused(refusal)) => refusal.to_string(),
         other => panic!("expected a refusal, got {other:?}"),
     }
 }
@@ -314,7 +314,8 @@ async fn every_result_shape_reaches_the_code_as_clear_bounded_text() {
     for tool in ["nan", "infinity", "lone_surrogate"] {
         let (outcome, took) = timed(&bridge, tool).await;
         let why = match outcome {
-            Err(CallError::ToolFailed(t) | CallError::Refused(t)) => t,
+            Err(CallError::ToolFailed(t)) => t,
+            Err(CallError::Refused(refusal)) => refusal.to_string(),
             other => panic!("{tool}: expected a failure, got {other:?}"),
         };
         assert!(why.contains("not valid JSON"), "{tool}: {why}");

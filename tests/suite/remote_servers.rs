@@ -100,6 +100,7 @@ async fn a_remote_server_is_called_through_the_same_checks() {
     else {
         panic!("a wrong argument type went out");
     };
+    let why = why.to_string();
     assert!(why.contains("outside its schema"), "{why}");
     assert_eq!(
         bridge
@@ -121,6 +122,7 @@ async fn a_remote_server_is_called_through_the_same_checks() {
     else {
         panic!("a non-private call went out after a private one");
     };
+    let why = why.to_string();
     assert!(why.contains("private tool was called"), "{why}");
     assert_eq!(budget.used(), 2, "refused calls spend nothing");
     bridge.close().await;

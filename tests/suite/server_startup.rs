@@ -247,6 +247,7 @@ async fn the_result_limit_is_raised_per_server_or_for_all_and_the_refusal_says_h
     let Err(CallError::Refused(why)) = bridge.call(&budget, "big", &json!({})).await else {
         panic!("a 100 KB result was not refused under the default 64 KiB");
     };
+    let why = why.to_string();
     assert!(
         why.contains("100000 bytes") && why.contains("65536"),
         "{why}"

@@ -185,7 +185,7 @@ mod tests {
     }
 
     #[test]
-    fn the_seed_stub_renders_exactly() {
+    fn a_tool_of_two_required_integers_renders_as_an_async_def_and_a_one_line_summary() {
         let schema = add_schema();
         let input = StubInput {
             name: "add",
