@@ -36,7 +36,7 @@ use crate::run::{CANCELLED, CallEnd, RunEvent, RunOptions, Steering};
 use crate::sandbox::Backend;
 use metrics::{CallOutcome, Metrics, RunOutcome};
 use progress::ProgressReporter;
-use session::{DEFAULT_SESSION_RUNS, Session};
+use session::Session;
 
 /// `_meta` key of a run_python result that says which resource limits held in its sandbox.
 pub const LIMITS_META_KEY: &str = "mcp-code-mode/limits";
@@ -131,7 +131,9 @@ impl CodeModeServer {
             slots: Arc::new(tokio::sync::Semaphore::new(
                 crate::limits::MAX_CONCURRENT_RUNS,
             )),
-            session: Session::unseated(DEFAULT_SESSION_RUNS),
+            // stdio's one session may use every slot of the process; HTTP sessions get
+            // `--session-runs` ([`Self::with_session_runs`]).
+            session: Session::unseated(crate::limits::MAX_CONCURRENT_RUNS),
             disconnected: CancellationToken::new(),
             metrics: Arc::new(Metrics::default()),
             in_flight: Arc::default(),
