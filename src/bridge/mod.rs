@@ -14,6 +14,7 @@
 
 pub mod catalog;
 pub mod refusal;
+mod relist;
 pub mod upstream;
 
 pub use catalog::names;
@@ -29,7 +30,7 @@ use serde_json::Value;
 use crate::limits::{CALL_TIMEOUT, MAX_ARGS_BYTES, MAX_RESULT_BYTES};
 use catalog::{Catalog, CatalogError, Selection, ServerTools};
 use refusal::{CallError, Refusal};
-use upstream::{CallOutcome, ServerSpec, Upstream, UpstreamError};
+use upstream::{CallOutcome, ServerSpec, ToolsChanged, Upstream, UpstreamError};
 
 /// One wrapped server to open: how to start it and which of its tools to keep.
 #[derive(Debug, Clone, PartialEq)]
@@ -228,6 +229,19 @@ struct Shared {
     generation: AtomicU64,
     /// [`Bridge::catalog_version`]: bumped after each change of what a `start` carries.
     catalog_version: tokio::sync::watch::Sender<u64>,
+    /// Woken by a server's `list_changed` (relist.rs).
+    wake: Arc<tokio::sync::Notify>,
+    /// Held while tools are read again, so a run waits for a re-list in progress.
+    relisting: tokio::sync::Mutex<()>,
+    /// Set by [`Bridge::close`]: the re-list task ends.
+    closed: AtomicBool,
+}
+
+impl Shared {
+    /// The flag a server started for this bridge sets on `list_changed`.
+    fn tools_changed(&self) -> Arc<ToolsChanged> {
+        Arc::new(ToolsChanged::waking(self.wake.clone()))
+    }
 }
 
 impl Shared {
@@ -303,9 +317,12 @@ impl Bridge {
         entries: Vec<ServerEntry>,
         options: OpenOptions,
     ) -> Result<Self, BridgeError> {
-        let started =
-            futures::future::join_all(entries.iter().map(|e| Upstream::start(e.spec.clone())))
-                .await;
+        let wake = Arc::new(tokio::sync::Notify::new());
+        let started = futures::future::join_all(entries.iter().map(|e| {
+            let changed = Arc::new(ToolsChanged::waking(wake.clone()));
+            Upstream::start_with(e.spec.clone(), changed)
+        }))
+        .await;
         let now = Instant::now();
         let mut slots = Vec::new();
         let mut first_error = None;
@@ -336,6 +353,9 @@ impl Bridge {
             catalog: RwLock::new(Arc::new(Catalog::default())),
             generation: AtomicU64::new(0),
             catalog_version: tokio::sync::watch::Sender::new(0),
+            wake,
+            relisting: tokio::sync::Mutex::new(()),
+            closed: AtomicBool::new(false),
         });
         let none_started = shared.slots.iter().all(|s| s.upstream().is_none());
         if let Some(e) = first_error
@@ -348,6 +368,7 @@ impl Bridge {
             close_all(&shared).await;
             return Err(e.into());
         }
+        relist::spawn_relister(&shared);
         Ok(Self {
             shared,
             send_lock: Mutex::new(()),
@@ -409,40 +430,12 @@ impl Bridge {
     }
 
     /// Bring the catalog up to date before a run: read again the tools of servers that sent
-    /// `notifications/tools/list_changed`, and start again servers that failed, at most once
+    /// `notifications/tools/list_changed` (or wait for the re-list already under way,
+    /// relist.rs), and start again servers that failed, at most once
     /// per [`RETRY_INTERVAL`] each. Waits at most [`REFRESH_WAIT`] for retries; a slower one
     /// goes on in the background.
     pub async fn refresh(&self) {
-        let mut relisted = false;
-        for slot in &self.shared.slots {
-            let Some(upstream) = slot.upstream() else {
-                continue;
-            };
-            if !upstream.take_tools_changed() {
-                continue;
-            }
-            match tokio::time::timeout(REFRESH_WAIT * 5, upstream.list_tools()).await {
-                Ok(Ok(tools)) => {
-                    let old = std::mem::replace(&mut slot.state().tools, tools);
-                    if let Err(e) = self.shared.rebuild() {
-                        tracing::warn!(server = %upstream.name(), "its new tool list is refused, the old one stays: {e}");
-                        slot.state().tools = old;
-                    } else {
-                        relisted = true;
-                    }
-                }
-                Ok(Err(e)) => tracing::warn!("{e}"),
-                Err(_) => {
-                    tracing::warn!(server = %upstream.name(), "tools/list after list_changed: no answer in time")
-                }
-            }
-        }
-        if relisted {
-            tracing::info!(
-                generation = self.generation(),
-                "the catalog was read again after list_changed"
-            );
-        }
+        self.shared.relist_changed().await;
         let mut retries = Vec::new();
         for (index, slot) in self.shared.slots.iter().enumerate() {
             let mut state = slot.state();
@@ -605,6 +598,8 @@ impl Bridge {
 
     /// Close every server (their processes end).
     pub async fn close(&self) {
+        self.shared.closed.store(true, Ordering::SeqCst);
+        self.shared.wake.notify_one();
         close_all(&self.shared).await;
     }
 }
@@ -613,7 +608,7 @@ impl Bridge {
 async fn retry(shared: Arc<Shared>, index: usize) {
     let slot = &shared.slots[index];
     let name = slot.entry.spec.name.clone();
-    match Upstream::start(slot.entry.spec.clone()).await {
+    match Upstream::start_with(slot.entry.spec.clone(), shared.tools_changed()).await {
         Ok((upstream, tools)) => {
             let upstream = Arc::new(upstream);
             {

@@ -21,9 +21,9 @@ use std::sync::Arc;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     ListToolsResult, PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig,
-    Tool,
+    SubscriptionFilter, Tool,
 };
-use rmcp::service::{RequestContext, RoleServer};
+use rmcp::service::{NotificationContext, RequestContext, RoleServer, SubscriptionContext};
 use rmcp::{ErrorData as McpError, ServerHandler};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
@@ -341,6 +341,49 @@ impl CodeModeServer {
     }
 }
 
+/// Changes of the wrapped catalog as one client sees them: a new [`Bridge::generation`]
+/// after the one its run_python description was last built from.
+struct CatalogChanges {
+    bridge: Arc<Bridge>,
+    seen: u64,
+    versions: tokio::sync::watch::Receiver<u64>,
+}
+
+impl CatalogChanges {
+    /// Call `notify` once per new generation (several changes close together may be one
+    /// call), until `notify` fails (the client went away) or the bridge is dropped.
+    async fn each<F, Fut>(mut self, notify: F)
+    where
+        F: Fn() -> Fut,
+        Fut: std::future::Future<Output = Result<(), String>>,
+    {
+        while self.versions.changed().await.is_ok() {
+            let now = self.bridge.generation();
+            if now == self.seen {
+                continue;
+            }
+            self.seen = now;
+            if let Err(e) = notify().await {
+                tracing::debug!("notifications/tools/list_changed not sent: {e}");
+                return;
+            }
+            tracing::info!(generation = now, "told the client its tool list changed");
+        }
+    }
+}
+
+impl CodeModeServer {
+    fn catalog_changes(&self) -> CatalogChanges {
+        let bridge = self.pool.bridge().clone();
+        let versions = bridge.watch_catalog();
+        CatalogChanges {
+            seen: self.tool_generation,
+            bridge,
+            versions,
+        }
+    }
+}
+
 /// The result of a run cancelled before it started (the client never reads it: rmcp drops
 /// the response to a cancelled request).
 fn cancelled_result() -> CallToolResult {
@@ -365,12 +408,69 @@ impl ServerHandler for CodeModeServer {
     }
 
     fn get_info(&self) -> ServerConfig {
-        let mut config = ServerConfig::new(ServerCapabilities::builder().enable_tools().build());
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .build();
+        let mut config = ServerConfig::new(capabilities);
         config.server_info = Implementation::new("mcp-code-mode", env!("CARGO_PKG_VERSION"));
         config.instructions = Some(
             "Call run_python with Python code that awaits the wrapped tools; see its description for the tools and limits.".into(),
         );
         config
+    }
+
+    /// Protocols before 2026-07-28: from `notifications/initialized` on, tell this client
+    /// `notifications/tools/list_changed` whenever the wrapped catalog changes (the
+    /// run_python description embeds it), until it goes away. Protocol 2026-07-28 and later
+    /// clients opt in through `subscriptions/listen` ([`Self::listen`]).
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        let peer = context.peer;
+        let legacy = peer
+            .peer_info()
+            .is_some_and(|info| info.protocol_version < ProtocolVersion::V_2026_07_28);
+        if !legacy {
+            return;
+        }
+        let changes = self.catalog_changes();
+        let disconnected = self.disconnected.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                () = disconnected.cancelled() => {}
+                () = changes.each(|| async {
+                    peer.notify_tool_list_changed().await.map_err(|e| e.to_string())
+                }) => {}
+            }
+        });
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        let wanted = requested.tools_list_changed == Some(true);
+        Some(if wanted {
+            SubscriptionFilter::builder().tools_list_changed().build()
+        } else {
+            SubscriptionFilter::new()
+        })
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
+        if context.accepted().tools_list_changed != Some(true) {
+            context.cancelled().await;
+            return Ok(());
+        }
+        let changes = self.catalog_changes();
+        let sink = context.sink().clone();
+        tokio::select! {
+            () = context.cancelled() => {}
+            () = self.disconnected.cancelled() => {}
+            () = changes.each(|| async {
+                sink.notify_tool_list_changed().await.map_err(|e| e.to_string())
+            }) => {}
+        }
+        Ok(())
     }
 
     async fn list_tools(

@@ -180,19 +180,16 @@ async fn every_schema_shape_a_server_can_send_leaves_a_working_catalog() {
         .iter()
         .map(|t| t.mcp_name.as_str())
         .collect();
-    // Remote, file and too-deep schemas are left out (nothing is fetched); so is a schema
-    // the validator refuses. Everything else is kept.
-    for left_out in [
-        "http_ref",
-        "file_ref",
-        "relative_id_ref",
-        "too_deep",
-        "deep_but_parsable",
-        "bad_keyword",
-    ] {
+    // Too-deep schemas are left out; so is a schema the validator refuses. Everything else
+    // is kept, schemas with remote or file references too (nothing is fetched; the part
+    // behind the reference is not checked, the rest is).
+    for left_out in ["too_deep", "deep_but_parsable", "bad_keyword"] {
         assert!(!kept.contains(&left_out), "{left_out} kept: {kept:?}");
     }
     for name in [
+        "http_ref",
+        "file_ref",
+        "relative_id_ref",
         "refs",
         "root_ref",
         "definitions_draft7",
@@ -236,8 +233,15 @@ async fn every_schema_shape_a_server_can_send_leaves_a_working_catalog() {
     assert!(ok(json!({"n": "x"}), "definitions_draft7").await.is_err());
     assert!(ok(json!({"n": 3}), "unknown_meta").await.is_ok());
     assert!(ok(json!({"n": "x"}), "unknown_meta").await.is_err());
-    // A missing inputSchema means "an object".
+    // What a remote or file reference stands for is passed on unchecked; arguments the
+    // schema does not name are still refused.
+    for tool in ["http_ref", "file_ref", "relative_id_ref"] {
+        assert!(ok(json!({"n": ["any", 1]}), tool).await.is_ok(), "{tool}");
+        assert!(ok(json!({"other": 1}), tool).await.is_err(), "{tool}");
+    }
+    // A missing inputSchema means "any object".
     assert!(ok(json!({}), "no_schema").await.is_ok());
+    assert!(ok(json!({"x": 1, "y": "z"}), "no_schema").await.is_ok());
     // Property names that are not identifiers pass through.
     assert_eq!(
         ok(json!({"from": "a", "cik-A": 1, "1st": true}), "odd_names")

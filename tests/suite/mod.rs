@@ -20,6 +20,8 @@ mod http_serving;
 mod layers;
 /// Layers an earlier layer would hide, each alone, against a control without it.
 mod layers_alone;
+/// Lenient parsing of what wrapped servers send: odd optional fields, external `$ref`s.
+mod lenient_parsing;
 /// Wrapped servers that misbehave.
 mod misbehaving_servers;
 /// The warm pool: one run per pooled sandbox, dead and stale members replaced.

@@ -12,7 +12,9 @@ use mcp_code_mode::bridge::{Bridge, CallBudget, OpenOptions, RETRY_INTERVAL};
 use mcp_code_mode::description::describe;
 use serde_json::json;
 
-use super::common::{bin, example, exec, native_available, require};
+use super::common::{
+    bin, example, exec, native_available, native_client_ready, require, venv_python,
+};
 use super::misbehaving_servers::{Scenario, entry};
 
 fn named(mut spec: ServerSpec, name: &str) -> ServerSpec {
@@ -190,6 +192,59 @@ async fn list_changed_is_read_again_and_the_next_run_sees_the_new_catalog() {
         "new"
     );
     bridge.close().await;
+}
+
+#[test]
+fn serve_tells_its_client_when_the_wrapped_tools_change() {
+    if !native_client_ready() {
+        return;
+    }
+    let scenario = Scenario::load("list_changed");
+    let spec = scenario.spec();
+    let mut serve = vec![
+        bin().display().to_string(),
+        "serve".to_owned(),
+        "--pool".to_owned(),
+        "0".to_owned(),
+        "--".to_owned(),
+    ];
+    serve.push(spec.command);
+    serve.extend(spec.args);
+    let python = venv_python().expect("venv python");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/clients/list_changed.py");
+    let out = std::process::Command::new(python)
+        .arg(script)
+        .arg("print(await change({}))")
+        .arg("--")
+        .args(&serve)
+        .output()
+        .expect("run the python client");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let seen: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap_or(""))
+        .unwrap_or_else(|e| {
+            panic!(
+                "client output is not JSON ({e}): {stdout}\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+    assert_eq!(seen["list_changed_capability"], true, "{seen}");
+    assert!(
+        seen["text"].as_str().unwrap_or("").contains("changed"),
+        "{seen}"
+    );
+    assert_eq!(seen["notified"], true, "{seen}");
+    let (before, after) = (
+        seen["before"].as_str().unwrap_or(""),
+        seen["after"].as_str().unwrap_or(""),
+    );
+    assert!(
+        before.contains("old_tool") && !before.contains("new_tool"),
+        "{before}"
+    );
+    assert!(
+        after.contains("new_tool") && !after.contains("old_tool"),
+        "{after}"
+    );
 }
 
 #[test]

@@ -192,6 +192,15 @@ impl Catalog {
                 }
                 let schema = Value::Object((*tool.input_schema).clone());
                 let validator = match ArgsValidator::compile(&schema) {
+                    Ok(v) if !v.unchecked().is_empty() => {
+                        tracing::warn!(
+                            server = server.name,
+                            tool = %mcp_name,
+                            "its inputSchema refers to {} that cannot be resolved inside it (nothing is fetched): the values there are passed on unchecked, the rest is checked",
+                            v.unchecked().join(", ")
+                        );
+                        v
+                    }
                     Ok(v) => v,
                     Err(e) => {
                         tracing::warn!(server = server.name, tool = %mcp_name, "left out: {e}");

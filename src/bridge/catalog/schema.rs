@@ -5,14 +5,22 @@
 //!   without `https`, trailing `#`); an unknown or missing `$schema` means 2020-12;
 //! - `format` is an annotation, never asserted (servers write `format` loosely, and the
 //!   2020-12 default is annotation-only; one rule for all drafts);
-//! - `$ref`s resolve only inside the schema: nothing is fetched from the network or a file
-//!   (a remote or `file:` reference leaves the tool out);
+//! - `$ref`s resolve only inside the schema: nothing is fetched from the network or a file.
+//!   A reference that cannot be resolved that way (a remote or `file:` URI, a relative one
+//!   against a remote `$id`, a `#/...` pointer to nothing) keeps its tool: the subschema
+//!   behind it accepts any value, everything else in the schema is still checked, and the
+//!   catalog logs one warning naming the references ([`ArgsValidator::unchecked`]; test
+//!   `a_schema_with_an_external_ref_keeps_its_tool_and_checks_the_rest`);
 //! - a schema nested deeper than [`MAX_SCHEMA_DEPTH`], or one the validator cannot compile,
 //!   leaves its tool out with a warning (test `a_schema_too_deep_to_check_is_left_out_not_fatal`);
 //! - arguments the schema does not name are refused unless it says `additionalProperties`
-//!   (true or a schema) or `patternProperties`/`unevaluatedProperties` allow them (README "How a call works", step 3).
+//!   (true or a schema) or `patternProperties`/`unevaluatedProperties` allow them (README "How a call works", step 3);
+//!   a schema that names no properties at all (`{"type": "object"}`, `{}`, a tool with no
+//!   inputSchema) accepts any object, as JSON Schema says; `"properties": {}` names none.
 
-use jsonschema::{Draft, Validator};
+use std::sync::{Arc, Mutex};
+
+use jsonschema::{Draft, Retrieve, Uri, Validator};
 use serde_json::Value;
 
 /// Deepest JSON nesting of a schema that is compiled.
@@ -24,7 +32,13 @@ const MAX_LISTED_ERRORS: usize = 3;
 pub struct ArgsValidator {
     validator: Validator,
     named: Option<Vec<String>>,
+    unchecked: Vec<String>,
 }
+
+/// Longest reference quoted in [`ArgsValidator::unchecked`], in characters.
+const MAX_QUOTED_REF_CHARS: usize = 120;
+/// References listed in [`ArgsValidator::unchecked`] at most.
+const MAX_LISTED_REFS: usize = 5;
 
 /// Why a schema could not be compiled (the tool is left out).
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -90,16 +104,54 @@ impl ArgsValidator {
             // The draft is chosen above; an unknown meta-schema URI must not be fetched.
             map.remove("$schema");
         }
-        let validator = jsonschema::options()
-            .with_draft(draft)
-            .should_validate_formats(false)
-            .offline()
-            .build(&prepared)
-            .map_err(|e| SchemaError::Invalid(crate::bridge::refusal::cap(&e.to_string(), 200)))?;
+        let validator = build(draft, &prepared, None);
+        let (validator, unchecked) = match validator {
+            Ok(v) => (v, Vec::new()),
+            Err(first) => {
+                // References that cannot be resolved inside the schema: the part behind them
+                // accepts anything, the rest is still checked. Nothing is fetched.
+                let seen = Arc::new(Mutex::new(Vec::new()));
+                let retriever = AcceptAnything {
+                    asked: seen.clone(),
+                };
+                match build(draft, &prepared, Some(retriever)) {
+                    Ok(v) => (v, taken(&seen)),
+                    Err(_) => {
+                        let mut dropped = Vec::new();
+                        let root = prepared.clone();
+                        drop_unresolvable_refs(&mut prepared, &root, &mut dropped);
+                        if dropped.is_empty() {
+                            return Err(first);
+                        }
+                        let retriever = AcceptAnything {
+                            asked: seen.clone(),
+                        };
+                        let v = build(draft, &prepared, Some(retriever)).map_err(|_| first)?;
+                        let mut all = dropped;
+                        all.extend(taken(&seen));
+                        (v, all)
+                    }
+                }
+            }
+        };
+        let mut unchecked: Vec<String> = unchecked
+            .into_iter()
+            .map(|r| crate::bridge::refusal::cap(&r, MAX_QUOTED_REF_CHARS))
+            .collect();
+        unchecked.sort();
+        unchecked.dedup();
         Ok(Self {
             validator,
             named: named_only(schema),
+            unchecked,
         })
+    }
+
+    /// The references of the schema that could not be resolved inside it (at most
+    /// [`MAX_LISTED_REFS`], each cut to [`MAX_QUOTED_REF_CHARS`]): the values they stand for
+    /// are not checked. Empty for a fully checked schema.
+    pub fn unchecked(&self) -> &[String] {
+        &self.unchecked[..self.unchecked.len().min(MAX_LISTED_REFS)]
     }
 
     /// Check `args`; `Err` holds a short, bounded reason.
@@ -182,12 +234,129 @@ fn named_only(schema: &Value) -> Option<Vec<String>> {
         // The schema itself decides through its composition; the validator enforces it.
         return None;
     }
-    Some(
-        map.get("properties")
-            .and_then(Value::as_object)
-            .map(|p| p.keys().cloned().collect())
-            .unwrap_or_default(),
-    )
+    // A schema that names no properties says nothing about them: any object is accepted
+    // (unless `additionalProperties: false` says none is).
+    match map.get("properties").and_then(Value::as_object) {
+        Some(properties) => Some(properties.keys().cloned().collect()),
+        None if map.get("additionalProperties") == Some(&Value::Bool(false)) => Some(Vec::new()),
+        None => None,
+    }
+}
+
+/// Compile `schema` offline; with `retriever`, a reference outside it resolves to a schema
+/// that accepts anything instead of failing.
+fn build(
+    draft: Draft,
+    schema: &Value,
+    retriever: Option<AcceptAnything>,
+) -> Result<Validator, SchemaError> {
+    let options = jsonschema::options()
+        .with_draft(draft)
+        .should_validate_formats(false);
+    let options = match retriever {
+        Some(r) => options.with_retriever(r),
+        None => options.offline(),
+    };
+    options
+        .build(schema)
+        .map_err(|e| SchemaError::Invalid(crate::bridge::refusal::cap(&e.to_string(), 200)))
+}
+
+/// A retriever that fetches nothing: every URI it is asked for is noted and stands for a
+/// schema that accepts any value.
+struct AcceptAnything {
+    asked: Arc<Mutex<Vec<String>>>,
+}
+
+impl Retrieve for AcceptAnything {
+    fn retrieve(
+        &self,
+        uri: &Uri<String>,
+    ) -> Result<Value, Box<dyn std::error::Error + Send + Sync>> {
+        if let Ok(mut asked) = self.asked.lock()
+            && asked.len() < 64
+        {
+            asked.push(uri.as_str().to_owned());
+        }
+        Ok(Value::Object(serde_json::Map::new()))
+    }
+}
+
+fn taken(seen: &Mutex<Vec<String>>) -> Vec<String> {
+    seen.lock()
+        .map(|mut v| std::mem::take(&mut *v))
+        .unwrap_or_default()
+}
+
+/// Remove from `schema` every `$ref` that is not a `#` pointer resolving inside `root`
+/// (an external URI whose fragment points into a document we do not have, a pointer to
+/// nothing), noting each in `dropped`. Iterative: schemas are already depth-bounded.
+fn drop_unresolvable_refs(schema: &mut Value, root: &Value, dropped: &mut Vec<String>) {
+    let mut stack = vec![schema];
+    while let Some(v) = stack.pop() {
+        match v {
+            Value::Object(map) => {
+                if let Some(Value::String(r)) = map.get("$ref")
+                    && !resolves_locally(r, root)
+                {
+                    dropped.push(r.clone());
+                    map.remove("$ref");
+                }
+                stack.extend(map.values_mut());
+            }
+            Value::Array(items) => stack.extend(items.iter_mut()),
+            _ => {}
+        }
+    }
+}
+
+/// Whether `reference` is `#`, a `#/json/pointer` that exists in `root`, or a `#name` that a
+/// `$anchor` in `root` declares.
+fn resolves_locally(reference: &str, root: &Value) -> bool {
+    let Some(fragment) = reference.strip_prefix('#') else {
+        return false;
+    };
+    if fragment.is_empty() {
+        return true;
+    }
+    if fragment.starts_with('/') {
+        let decoded = percent_decode(fragment);
+        return root.pointer(&decoded).is_some();
+    }
+    let mut stack = vec![root];
+    while let Some(v) = stack.pop() {
+        match v {
+            Value::Object(map) => {
+                if map.get("$anchor").and_then(Value::as_str) == Some(fragment) {
+                    return true;
+                }
+                stack.extend(map.values());
+            }
+            Value::Array(items) => stack.extend(items.iter()),
+            _ => {}
+        }
+    }
+    false
+}
+
+/// `%XX` escapes of a URI fragment decoded (RFC 3986 section 2.1); invalid ones kept.
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%'
+            && let Some(hex) = text.get(i + 1..i + 3)
+            && let Ok(b) = u8::from_str_radix(hex, 16)
+        {
+            out.push(b);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 #[cfg(test)]
@@ -216,9 +385,22 @@ mod tests {
             ArgsValidator::compile(&json!({"properties": {"a": {}}, "additionalProperties": true}))
                 .unwrap();
         assert!(v.check(&json!({"a": 1, "zzz": 2})).is_ok());
-        let v = ArgsValidator::compile(&json!({})).unwrap();
-        assert!(v.check(&json!({})).is_ok());
-        assert!(v.check(&json!({"x": 1})).is_err());
+        // No properties named at all: any object.
+        for schema in [json!({}), json!({"type": "object"})] {
+            let v = ArgsValidator::compile(&schema).unwrap();
+            assert!(v.check(&json!({})).is_ok(), "{schema}");
+            assert!(v.check(&json!({"x": 1, "y": [2]})).is_ok(), "{schema}");
+            assert!(v.check(&json!([1])).is_err(), "{schema}");
+        }
+        // Named as none, or closed: no argument.
+        for schema in [
+            json!({"type": "object", "properties": {}}),
+            json!({"type": "object", "additionalProperties": false}),
+        ] {
+            let v = ArgsValidator::compile(&schema).unwrap();
+            assert!(v.check(&json!({})).is_ok(), "{schema}");
+            assert!(v.check(&json!({"x": 1})).is_err(), "{schema}");
+        }
     }
 
     #[test]
@@ -232,14 +414,41 @@ mod tests {
     }
 
     #[test]
-    fn remote_and_file_refs_are_never_fetched() {
+    fn a_schema_with_an_external_ref_keeps_its_tool_and_checks_the_rest() {
+        // A listener on 127.0.0.1 would see a fetch; none may happen.
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let port = listener.local_addr().unwrap().port();
         for r in [
-            "http://127.0.0.1:9/x.json",
-            "file:///etc/passwd",
-            "https://example.com/s",
+            format!("http://127.0.0.1:{port}/x.json"),
+            format!("http://127.0.0.1:{port}/x.json#/$defs/n"),
+            "file:///etc/passwd".to_owned(),
+            "https://example.com/s".to_owned(),
+            "#/$defs/missing".to_owned(),
+            "other.json".to_owned(),
         ] {
-            assert!(ArgsValidator::compile(&json!({"$ref": r})).is_err(), "{r}");
+            let schema = json!({
+                "$id": format!("http://127.0.0.1:{port}/root.json"),
+                "type": "object",
+                "properties": {"n": {"$ref": r}, "k": {"type": "integer"}},
+                "required": ["k"]
+            });
+            let v = ArgsValidator::compile(&schema).unwrap_or_else(|e| panic!("{r}: {e:?}"));
+            assert!(!v.unchecked().is_empty(), "{r}: the warning names it");
+            // The part behind the reference accepts anything; the rest is checked.
+            assert!(v.check(&json!({"k": 1, "n": ["anything"]})).is_ok(), "{r}");
+            assert!(v.check(&json!({"k": "x"})).is_err(), "{r}");
+            assert!(v.check(&json!({"n": 1})).is_err(), "{r}: required");
+            assert!(v.check(&json!({"k": 1, "zzz": 1})).is_err(), "{r}: unnamed");
         }
+        assert!(listener.accept().is_err(), "something was fetched");
+        // A fully resolvable schema has nothing unchecked.
+        assert!(add().unchecked().is_empty());
+        let local = json!({"$defs": {"n": {"type": "integer"}, "a b": {"type": "string"}}, "properties": {"n": {"$ref": "#/$defs/n"}, "s": {"$ref": "#/$defs/a%20b"}}});
+        let v = ArgsValidator::compile(&local).unwrap();
+        assert!(v.unchecked().is_empty());
+        assert!(v.check(&json!({"n": "x"})).is_err());
+        assert!(v.check(&json!({"s": 1})).is_err());
     }
 
     #[test]

@@ -27,16 +27,18 @@
 //! unknown protocol version is accepted.
 
 mod json_scan;
+mod lenient;
 pub mod remote;
 mod repair;
 pub mod result;
 pub mod tasks;
+mod tools_changed;
 pub mod transport;
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::process::Stdio;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -50,6 +52,7 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 use tokio::process::{Child, Command};
 
 use self::tasks::{RawRequests, TaskTools};
+pub use self::tools_changed::ToolsChanged;
 use self::transport::{CloseReason, ReaderTask, line_transport};
 
 /// Time allowed for a server to start and answer `initialize` and `tools/list`.
@@ -179,7 +182,7 @@ impl StderrTail {
 #[derive(Clone)]
 pub struct BridgeClient {
     server: String,
-    tools_changed: Arc<AtomicBool>,
+    tools_changed: Arc<ToolsChanged>,
 }
 
 impl ClientHandler for BridgeClient {
@@ -193,8 +196,8 @@ impl ClientHandler for BridgeClient {
     }
 
     async fn on_tool_list_changed(&self, _context: rmcp::service::NotificationContext<RoleClient>) {
-        tracing::info!(server = %self.server, "the server says its tool list changed; the next run reads it again");
-        self.tools_changed.store(true, Ordering::SeqCst);
+        tracing::info!(server = %self.server, "the server says its tool list changed; it is read again");
+        self.tools_changed.set();
     }
 }
 
@@ -268,7 +271,7 @@ pub struct Upstream {
     spec: ServerSpec,
     live: tokio::sync::Mutex<Option<Live>>,
     last_start: Mutex<Instant>,
-    tools_changed: Arc<AtomicBool>,
+    tools_changed: Arc<ToolsChanged>,
     restarts: std::sync::atomic::AtomicU64,
     task_tools: TaskTools,
 }
@@ -279,7 +282,18 @@ impl Upstream {
     /// # Errors
     /// [`UpstreamError`] naming the server, the step and the reason (plus its stderr tail).
     pub async fn start(spec: ServerSpec) -> Result<(Self, Vec<Tool>), UpstreamError> {
-        let tools_changed = Arc::new(AtomicBool::new(false));
+        Self::start_with(spec, Arc::default()).await
+    }
+
+    /// [`Self::start`], with `tools_changed` set (and its waker woken) by the server's
+    /// `notifications/tools/list_changed`.
+    ///
+    /// # Errors
+    /// [`UpstreamError`] naming the server, the step and the reason (plus its stderr tail).
+    pub async fn start_with(
+        spec: ServerSpec,
+        tools_changed: Arc<ToolsChanged>,
+    ) -> Result<(Self, Vec<Tool>), UpstreamError> {
         let task_tools = TaskTools::default();
         let live = connect(&spec, &tools_changed, &task_tools).await?;
         let tools = match list_all(&spec, &live).await {
@@ -305,7 +319,7 @@ impl Upstream {
     /// Whether the server sent `notifications/tools/list_changed` since the last call of
     /// this (the flag is cleared).
     pub fn take_tools_changed(&self) -> bool {
-        self.tools_changed.swap(false, Ordering::SeqCst)
+        self.tools_changed.take()
     }
 
     /// Read the server's whole tool list again (after `list_changed`).
@@ -499,7 +513,7 @@ fn environment(spec: &ServerSpec) -> Vec<(String, String)> {
 
 async fn connect(
     spec: &ServerSpec,
-    tools_changed: &Arc<AtomicBool>,
+    tools_changed: &Arc<ToolsChanged>,
     task_tools: &TaskTools,
 ) -> Result<Live, UpstreamError> {
     if let Some(remote) = &spec.remote {

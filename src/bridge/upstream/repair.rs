@@ -4,9 +4,11 @@
 //! JSON and repaired here:
 //! - tools in a `tools/list` answer with no `inputSchema` get `{"type": "object"}` (a boolean
 //!   schema keeps its meaning), tools that are not objects with a string name are dropped
-//!   with a warning, fields of the wrong type are removed;
-//! - content blocks of unknown type in a `tools/call` result become a text block that names
-//!   the type, a bare string is one text block, so nothing is dropped silently;
+//!   with a warning, optional fields of the wrong type are repaired or dropped (lenient.rs);
+//! - content blocks with fields of the wrong type are repaired (lenient.rs); blocks of
+//!   unknown type in a `tools/call` result become a text block that names the type, a bare
+//!   string is one text block, so nothing is dropped silently;
+//! - an `initialize` answer with fields of the wrong type is repaired (lenient.rs);
 //! - when a line that is not valid JSON (NaN, a lone surrogate) still names a request id we
 //!   are waiting on, that request is answered with an error at once instead of hanging;
 //!   a `tools/list` answer nested deeper than serde_json reads is read with its deep values
@@ -19,10 +21,12 @@ use rmcp::model::ServerJsonRpcMessage;
 use serde_json::{Value, json};
 
 use super::json_scan::{cap_depth, top_level_id};
+use super::lenient::{self, Hints};
 
 /// What an outgoing request was, so its response can be repaired.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(super) enum Pending {
+    Initialize,
     ListTools,
     CallTool,
     Other,
@@ -156,11 +160,12 @@ pub(super) fn repair_result(kind: Pending, result: &mut Value) {
                     }
                     ok
                 });
-                for tool in tools.iter_mut() {
+                let mut hints = Hints::default();
+                tools.retain_mut(|tool| {
                     if let Some(obj) = tool.as_object_mut() {
                         // JSON Schema's boolean forms keep their meaning: `false` accepts no
                         // arguments at all, `true` any; a missing or other value means an
-                        // object with no named arguments.
+                        // object with no named arguments (any object).
                         let schema = match obj.get("inputSchema") {
                             Some(Value::Object(_)) => None,
                             Some(Value::Bool(false)) => Some(json!({"not": {}})),
@@ -172,25 +177,32 @@ pub(super) fn repair_result(kind: Pending, result: &mut Value) {
                         if let Some(schema) = schema {
                             obj.insert("inputSchema".into(), schema);
                         }
-                        if obj.get("description").is_some_and(|d| !d.is_string()) {
-                            obj.remove("description");
-                        }
-                        if obj.get("outputSchema").is_some_and(|d| !d.is_object()) {
-                            obj.remove("outputSchema");
-                        }
-                        for key in ["annotations", "icons", "title", "_meta"] {
-                            let keep = match key {
-                                "title" => obj.get(key).is_none_or(Value::is_string),
-                                "icons" => obj.get(key).is_none_or(Value::is_array),
-                                _ => obj.get(key).is_none_or(Value::is_object),
-                            };
-                            if !keep {
-                                obj.remove(key);
-                            }
-                        }
                     }
-                }
+                    let kept = lenient::tool(tool, &mut hints);
+                    if !kept {
+                        let name = tool.get("name").and_then(Value::as_str).unwrap_or("");
+                        tracing::warn!(
+                            "left out the tool {:?}: its fields cannot be read even after repair",
+                            crate::bridge::refusal::cap(name, 80)
+                        );
+                    }
+                    kept
+                });
+                hints.log("the tool list");
             }
+            if let Some(obj) = result.as_object_mut()
+                && obj
+                    .get("nextCursor")
+                    .is_some_and(|c| !c.is_string() && !c.is_null())
+            {
+                tracing::debug!("dropped a nextCursor that is not a string: the list ends here");
+                obj.remove("nextCursor");
+            }
+        }
+        Pending::Initialize => {
+            let mut hints = Hints::default();
+            lenient::initialize(result, &mut hints);
+            hints.log("the initialize answer");
         }
         Pending::CallTool => {
             if let Some(obj) = result.as_object_mut() {
@@ -202,9 +214,13 @@ pub(super) fn repair_result(kind: Pending, result: &mut Value) {
                     obj.insert("content".into(), json!([]));
                 }
             }
+            let mut hints = Hints::default();
+            if let Some(obj) = result.as_object_mut() {
+                lenient::call_result(obj, &mut hints);
+            }
             if let Some(Value::Array(blocks)) = result.get_mut("content") {
                 for block in blocks.iter_mut() {
-                    if serde_json::from_value::<rmcp::model::ContentBlock>(block.clone()).is_err() {
+                    if !lenient::content_block(block, &mut hints) {
                         let kind = block
                             .get("type")
                             .and_then(Value::as_str)
@@ -213,6 +229,7 @@ pub(super) fn repair_result(kind: Pending, result: &mut Value) {
                         *block = json!({"type": "text", "text": format!("[a content block of type {kind:?} that this bridge cannot read]")});
                     }
                 }
+                hints.log("a tool result");
             } else if let Some(content) = result.get("content").cloned() {
                 // A bare string is read as one text block; any other shape is named.
                 let text = match content {

@@ -353,6 +353,7 @@ where
                 value.get("id").and_then(id_key),
             ) {
                 let kind = match method {
+                    "initialize" => Pending::Initialize,
                     "tools/list" => Pending::ListTools,
                     "tools/call" => Pending::CallTool,
                     _ => Pending::Other,
