@@ -1,7 +1,8 @@
 //! The TypeScript MCP SDK as a real client of `serve` (`tests/clients/ts/steer.mjs`, the SDK
 //! pinned by `tests/clients/ts/package-lock.json`, installed with `npm ci` into the target
-//! directory on first use): cancelling through an AbortSignal, progress, and a run longer
-//! than the client's request timeout that completes because progress resets the timeout.
+//! directory on first use): cancelling a running and a queued run through an AbortSignal,
+//! leaving mid-run, progress, and a run longer than the client's request timeout that
+//! completes because progress resets the timeout.
 //!
 //! The case is a 65 s run under the SDK's default 60 s timeout. The test keeps the
 //! same relation at a CI-friendly length: a 12 s run under a 5 s timeout (above the 4 s
@@ -153,5 +154,48 @@ fn reset_timeout_on_progress_completes_a_run_longer_than_the_request_timeout() {
             .unwrap_or_default()
             .contains("Request timed out"),
         "without resetTimeoutOnProgress the client gives up: {dropped}"
+    );
+}
+
+#[test]
+fn an_aborted_queued_run_never_starts() {
+    if !ready() {
+        return;
+    }
+    let (out, journal) = steer("queue");
+    assert_eq!(out["queued"], "rejected: McpError", "{out}");
+    assert_eq!(
+        out["busy"],
+        serde_json::json!(["busy\n", "busy\n", "busy\n", "busy\n"]),
+        "{out}"
+    );
+    assert_eq!(journal.matches("call slow").count(), 4, "{journal}");
+    assert!(
+        !journal.contains("queued-side-effect"),
+        "the aborted run's call never happened: {journal}"
+    );
+}
+
+#[test]
+fn a_typescript_client_that_leaves_mid_run_leaves_nothing_behind() {
+    if !ready() {
+        return;
+    }
+    let (out, _) = steer("leave");
+    let pid = out["serve_pid"].as_u64().expect("serve's pid") as u32;
+    // The SDK's close waits 2 s for serve to exit before it sends SIGTERM.
+    let left = out["leave_s"].as_f64().unwrap_or(f64::MAX);
+    assert!(left < 2.0, "serve took {left} s to exit: {out}");
+    assert_eq!(
+        super::cleanup::cgroups_of(pid),
+        Vec::<PathBuf>::new(),
+        "run cgroups left"
+    );
+    let marker = out["marker"].as_str().expect("marker");
+    let sleeping = Command::new("pgrep").args(["-f", marker]).output().unwrap();
+    assert!(
+        sleeping.stdout.is_empty(),
+        "sandbox processes left: {}",
+        String::from_utf8_lossy(&sleeping.stdout)
     );
 }
