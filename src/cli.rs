@@ -14,6 +14,8 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use crate::bridge::catalog::{PrivateLabels, Selection};
 use crate::bridge::upstream::ServerSpec;
 use crate::bridge::{Bridge, OpenOptions, ServerEntry};
+use crate::governance::audit::AuditLog;
+use crate::governance::options::GovernanceArgs;
 use crate::limits::{DEFAULT_DEADLINE_SECS, DEFAULT_MAX_CALLS};
 use crate::rootfs::{self, Source};
 use crate::run::pool::{DEFAULT_POOL_SIZE, Pool};
@@ -176,6 +178,8 @@ struct RunArgs {
     /// off. Native backend only.
     #[arg(long, value_enum, value_name = "WHEN", default_value = "auto")]
     systemd_scope: ScopeMode,
+    #[command(flatten)]
+    governance: GovernanceArgs,
     /// The wrapped MCP server's command and arguments: everything after `--`, or from the
     /// first argument that is not an option on (so `serve npx -y server` works too, as the
     /// MCP Inspector CLI passes it).
@@ -386,10 +390,11 @@ fn entries(args: &RunArgs) -> anyhow::Result<Vec<ServerEntry>> {
         if !args.allow.is_empty()
             || !args.private.is_empty()
             || !args.env.is_empty()
+            || !args.governance.approve.is_empty()
             || !args.command.is_empty()
         {
             bail!(
-                "--config cannot be combined with --allow, --private, --env or a server command: put those in the config file"
+                "--config cannot be combined with --allow, --private, --env, --approve or a server command: put those in the config file"
             );
         }
         return Ok(crate::config::load_config(path)?);
@@ -421,6 +426,7 @@ fn entries(args: &RunArgs) -> anyhow::Result<Vec<ServerEntry>> {
                 PrivateLabels::Some(args.private.clone())
             },
             deny: Vec::new(),
+            ..Selection::default()
         },
         max_result_bytes: None,
         call_timeout: None,
@@ -428,7 +434,13 @@ fn entries(args: &RunArgs) -> anyhow::Result<Vec<ServerEntry>> {
 }
 
 async fn prepare(args: &RunArgs) -> anyhow::Result<(Arc<Bridge>, Arc<dyn Backend>, RunOptions)> {
-    let entries = entries(args)?;
+    let mut entries = entries(args)?;
+    args.governance.apply(&mut entries);
+    // Opened before anything starts: an audit log that cannot be opened stops startup.
+    let audit = match args.governance.audit_options() {
+        Some(options) => Some(Arc::new(AuditLog::open(options)?)),
+        None => None,
+    };
     let options = RunOptions {
         deadline: Duration::from_secs(args.deadline),
         max_calls: args.max_calls,
@@ -453,6 +465,9 @@ async fn prepare(args: &RunArgs) -> anyhow::Result<(Arc<Bridge>, Arc<dyn Backend
     let mut bridge = bridge?.with_call_timeout(call_timeout);
     if let Some(bytes) = args.max_result_bytes {
         bridge = bridge.with_max_result_bytes(usize::try_from(bytes).unwrap_or(usize::MAX));
+    }
+    if let Some(log) = audit {
+        bridge = bridge.with_audit(log);
     }
     let bridge = Arc::new(bridge);
     let backend = async {

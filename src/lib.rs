@@ -65,6 +65,8 @@ pub mod serve;
 pub mod cli;
 pub mod config;
 pub mod doctor;
+/// The audit log, the read-only mode and approval of calls through MCP elicitation.
+pub mod governance;
 pub mod limits;
 mod lines;
 pub mod mcp_tasks;

@@ -13,9 +13,12 @@
 //! session has its own, so one client's private call never refuses or allows another's.
 
 pub mod catalog;
+mod governed;
 pub mod refusal;
 mod relist;
 pub mod upstream;
+
+pub(crate) use governed::millis;
 
 pub use catalog::names;
 
@@ -27,8 +30,10 @@ use rmcp::model::Tool;
 
 use serde_json::Value;
 
+use crate::governance::audit::AuditLog;
 use crate::limits::{CALL_TIMEOUT, MAX_ARGS_BYTES, MAX_RESULT_BYTES};
 use catalog::{Catalog, CatalogError, Selection, ServerTools};
+use governed::{CallTrace, RunTag};
 use refusal::{CallError, Refusal};
 use upstream::{CallOutcome, ServerSpec, ToolsChanged, Upstream, UpstreamError};
 
@@ -122,6 +127,8 @@ pub struct CallBudget {
     max: u32,
     used: AtomicU32,
     taint: Taint,
+    /// The run's name in the audit log and who approves its calls (`governed.rs`).
+    tag: RunTag,
 }
 
 impl CallBudget {
@@ -136,6 +143,7 @@ impl CallBudget {
             max,
             used: AtomicU32::new(0),
             taint,
+            tag: RunTag::default(),
         }
     }
 
@@ -285,6 +293,7 @@ pub struct Bridge {
     send_lock: Mutex<()>,
     call_timeout: Duration,
     max_result_bytes: Option<usize>,
+    audit: Option<Arc<AuditLog>>,
 }
 
 impl Bridge {
@@ -374,6 +383,7 @@ impl Bridge {
             send_lock: Mutex::new(()),
             call_timeout: CALL_TIMEOUT,
             max_result_bytes: None,
+            audit: None,
         })
     }
 
@@ -486,13 +496,14 @@ impl Bridge {
             .join("\n\n")
     }
 
-    /// Check one call from the code and, if it passes, send it. Returns the string for the
-    /// code, or the `ToolError` to raise.
-    pub async fn call(
+    /// The checks of [`Self::call`], in order, then the call itself; `trace` learns what
+    /// its audit record says.
+    async fn check_and_send(
         &self,
         budget: &CallBudget,
         py_name: &str,
         args: &Value,
+        trace: &mut CallTrace,
     ) -> Result<String, CallError> {
         let refused = |refusal: Refusal| Err(CallError::Refused(refusal));
         let name = || py_name.to_owned();
@@ -512,21 +523,38 @@ impl Bridge {
                 bytes: size,
             });
         }
+        trace.target = Some((tool.server_name.clone(), tool.mcp_name.clone()));
         if let Err(why) = tool.validator.check(args) {
             return refused(Refusal::OutsideSchema { tool: name(), why });
+        }
+        let gate = || -> Result<(), CallError> {
+            if budget.used.load(Ordering::SeqCst) >= budget.max {
+                return Err(CallError::Refused(Refusal::BudgetSpent {
+                    tool: name(),
+                    max: budget.max,
+                }));
+            }
+            if budget.taint.is_set() && !tool.private {
+                return Err(CallError::Refused(Refusal::PrivateOnly { tool: name() }));
+            }
+            if let Some(Err(e)) = self.audit.as_ref().map(|log| log.check_required()) {
+                return Err(CallError::Refused(Refusal::AuditFailed {
+                    tool: name(),
+                    why: e.to_string(),
+                }));
+            }
+            Ok(())
+        };
+        if tool.approve {
+            // Nobody is asked about a call the budget or the private-data rule refuses.
+            gate()?;
+            self.ask_approval(budget, &tool.server_name, &tool.mcp_name, args, trace)
+                .await?;
         }
         {
             // The budget and the private-data rule are decided when the call is sent.
             let _sending = self.send_lock.lock().unwrap_or_else(|p| p.into_inner());
-            if budget.used.load(Ordering::SeqCst) >= budget.max {
-                return refused(Refusal::BudgetSpent {
-                    tool: name(),
-                    max: budget.max,
-                });
-            }
-            if budget.taint.is_set() && !tool.private {
-                return refused(Refusal::PrivateOnly { tool: name() });
-            }
+            gate()?;
             budget.used.fetch_add(1, Ordering::SeqCst);
             if tool.private {
                 budget.taint.set();
@@ -546,6 +574,7 @@ impl Bridge {
             .unwrap_or(MAX_RESULT_BYTES);
         let timeout = self.timeout_of(tool.server);
         let restarts = upstream.restarts();
+        trace.sent = true;
         let outcome = upstream.call(&tool.mcp_name, map.clone(), timeout).await;
         if upstream.restarts() != restarts {
             // A restarted server is a new process: what sandboxes were started with is stale.
@@ -555,6 +584,7 @@ impl Bridge {
             CallOutcome::Result(result) => {
                 if result.is_error == Some(true) {
                     let text = upstream::result::content_text(&result);
+                    trace.result = Some((text.len(), true));
                     let text = if text.trim().is_empty() {
                         format!("{py_name} failed (the server gave no message)")
                     } else {
@@ -563,6 +593,7 @@ impl Bridge {
                     return Err(CallError::ToolFailed(text));
                 }
                 let text = upstream::result::result_text(&result, tool.unwrap_result);
+                trace.result = Some((text.len(), false));
                 if text.len() > max_result_bytes {
                     return refused(Refusal::ResultTooLarge {
                         tool: name(),

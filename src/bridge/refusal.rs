@@ -106,6 +106,24 @@ The limit is raised with --max-result-bytes, or \"maxResultBytes\" in the config
         /// The timeout in force.
         timeout: Duration,
     },
+    /// A person declined or dismissed the approval request (README "Governance").
+    #[error("declined by the user")]
+    Declined,
+    /// The call needs approval and nobody could be asked (no elicitation capability, no
+    /// client, the request failed); the text says which.
+    #[error("{why}")]
+    NotApproved {
+        /// Why nobody could approve it.
+        why: String,
+    },
+    /// The audit log cannot be written and `--audit-required` is set.
+    #[error("{tool} refused: {why}")]
+    AuditFailed {
+        /// The tool's Python name.
+        tool: String,
+        /// The log's error.
+        why: String,
+    },
     /// The connection to the server broke during the call.
     #[error("{tool} failed: {why}")]
     Broken {

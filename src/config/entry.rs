@@ -207,6 +207,8 @@ pub fn parse_entry(
             allow,
             private,
             deny,
+
+            ..Selection::default()
         },
         max_result_bytes,
         call_timeout,

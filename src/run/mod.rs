@@ -7,8 +7,11 @@
 //! finishes). The deadline covers everything, calls included: at the deadline the sandbox is
 //! killed and calls still in flight are cancelled.
 
+mod audit;
 mod ending;
 pub mod protocol;
+
+pub use audit::process_session;
 mod stop;
 
 use std::sync::Arc;
@@ -34,6 +37,7 @@ use self::protocol::{
 use self::stop::{Gone, NotReady, Stop};
 use crate::bridge::refusal::CallError;
 use crate::bridge::{Bridge, CallBudget, Taint};
+use crate::governance::approval::Approver;
 use crate::limits::MAX_PROTOCOL_LINE_BYTES;
 use crate::lines::{LineRead, read_line};
 use crate::sandbox::{Backend, HeldLimits, Sandbox, SandboxError};
@@ -122,9 +126,25 @@ pub struct Steering {
     /// The private-data taint of the client session the run belongs to (the default: a
     /// session of its own, as for `exec`).
     pub taint: Taint,
+    /// Who approves the calls that need it (`serve`: the request's MCP client); `None`
+    /// refuses them.
+    pub approver: Option<Arc<dyn Approver>>,
+    /// The MCP session of the run, for the audit log (default: [`process_session`]).
+    pub session: Option<String>,
 }
 
 impl Steering {
+    /// The budget of one run under this steering: `max_calls`, the session's taint, a
+    /// fresh run id in the session, and the approver.
+    fn budget(&self, max_calls: u32) -> Arc<CallBudget> {
+        let budget = CallBudget::in_session(max_calls, self.taint.clone())
+            .approved_by(self.approver.clone());
+        Arc::new(match &self.session {
+            Some(session) => budget.in_audit_session(session.clone()),
+            None => budget,
+        })
+    }
+
     fn tell(&self, event: RunEvent) {
         if let Some(events) = &self.events {
             let _ = events.send(event);
@@ -246,20 +266,17 @@ pub async fn run_steered(
 /// all for the cell (no output, no call, no result), nothing of the code reached anyone,
 /// so with `cold` the cell runs again in a fresh sandbox from that backend, under the same
 /// deadline.
+///
+/// The run's audit records (`run_start`, `run_end`) are written around all of it
+/// ([`audit`]).
 async fn run_in(
-    bridge: &Bridge,
+    bridge: &Arc<Bridge>,
     start: impl std::future::Future<Output = Result<HeldSandbox, SandboxError>>,
     code: &str,
     options: &RunOptions,
     steering: &Steering,
     pool: Option<PoolSide<'_>>,
 ) -> Result<RunReport, SandboxError> {
-    let cancelled = || RunReport {
-        result: RunResult::stopped(StreamedOutput::default(), &Stop::Cancelled),
-        limits: None,
-        calls: 0,
-        pooled: false,
-    };
     if steering.cancel.is_cancelled() {
         return Ok(cancelled());
     }
@@ -269,6 +286,44 @@ async fn run_in(
         () = steering.cancel.cancelled() => return Ok(cancelled()),
         () = bridge.refresh() => {}
     }
+    let budget = steering.budget(options.max_calls);
+    let audit = match audit::RunAudit::begin(bridge, &budget, code) {
+        Ok(audit) => audit,
+        Err(why) => {
+            return Ok(RunReport {
+                result: RunResult::stopped(StreamedOutput::default(), &why),
+                limits: None,
+                calls: 0,
+                pooled: false,
+            });
+        }
+    };
+    let mut report = run_budgeted(start, code, options, steering, pool, &budget).await;
+    if let Some(audit) = audit {
+        audit.end(&mut report);
+    }
+    report
+}
+
+/// The report of a run cancelled before its sandbox ran anything.
+fn cancelled() -> RunReport {
+    RunReport {
+        result: RunResult::stopped(StreamedOutput::default(), &Stop::Cancelled),
+        limits: None,
+        calls: 0,
+        pooled: false,
+    }
+}
+
+/// [`run_in`] after its `run_start`.
+async fn run_budgeted(
+    start: impl std::future::Future<Output = Result<HeldSandbox, SandboxError>>,
+    code: &str,
+    options: &RunOptions,
+    steering: &Steering,
+    pool: Option<PoolSide<'_>>,
+    budget: &Arc<CallBudget>,
+) -> Result<RunReport, SandboxError> {
     let deadline = Instant::now() + options.deadline;
     // A sandbox taken or started when the run is cancelled is dropped, which kills it.
     let started = tokio::select! {
@@ -282,13 +337,7 @@ async fn run_in(
     let report = loop {
         held.quick_stop = true;
         let report = held
-            .cell_until(
-                code,
-                options.max_calls,
-                deadline,
-                options.deadline,
-                steering,
-            )
+            .cell_until(code, budget.clone(), deadline, options.deadline, steering)
             .await;
         let Some(side) = pool.filter(|_| held.pooled && held.died_unheard) else {
             break report;
@@ -453,25 +502,37 @@ impl HeldSandbox {
         max_calls: u32,
         deadline: Duration,
     ) -> Result<RunReport, SandboxError> {
-        self.cell_until(
-            code,
-            max_calls,
-            Instant::now() + deadline,
-            deadline,
-            &Steering::default(),
-        )
-        .await
+        let steering = Steering::default();
+        let budget = steering.budget(max_calls);
+        let audit = match audit::RunAudit::begin(&self.bridge, &budget, code) {
+            Ok(audit) => audit,
+            Err(why) => {
+                return Ok(RunReport {
+                    result: RunResult::stopped(StreamedOutput::default(), &why),
+                    limits: Some(self.limits.clone()),
+                    calls: 0,
+                    pooled: self.pooled,
+                });
+            }
+        };
+        let start = Instant::now();
+        let mut report = self
+            .cell_until(code, budget, start + deadline, deadline, &steering)
+            .await;
+        if let Some(audit) = audit {
+            audit.end(&mut report);
+        }
+        report
     }
 
     async fn cell_until(
         &mut self,
         code: &str,
-        max_calls: u32,
+        budget: Arc<CallBudget>,
         deadline: Instant,
         length: Duration,
         steering: &Steering,
     ) -> Result<RunReport, SandboxError> {
-        let budget = Arc::new(CallBudget::in_session(max_calls, steering.taint.clone()));
         let result = match (&self.dead, &self.to_runner) {
             (Some(gone), _) => RunResult::stopped(
                 StreamedOutput::default(),

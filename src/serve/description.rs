@@ -50,10 +50,40 @@ tools can be called until the MCP session ends (on stdio: until mcp-code-mode re
             text.push_str(&format!(" server {name:?}: {why}."));
         }
     }
+    text.push_str(&governance_part(catalog));
     text.push_str("\n\n");
     text.push_str(FENCE);
     text.push_str("\n\n");
     text.push_str(&tools_part(catalog));
+    text
+}
+
+/// What read-only mode hid and which calls wait for approval (empty when neither is on).
+pub fn governance_part(catalog: &Catalog) -> String {
+    let mut text = String::new();
+    let hidden = catalog.read_only_hidden();
+    if !hidden.is_empty() {
+        let count: usize = hidden.iter().map(|(_, n)| n).sum();
+        let servers: Vec<&str> = hidden.iter().map(|(s, _)| s.as_str()).collect();
+        text.push_str(&format!(
+            " Read-only mode is on (server {}): only tools the server annotates as read-only are kept; {count} other tool{} hidden.",
+            servers.join(", "),
+            if count == 1 { " is" } else { "s are" },
+        ));
+    }
+    let approved: Vec<&str> = catalog
+        .tools()
+        .iter()
+        .filter(|t| t.approve)
+        .map(|t| t.py_name.as_str())
+        .collect();
+    if !approved.is_empty() {
+        text.push_str(&format!(
+            " Calls to {} wait for a person's approval through the MCP client, while the run's deadline keeps running; a declined call raises ToolError(\"{}\").",
+            approved.join(", "),
+            crate::governance::approval::DECLINED,
+        ));
+    }
     text
 }
 

@@ -31,6 +31,7 @@ use tokio_util::sync::CancellationToken;
 
 use self::description::describe;
 use crate::bridge::Bridge;
+use crate::governance::approval::ElicitingClient;
 use crate::run::pool::Pool;
 use crate::run::{CANCELLED, CallEnd, RunEvent, RunOptions, Steering};
 use crate::sandbox::Backend;
@@ -229,6 +230,10 @@ impl CodeModeServer {
             cancel,
             events: Some(events),
             taint: self.session.taint.clone(),
+            // A task has no request to ask the client through: calls that need approval
+            // are refused, saying so.
+            approver: None,
+            session: Some(self.session.id.clone()),
         };
         let result = self.run(code, &steering).await;
         drop(steering);
@@ -539,6 +544,8 @@ impl ServerHandler for CodeModeServer {
             cancel: cancel.clone(),
             events: Some(events),
             taint: self.session.taint.clone(),
+            approver: Some(Arc::new(ElicitingClient::new(context.peer.clone()))),
+            session: Some(self.session.id.clone()),
         };
         let result = self.run(code, &steering).await;
         watch.abort();

@@ -23,6 +23,9 @@ pub const DEFAULT_MAX_SESSIONS: usize = 64;
 /// One session's state; clones share it.
 #[derive(Clone, Debug)]
 pub struct Session {
+    /// This session's id in the audit log: a UUID v4 of our own (not the Streamable HTTP
+    /// `Mcp-Session-Id`, which a client presents like a credential and is never logged).
+    pub id: String,
     /// The private-data taint of this session.
     pub taint: Taint,
     /// This session's run slots.
@@ -34,6 +37,7 @@ impl Session {
     /// A session with `runs` run slots, outside any cap (stdio's one session).
     pub fn unseated(runs: usize) -> Self {
         Self {
+            id: uuid::Uuid::new_v4().to_string(),
             taint: Taint::default(),
             slots: Arc::new(Semaphore::new(runs.max(1))),
             _seat: None,
@@ -75,6 +79,7 @@ impl Seats {
         let permit = self.seats.clone().try_acquire_owned().ok()?;
         self.metrics.sessions().inc();
         Some(Session {
+            id: uuid::Uuid::new_v4().to_string(),
             taint: Taint::default(),
             slots: Arc::new(Semaphore::new(runs.max(1))),
             _seat: Some(Arc::new(Seat {

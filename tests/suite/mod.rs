@@ -14,6 +14,8 @@ mod doctor;
 mod end_to_end;
 /// Golden files of generated contracts.
 mod golden;
+/// Audit log, read-only mode, approval through elicitation.
+mod governance;
 /// `serve --http`: Streamable HTTP clients, token, Origin, sessions, metrics, shutdown.
 mod http_serving;
 /// Which layer of the native sandbox denies what.

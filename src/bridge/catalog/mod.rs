@@ -19,6 +19,7 @@ use serde_json::Value;
 use self::names::python_name;
 use self::schema::ArgsValidator;
 use self::stub::{StubInput, stub, summary};
+use crate::governance::policy::{ApprovalRule, kept_when_read_only};
 use crate::run::protocol::ToolEntry;
 
 /// Which tools of a server are labelled private.
@@ -42,6 +43,11 @@ pub struct Selection {
     pub private: PrivateLabels,
     /// Tools left out (a config's `disabledTools`).
     pub deny: Vec<String>,
+    /// Read-only mode (`--read-only`, `readOnly: true`): keep only the tools annotated
+    /// read-only ([`crate::governance::policy::kept_when_read_only`]).
+    pub read_only: bool,
+    /// Which calls need a person's approval before they go out (`--approve`, `approve`).
+    pub approve: ApprovalRule,
 }
 
 /// One kept tool.
@@ -66,6 +72,8 @@ pub struct CatalogTool {
     pub unwrap_result: bool,
     /// Its parameter names as the server spells them (at most 50).
     pub params: Vec<String>,
+    /// A call needs a person's approval before it goes out.
+    pub approve: bool,
 }
 
 /// Why the catalog could not be built (startup stops).
@@ -131,6 +139,8 @@ pub struct Catalog {
     by_name: HashMap<String, usize>,
     generation: u64,
     unavailable: Vec<(String, String)>,
+    /// Tools hidden by read-only mode, by server name (servers in read-only mode only).
+    read_only_hidden: Vec<(String, usize)>,
 }
 
 /// One server's tools as listed, with its selection, for [`Catalog::build`].
@@ -171,6 +181,7 @@ impl Catalog {
                 }
             }
             let mut seen_here = Vec::new();
+            let mut hidden = Vec::new();
             for tool in server.tools {
                 let mcp_name = tool.name.to_string();
                 if seen_here.contains(&mcp_name) {
@@ -188,6 +199,10 @@ impl Catalog {
                     .iter()
                     .any(|d| names_tool(server, d, &mcp_name))
                 {
+                    continue;
+                }
+                if selection.read_only && !kept_when_read_only(tool) {
+                    hidden.push(mcp_name);
                     continue;
                 }
                 let schema = Value::Object((*tool.input_schema).clone());
@@ -215,6 +230,9 @@ impl Catalog {
                     }
                 };
                 let py_name = python_name(server.prefixed.then_some(server.name), &mcp_name);
+                let approve = selection
+                    .approve
+                    .needs_approval(tool, |label| names_tool(server, label, &mcp_name));
                 let output = tool
                     .output_schema
                     .as_ref()
@@ -244,6 +262,7 @@ impl Catalog {
                         .as_ref()
                         .and_then(crate::bridge::upstream::result::result_wrapper)
                         .is_some(),
+                    approve,
                 };
                 if let Some(&other) = catalog.by_name.get(&py_name) {
                     let other = &catalog.tools[other];
@@ -262,7 +281,7 @@ impl Catalog {
                         .tools
                         .iter()
                         .any(|t| t.server == index && names_tool(server, label, &t.mcp_name));
-                    if !kept {
+                    if !kept && !hidden.iter().any(|h| names_tool(server, label, h)) {
                         let kept_names = catalog
                             .tools
                             .iter()
@@ -277,6 +296,25 @@ impl Catalog {
                     }
                 }
             }
+            for name in selection.approve.listed() {
+                if !server
+                    .tools
+                    .iter()
+                    .any(|t| names_tool(server, name, &t.name))
+                {
+                    return Err(CatalogError::UnknownLabel {
+                        what: "approval entry",
+                        tool: name.clone(),
+                        server: server.name.to_owned(),
+                        hint: closest(name, server.tools.iter().map(|t| t.name.as_ref())),
+                    });
+                }
+            }
+            if selection.read_only {
+                catalog
+                    .read_only_hidden
+                    .push((server.name.to_owned(), hidden.len()));
+            }
         }
         Ok(catalog)
     }
@@ -287,6 +325,11 @@ impl Catalog {
         self.generation = generation;
         self.unavailable = unavailable;
         self
+    }
+
+    /// The servers in read-only mode, each with how many of its tools that mode hid.
+    pub fn read_only_hidden(&self) -> &[(String, usize)] {
+        &self.read_only_hidden
     }
 
     /// Its generation: a later catalog of the same bridge has a higher one.
@@ -396,6 +439,7 @@ mod tests {
             allow: None,
             private: PrivateLabels::Some(vec!["nope".into()]),
             deny: vec![],
+            ..Selection::default()
         };
         let servers = [("s", vec![tool("ok", json!({}))], sel)];
         assert!(matches!(
@@ -406,6 +450,7 @@ mod tests {
             allow: Some(vec!["ok".into()]),
             private: PrivateLabels::Some(vec!["other".into()]),
             deny: vec![],
+            ..Selection::default()
         };
         let servers = [(
             "s",
@@ -424,6 +469,7 @@ mod tests {
             allow: Some(vec!["get_sum".into(), "notes__echo_it".into()]),
             private: PrivateLabels::Some(vec!["notes__get_sum".into()]),
             deny: vec![],
+            ..Selection::default()
         };
         let servers = [(
             "notes",
@@ -460,6 +506,7 @@ mod tests {
             allow: Some(vec!["add".into()]),
             private: PrivateLabels::None,
             deny: vec![],
+            ..Selection::default()
         };
         let servers = [(
             "s",

@@ -1,0 +1,200 @@
+//! The governance hooks of the call path: each call's audit record, and the approval step.
+//!
+//! [`Bridge::call`] wraps the checks of `mod.rs` ([`Bridge::check_and_send`]): it numbers
+//! the call, times it, and writes one `call` record with its verdict when it is over
+//! (`docs/audit-log.md`). The approval step ([`Bridge::ask_approval`]) runs after the
+//! budget and the private-data rule were checked (without spending anything) and before the
+//! call is sent; those two are checked again when it is sent, since other calls may have
+//! spent the budget or tainted the process while a person decided.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Instant;
+
+use serde_json::Value;
+
+use super::refusal::{CallError, Refusal};
+use super::{Bridge, CallBudget};
+use crate::governance::approval::{Answer, ApprovalRequest, Approver, NOBODY_TO_ASK};
+use crate::governance::audit::{Approval, AuditLog, CallRecord, Decision, Record, Verdict};
+
+/// The governance side of one run's [`CallBudget`]: the run's identity in the audit log
+/// and who approves the calls that need it.
+#[derive(Debug)]
+pub(super) struct RunTag {
+    /// The run's id in the audit log (a UUID v4).
+    pub(super) run: String,
+    /// The MCP session the run belongs to.
+    pub(super) session: String,
+    /// Who is asked before a call that needs approval; `None` refuses those calls.
+    pub(super) approver: Option<Arc<dyn Approver>>,
+    /// Calls taken up so far.
+    pub(super) seq: AtomicU32,
+}
+
+impl Default for RunTag {
+    /// A fresh run id in this process's session ([`crate::run::process_session`]), nobody
+    /// to approve calls.
+    fn default() -> Self {
+        Self {
+            run: uuid::Uuid::new_v4().to_string(),
+            session: crate::run::process_session().to_owned(),
+            approver: None,
+            seq: AtomicU32::new(0),
+        }
+    }
+}
+
+impl CallBudget {
+    /// The run belongs to this MCP session (for the audit log).
+    pub fn in_audit_session(mut self, session: impl Into<String>) -> Self {
+        self.tag.session = session.into();
+        self
+    }
+
+    /// Calls that need approval are asked of `approver` (none: they are refused).
+    pub fn approved_by(mut self, approver: Option<Arc<dyn Approver>>) -> Self {
+        self.tag.approver = approver;
+        self
+    }
+
+    /// The run's id in the audit log (a UUID v4).
+    pub fn run_id(&self) -> &str {
+        &self.tag.run
+    }
+
+    /// The run's session in the audit log.
+    pub fn session_id(&self) -> &str {
+        &self.tag.session
+    }
+}
+
+/// What one call's checks found, for its audit record.
+#[derive(Debug, Default)]
+pub(super) struct CallTrace {
+    /// The server and the MCP name of a known tool.
+    pub(super) target: Option<(String, String)>,
+    /// The call went out to its server.
+    pub(super) sent: bool,
+    /// The approval step, when there was one.
+    pub(super) approval: Option<Approval>,
+    /// Bytes of the result's text and its `isError`, when the server answered.
+    pub(super) result: Option<(usize, bool)>,
+}
+
+impl Bridge {
+    /// Check one call from the code and, if it passes, send it; write its audit record.
+    /// Returns the string for the code, or the `ToolError` to raise.
+    ///
+    /// With `--audit-required`, a call whose record cannot be written raises a `ToolError`
+    /// saying so (its result is not handed on), and later calls are refused before they go
+    /// out.
+    pub async fn call(
+        &self,
+        budget: &CallBudget,
+        py_name: &str,
+        args: &Value,
+    ) -> Result<String, CallError> {
+        let started = Instant::now();
+        let seq = budget.tag.seq.fetch_add(1, Ordering::SeqCst) + 1;
+        let mut trace = CallTrace::default();
+        let outcome = self.check_and_send(budget, py_name, args, &mut trace).await;
+        let Some(log) = self.audit() else {
+            return outcome;
+        };
+        let (server, tool) = match trace.target {
+            Some((server, tool)) => (Some(server), tool),
+            None => (None, py_name.to_owned()),
+        };
+        let record = Record::Call(CallRecord {
+            run: budget.tag.run.clone(),
+            session: budget.tag.session.clone(),
+            seq,
+            server,
+            tool,
+            args: log.args_field(args),
+            verdict: if trace.sent {
+                Verdict::Sent
+            } else {
+                Verdict::Refused
+            },
+            reason: match &outcome {
+                Err(e @ CallError::Refused(_)) => Some(e.message()),
+                Err(e @ CallError::HostFault(_)) => Some(e.message()),
+                Ok(_) | Err(CallError::ToolFailed(_)) => None,
+            },
+            approval: trace.approval,
+            duration_ms: millis(started),
+            result_bytes: trace.result.map(|(bytes, _)| bytes),
+            is_error: trace.result.map(|(_, is_error)| is_error),
+        });
+        match log.write(&record) {
+            Err(e) if log.required() => Err(CallError::Refused(Refusal::AuditFailed {
+                tool: py_name.to_owned(),
+                why: format!("{e}; --audit-required keeps its result from the code"),
+            })),
+            _ => outcome,
+        }
+    }
+
+    /// Ask a person about a call to `server`'s `tool`; `Ok` to send it. Refuses with
+    /// [`Refusal::Declined`] on decline or cancel, and with the reason when nobody can be asked.
+    pub(super) async fn ask_approval(
+        &self,
+        budget: &CallBudget,
+        server: &str,
+        tool: &str,
+        args: &Value,
+        trace: &mut CallTrace,
+    ) -> Result<(), CallError> {
+        let asked = Instant::now();
+        let answer = match &budget.tag.approver {
+            Some(approver) => {
+                approver
+                    .approve(ApprovalRequest {
+                        server: server.to_owned(),
+                        tool: tool.to_owned(),
+                        args: args.clone(),
+                    })
+                    .await
+            }
+            None => Answer::Unavailable(format!("{tool} {NOBODY_TO_ASK}")),
+        };
+        let (decision, result) = match answer {
+            Answer::Accept => (Decision::Accepted, Ok(())),
+            Answer::Decline => (
+                Decision::Declined,
+                Err(CallError::Refused(Refusal::Declined)),
+            ),
+            Answer::Cancel => (
+                Decision::Cancelled,
+                Err(CallError::Refused(Refusal::Declined)),
+            ),
+            Answer::Unavailable(why) => (
+                Decision::Unavailable,
+                Err(CallError::Refused(Refusal::NotApproved { why })),
+            ),
+        };
+        trace.approval = Some(Approval {
+            decision,
+            wait_ms: millis(asked),
+        });
+        result
+    }
+
+    /// The audit log, when `--audit` is set.
+    pub fn audit(&self) -> Option<&Arc<AuditLog>> {
+        self.audit.as_ref()
+    }
+
+    /// Write an audit record for every run and call to `log`.
+    pub fn with_audit(mut self, log: Arc<AuditLog>) -> Self {
+        self.audit = Some(log);
+        self
+    }
+}
+
+/// Milliseconds since `since`.
+pub(crate) fn millis(since: Instant) -> u64 {
+    u64::try_from(since.elapsed().as_millis()).unwrap_or(u64::MAX)
+}

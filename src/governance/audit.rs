@@ -1,0 +1,423 @@
+//! The audit log: one JSON object per line (JSON Lines), one line per record, for every run
+//! and every tool call the code asked for (`--audit FILE`). The schema is in
+//! `docs/audit-log.md`; every record carries [`SCHEMA_VERSION`] as `v`.
+//!
+//! Durability: each record is serialised first and then written with one `write_all` on an
+//! unbuffered `O_APPEND` descriptor, under a lock, so records never interleave and nothing
+//! waits in a userspace buffer: a crash or SIGKILL of `serve` loses at most the record being
+//! written. A torn last line (no `\n`) is closed with a `\n` when the log is opened again, so
+//! the next record starts on a line of its own; readers skip a line that does not parse.
+//! Records are not fsync'ed: a crash of the whole machine can lose what the kernel had not
+//! written yet.
+//!
+//! Failures: a record that cannot be written (a full disk, a file gone read-only) is logged
+//! on stderr and remembered ([`AuditLog::failure`]). With `--audit-required` the bridge then
+//! refuses every call and the run fails closed; without it runs go on unaudited.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde::Serialize;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+/// The version of the record schema, written as `v` in every record. It changes when a field
+/// changes meaning or goes away; new optional fields keep it.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Mode of a log file `serve` creates or appends to: read and write for its owner only
+/// (arguments and code can hold secrets).
+pub const FILE_MODE: u32 = 0o600;
+
+/// How a call's arguments are recorded (`--audit-args`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ArgsMode {
+    /// The arguments object as the code sent it.
+    Full,
+    /// `{"sha256": hex, "bytes": n}` of the arguments' compact JSON (the default): enough to
+    /// tell two calls apart and to match a replay, without the values.
+    #[default]
+    Digest,
+    /// No `args` field.
+    Off,
+}
+
+/// Where the log goes and what it holds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AuditOptions {
+    /// The log file (created 0600 when missing).
+    pub path: PathBuf,
+    /// How arguments are recorded (`--audit-args`, default [`ArgsMode::Digest`]).
+    pub args: ArgsMode,
+    /// Whether a run's record holds its code (`--audit-code on|off`, default on); its
+    /// sha256 is always there.
+    pub code: bool,
+    /// Fail closed when a record cannot be written (`--audit-required`).
+    pub required: bool,
+}
+
+impl AuditOptions {
+    /// Log to `path` with the defaults: digests of arguments, the code, not required.
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        Self {
+            path: path.into(),
+            args: ArgsMode::Digest,
+            code: true,
+            required: false,
+        }
+    }
+}
+
+/// Why the log could not be opened or written.
+#[derive(Debug, thiserror::Error)]
+pub enum AuditError {
+    /// Opening, preparing or writing the file failed.
+    #[error("the audit log {path} {action}: {source}")]
+    Io {
+        /// The log file.
+        path: PathBuf,
+        /// What was being done (`cannot be opened`, `cannot be written`, …).
+        action: &'static str,
+        /// The system's error.
+        source: std::io::Error,
+    },
+    /// An earlier record could not be written and `--audit-required` is set.
+    #[error("{0}; --audit-required refuses to go on without the audit log")]
+    Broken(String),
+}
+
+/// The audit log of one `serve` or `exec` process.
+#[derive(Debug)]
+pub struct AuditLog {
+    options: AuditOptions,
+    file: Mutex<File>,
+    /// The last write failure, until a later write succeeds.
+    failure: Mutex<Option<String>>,
+    /// Records that could not be written since the log was opened.
+    failed_writes: AtomicU64,
+}
+
+impl AuditLog {
+    /// Open (or create) the log for appending. A regular file gets mode [`FILE_MODE`] (set
+    /// on an existing file too, which fails unless we own it); anything else (a FIFO, a
+    /// device) is used as it is. A regular file whose last byte is not `\n` (a record torn
+    /// by a crash) gets a `\n` first.
+    ///
+    /// # Errors
+    /// [`AuditError::Io`] when the file cannot be opened, its mode set, or the newline
+    /// written.
+    pub fn open(options: AuditOptions) -> Result<Self, AuditError> {
+        let io = |action, source| AuditError::Io {
+            path: options.path.clone(),
+            action,
+            source,
+        };
+        let mut file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create(true)
+            .mode(FILE_MODE)
+            .custom_flags(libc::O_CLOEXEC)
+            .open(&options.path)
+            .or_else(|e| {
+                // A FIFO or a device can be opened for writing only.
+                if e.raw_os_error() == Some(libc::EACCES) || e.raw_os_error() == Some(libc::EINVAL)
+                {
+                    OpenOptions::new()
+                        .append(true)
+                        .custom_flags(libc::O_CLOEXEC)
+                        .open(&options.path)
+                } else {
+                    Err(e)
+                }
+            })
+            .map_err(|e| io("cannot be opened", e))?;
+        let meta = file.metadata().map_err(|e| io("cannot be read", e))?;
+        if meta.file_type().is_file() {
+            if meta.mode() & 0o7777 != FILE_MODE {
+                file.set_permissions(std::fs::Permissions::from_mode(FILE_MODE))
+                    .map_err(|e| io("cannot be made mode 0600", e))?;
+            }
+            if meta.len() > 0
+                && !ends_with_newline(&mut file).map_err(|e| io("cannot be read", e))?
+            {
+                file.write_all(b"\n")
+                    .map_err(|e| io("cannot be written", e))?;
+            }
+        }
+        Ok(Self {
+            options,
+            file: Mutex::new(file),
+            failure: Mutex::new(None),
+            failed_writes: AtomicU64::new(0),
+        })
+    }
+
+    /// The options it was opened with.
+    pub fn options(&self) -> &AuditOptions {
+        &self.options
+    }
+
+    /// The log file.
+    pub fn path(&self) -> &Path {
+        &self.options.path
+    }
+
+    /// Whether runs fail closed when the log cannot be written (`--audit-required`).
+    pub fn required(&self) -> bool {
+        self.options.required
+    }
+
+    /// Why the last record could not be written, while no later one was.
+    pub fn failure(&self) -> Option<String> {
+        self.failure
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// [`AuditError::Broken`] when the log is required and its last write failed; what the
+    /// bridge checks before a call goes out.
+    ///
+    /// # Errors
+    /// As said.
+    pub fn check_required(&self) -> Result<(), AuditError> {
+        match self.failure() {
+            Some(why) if self.required() => Err(AuditError::Broken(why)),
+            _ => Ok(()),
+        }
+    }
+
+    /// Append one record, stamped with `v` and `time`, as one line.
+    ///
+    /// # Errors
+    /// [`AuditError::Io`] when it could not be written whole (also remembered, see
+    /// [`Self::failure`], and logged on stderr).
+    pub fn write(&self, record: &Record) -> Result<(), AuditError> {
+        let stamped = Stamped {
+            v: SCHEMA_VERSION,
+            time: now_rfc3339(),
+            record,
+        };
+        let mut line = serde_json::to_vec(&stamped).unwrap_or_default();
+        line.push(b'\n');
+        let written = {
+            let mut file = self.file.lock().unwrap_or_else(|p| p.into_inner());
+            file.write_all(&line)
+        };
+        let mut failure = self.failure.lock().unwrap_or_else(|p| p.into_inner());
+        match written {
+            Ok(()) => {
+                if failure.take().is_some() {
+                    tracing::warn!(path = %self.path().display(), "the audit log is written again");
+                }
+                Ok(())
+            }
+            Err(source) => {
+                let error = AuditError::Io {
+                    path: self.options.path.clone(),
+                    action: "cannot be written",
+                    source,
+                };
+                if failure.is_none() {
+                    tracing::error!("{error}");
+                }
+                self.failed_writes.fetch_add(1, Ordering::SeqCst);
+                *failure = Some(error.to_string());
+                Err(error)
+            }
+        }
+    }
+
+    /// Records that could not be written since the log was opened (a run compares the
+    /// count at its start and end to know whether all of its records were written).
+    pub fn failed_writes(&self) -> u64 {
+        self.failed_writes.load(Ordering::SeqCst)
+    }
+
+    /// The `args` field of a call record for these arguments, as `--audit-args` says.
+    pub fn args_field(&self, args: &Value) -> Option<Value> {
+        match self.options.args {
+            ArgsMode::Full => Some(args.clone()),
+            ArgsMode::Digest => {
+                let bytes = serde_json::to_vec(args).unwrap_or_default();
+                Some(serde_json::json!({"sha256": sha256_hex(&bytes), "bytes": bytes.len()}))
+            }
+            ArgsMode::Off => None,
+        }
+    }
+
+    /// The `code` field of a run record, as `--audit-code` says.
+    pub fn code_field(&self, code: &str) -> Option<String> {
+        self.options.code.then(|| code.to_owned())
+    }
+}
+
+/// Whether the file's last byte is `\n`.
+fn ends_with_newline(file: &mut File) -> std::io::Result<bool> {
+    file.seek(SeekFrom::End(-1))?;
+    let mut last = [0u8; 1];
+    file.read_exact(&mut last)?;
+    Ok(last[0] == b'\n')
+}
+
+/// The lowercase hex sha256 of `bytes`.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+/// Now, as RFC 3339 in UTC with milliseconds (`2026-11-30T15:04:05.123Z`).
+fn now_rfc3339() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+/// A record with the fields every record has.
+#[derive(Serialize)]
+struct Stamped<'a> {
+    v: u32,
+    time: String,
+    #[serde(flatten)]
+    record: &'a Record,
+}
+
+/// One line of the log; `kind` names the variant.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Record {
+    /// A run began: written before the code reaches the sandbox, so a killed `serve` still
+    /// shows which code ran.
+    RunStart(RunStart),
+    /// A tool call the code asked for, sent or refused, once it is over.
+    Call(CallRecord),
+    /// A run ended (written after its last call record).
+    RunEnd(RunEnd),
+}
+
+/// `kind: "run_start"`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunStart {
+    /// The run's id (a UUID v4), shared by its call records and its `run_end`.
+    pub run: String,
+    /// The MCP session the run belongs to (one per `serve` over stdio; `exec`: its own).
+    pub session: String,
+    /// Lowercase hex sha256 of the code's UTF-8 bytes.
+    pub code_sha256: String,
+    /// The code, unless `--audit-code off`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
+}
+
+/// What became of a call: `sent` to its server, or `refused` by the bridge (with `reason`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// The call went out to its wrapped server.
+    Sent,
+    /// The bridge refused it before it went out.
+    Refused,
+}
+
+/// How a person answered an approval request (`elicitation/create`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Decision {
+    /// `action: "accept"`: the call is sent.
+    Accepted,
+    /// `action: "decline"`.
+    Declined,
+    /// `action: "cancel"` (dismissed without a choice).
+    Cancelled,
+    /// Nobody could be asked: the client did not declare the elicitation capability, or
+    /// there is no client (`exec`), or the request failed; the reason is the call's.
+    Unavailable,
+}
+
+/// The approval step of a call that needed one.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Approval {
+    /// The answer.
+    pub decision: Decision,
+    /// Time spent waiting for it, in milliseconds.
+    pub wait_ms: u64,
+}
+
+/// `kind: "call"`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CallRecord {
+    /// The run's id.
+    pub run: String,
+    /// The run's session.
+    pub session: String,
+    /// 1 for the run's first call, numbered as the bridge takes each call up.
+    pub seq: u32,
+    /// The wrapped server's name (absent when the code named no known tool).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
+    /// The tool's MCP name, or the name the code used when it is no known tool.
+    pub tool: String,
+    /// The arguments, as `--audit-args` says (absent with `off`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub args: Option<Value>,
+    /// `sent` or `refused`.
+    pub verdict: Verdict,
+    /// Why it was refused, or why a sent call failed (the `ToolError` the code saw;
+    /// absent for a result, and for an `isError` result, whose text is the server's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The approval step, for a tool that needs one and got as far as asking.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approval: Option<Approval>,
+    /// From the host reading the call to its answer to the code, in milliseconds.
+    pub duration_ms: u64,
+    /// Bytes of the result's text (sent calls the server answered).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub result_bytes: Option<usize>,
+    /// The result's `isError` (sent calls the server answered).
+    #[serde(rename = "isError", skip_serializing_if = "Option::is_none")]
+    pub is_error: Option<bool>,
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// The code finished without an error.
+    Ok,
+    /// The code raised (or exited with a non-zero status).
+    Error,
+    /// The run was stopped: deadline, cancel, output flood, protocol violation, audit
+    /// failure; `stopped_reason` says which.
+    Stopped,
+    /// No sandbox could be started.
+    Failed,
+}
+
+/// `kind: "run_end"`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunEnd {
+    /// The run's id.
+    pub run: String,
+    /// The run's session.
+    pub session: String,
+    /// Lowercase hex sha256 of the code (as in `run_start`).
+    pub code_sha256: String,
+    /// How it ended.
+    pub outcome: Outcome,
+    /// Why it was stopped or failed (the host's message; absent otherwise). The code's own
+    /// traceback is not recorded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stopped_reason: Option<String>,
+    /// Calls sent to wrapped servers.
+    pub calls: u32,
+    /// From `run_start` to the result, in milliseconds.
+    pub duration_ms: u64,
+}
+
+#[cfg(test)]
+#[path = "audit_tests.rs"]
+mod tests;

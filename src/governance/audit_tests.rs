@@ -1,0 +1,158 @@
+use super::*;
+
+fn run_start(run: &str) -> Record {
+    Record::RunStart(RunStart {
+        run: run.into(),
+        session: "s".into(),
+        code_sha256: sha256_hex(b"print(1)"),
+        code: Some("print(1)".into()),
+    })
+}
+
+fn lines(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn a_new_log_is_mode_0600_and_each_record_is_one_line_with_its_version_and_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.jsonl");
+    let log = AuditLog::open(AuditOptions::new(&path)).unwrap();
+    log.write(&run_start("r1")).unwrap();
+    log.write(&run_start("r2")).unwrap();
+    let mode = std::fs::metadata(&path).unwrap().mode() & 0o7777;
+    assert_eq!(mode, 0o600);
+    let records = lines(&path);
+    assert_eq!(records.len(), 2);
+    assert_eq!(records[0]["v"], SCHEMA_VERSION);
+    assert_eq!(records[0]["kind"], "run_start");
+    assert_eq!(records[1]["run"], "r2");
+    assert_eq!(records[0]["code"], "print(1)");
+    let time = records[0]["time"].as_str().unwrap();
+    assert!(chrono::DateTime::parse_from_rfc3339(time).is_ok(), "{time}");
+}
+
+#[test]
+fn an_existing_world_readable_log_is_made_0600_and_appended_to() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.jsonl");
+    std::fs::write(&path, "{\"old\": 1}\n").unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let log = AuditLog::open(AuditOptions::new(&path)).unwrap();
+    log.write(&run_start("r1")).unwrap();
+    assert_eq!(std::fs::metadata(&path).unwrap().mode() & 0o7777, 0o600);
+    let records = lines(&path);
+    assert_eq!(records[0]["old"], 1);
+    assert_eq!(records[1]["run"], "r1");
+}
+
+#[test]
+fn a_record_torn_by_a_crash_stays_alone_on_its_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.jsonl");
+    std::fs::write(&path, "{\"whole\": 1}\n{\"torn\": ").unwrap();
+    let log = AuditLog::open(AuditOptions::new(&path)).unwrap();
+    log.write(&run_start("r1")).unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    let parsed: Vec<_> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .collect();
+    assert_eq!(parsed.len(), 2, "{text}");
+    assert_eq!(parsed[1]["run"], "r1");
+}
+
+#[test]
+fn a_full_disk_is_reported_remembered_and_fails_a_required_log() {
+    let mut options = AuditOptions::new("/dev/full");
+    options.required = true;
+    let log = AuditLog::open(options).unwrap();
+    assert!(log.check_required().is_ok());
+    let err = log.write(&run_start("r1")).unwrap_err();
+    assert!(err.to_string().contains("/dev/full"), "{err}");
+    assert!(
+        log.failure().unwrap().contains("No space left"),
+        "{:?}",
+        log.failure()
+    );
+    let refused = log.check_required().unwrap_err().to_string();
+    assert!(refused.contains("--audit-required"), "{refused}");
+    // Not required: the failure is remembered but nothing is refused.
+    let log = AuditLog::open(AuditOptions::new("/dev/full")).unwrap();
+    assert!(log.write(&run_start("r1")).is_err());
+    assert!(log.failure().is_some());
+    assert!(log.check_required().is_ok());
+}
+
+#[test]
+fn an_unwritable_path_is_an_error_at_open() {
+    let err = AuditLog::open(AuditOptions::new("/nonexistent-dir/audit.jsonl")).unwrap_err();
+    assert!(err.to_string().contains("cannot be opened"), "{err}");
+}
+
+#[test]
+fn arguments_are_recorded_in_full_as_a_digest_or_not_at_all() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = serde_json::json!({"path": "/etc/passwd", "n": 1});
+    let mut options = AuditOptions::new(dir.path().join("a"));
+    let digest = AuditLog::open(options.clone())
+        .unwrap()
+        .args_field(&args)
+        .unwrap();
+    assert_eq!(digest["bytes"], 28);
+    assert_eq!(
+        digest["sha256"],
+        sha256_hex(br#"{"path":"/etc/passwd","n":1}"#)
+    );
+    assert!(!digest.to_string().contains("passwd"));
+    options.args = ArgsMode::Full;
+    assert_eq!(
+        AuditLog::open(options.clone()).unwrap().args_field(&args),
+        Some(args.clone())
+    );
+    options.args = ArgsMode::Off;
+    assert_eq!(
+        AuditLog::open(options.clone()).unwrap().args_field(&args),
+        None
+    );
+    options.code = false;
+    assert_eq!(
+        AuditLog::open(options).unwrap().code_field("print(1)"),
+        None
+    );
+}
+
+#[test]
+fn a_call_record_names_its_verdict_approval_and_result() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.jsonl");
+    let log = AuditLog::open(AuditOptions::new(&path)).unwrap();
+    log.write(&Record::Call(CallRecord {
+        run: "r".into(),
+        session: "s".into(),
+        seq: 1,
+        server: Some("toy".into()),
+        tool: "add".into(),
+        args: None,
+        verdict: Verdict::Refused,
+        reason: Some("declined by the user".into()),
+        approval: Some(Approval {
+            decision: Decision::Declined,
+            wait_ms: 12,
+        }),
+        duration_ms: 13,
+        result_bytes: None,
+        is_error: None,
+    }))
+    .unwrap();
+    let record = &lines(&path)[0];
+    assert_eq!(record["kind"], "call");
+    assert_eq!(record["verdict"], "refused");
+    assert_eq!(record["approval"]["decision"], "declined");
+    assert!(record.get("isError").is_none());
+    assert!(record.get("args").is_none());
+}

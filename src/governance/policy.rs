@@ -1,0 +1,132 @@
+//! Which tools a read-only server keeps, and which calls need a person's approval, decided
+//! from the tools' annotations (MCP `ToolAnnotations`, spec 2025-06-18 "Tool annotations":
+//! `readOnlyHint` default false, `destructiveHint` default true and meaningful only when
+//! `readOnlyHint` is false).
+//!
+//! Annotations are hints the wrapped server gives about itself; a server that lies about
+//! them defeats both rules (README "Read-only mode").
+
+use std::collections::BTreeSet;
+
+use rmcp::model::Tool;
+
+/// Whether a server in read-only mode (`--read-only`, `readOnly: true`) keeps this tool:
+/// only when it is annotated `readOnlyHint: true` and not `destructiveHint: true` (a
+/// contradictory pair is dropped). A tool without annotations is dropped.
+pub fn kept_when_read_only(tool: &Tool) -> bool {
+    let Some(annotations) = &tool.annotations else {
+        return false;
+    };
+    annotations.read_only_hint == Some(true) && annotations.destructive_hint != Some(true)
+}
+
+/// Whether the tool is annotated read-only (`readOnlyHint: true`).
+pub fn annotated_read_only(tool: &Tool) -> bool {
+    tool.annotations
+        .as_ref()
+        .is_some_and(|a| a.read_only_hint == Some(true))
+}
+
+/// Which calls of one server need a person's approval before they go out.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum ApprovalRule {
+    /// None (the default).
+    #[default]
+    None,
+    /// These tools, by name (the names `--allow` takes).
+    Tools(BTreeSet<String>),
+    /// Every tool not annotated `readOnlyHint: true` (`approve: "destructive"`,
+    /// `--approve-destructive`).
+    Destructive,
+}
+
+impl ApprovalRule {
+    /// Whether a call to `tool` needs approval; `named(label)` says whether a listed label
+    /// names this tool (its MCP name or its Python name).
+    pub fn needs_approval(&self, tool: &Tool, named: impl Fn(&str) -> bool) -> bool {
+        match self {
+            Self::None => false,
+            Self::Tools(tools) => tools.iter().any(|t| named(t)),
+            Self::Destructive => !annotated_read_only(tool),
+        }
+    }
+
+    /// The names this rule lists (to check each names a tool).
+    pub fn listed(&self) -> impl Iterator<Item = &String> {
+        match self {
+            Self::Tools(tools) => Some(tools.iter()),
+            _ => None,
+        }
+        .into_iter()
+        .flatten()
+    }
+
+    /// This rule and `other` together: destructive wins; two lists are merged.
+    pub fn union(self, other: Self) -> Self {
+        match (self, other) {
+            (Self::Destructive, _) | (_, Self::Destructive) => Self::Destructive,
+            (Self::Tools(mut a), Self::Tools(b)) => {
+                a.extend(b);
+                Self::Tools(a)
+            }
+            (Self::None, rule) | (rule, Self::None) => rule,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    fn tool(read_only: Option<bool>, destructive: Option<bool>) -> Tool {
+        let mut tool = Tool::new("t", "d", Arc::new(serde_json::Map::new()));
+        if read_only.is_some() || destructive.is_some() {
+            let mut a = rmcp::model::ToolAnnotations::default();
+            a.read_only_hint = read_only;
+            a.destructive_hint = destructive;
+            tool.annotations = Some(a);
+        }
+        tool
+    }
+
+    #[test]
+    fn read_only_mode_keeps_only_tools_annotated_read_only_and_not_destructive() {
+        assert!(kept_when_read_only(&tool(Some(true), None)));
+        assert!(kept_when_read_only(&tool(Some(true), Some(false))));
+        assert!(!kept_when_read_only(&tool(Some(true), Some(true))));
+        assert!(!kept_when_read_only(&tool(Some(false), Some(false))));
+        assert!(!kept_when_read_only(&tool(None, Some(false))));
+        assert!(!kept_when_read_only(&tool(None, None)));
+    }
+
+    #[test]
+    fn destructive_approval_covers_every_tool_not_annotated_read_only() {
+        let rule = ApprovalRule::Destructive;
+        assert!(!rule.needs_approval(&tool(Some(true), None), |l| l == "t"));
+        assert!(rule.needs_approval(&tool(Some(false), Some(false)), |l| l == "t"));
+        assert!(rule.needs_approval(&tool(None, None), |l| l == "t"));
+    }
+
+    #[test]
+    fn a_listed_tool_needs_approval_by_either_of_its_names() {
+        let rule = ApprovalRule::Tools(["srv__del".to_owned()].into());
+        assert!(rule.needs_approval(&tool(Some(true), None), |l| l == "del" || l == "srv__del"));
+        assert!(!rule.needs_approval(&tool(None, None), |l| l == "get" || l == "srv__get"));
+        assert!(!ApprovalRule::None.needs_approval(&tool(None, None), |l| l == "t"));
+    }
+
+    #[test]
+    fn rules_merge_with_destructive_winning() {
+        let a = ApprovalRule::Tools(["x".to_owned()].into());
+        let b = ApprovalRule::Tools(["y".to_owned()].into());
+        assert_eq!(
+            a.clone().union(b),
+            ApprovalRule::Tools(["x".to_owned(), "y".to_owned()].into())
+        );
+        assert_eq!(
+            a.union(ApprovalRule::Destructive),
+            ApprovalRule::Destructive
+        );
+    }
+}

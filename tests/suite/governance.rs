@@ -1,0 +1,576 @@
+//! Governance end to end: approval through MCP elicitation (a Python SDK client that
+//! accepts, declines, cancels, or declares no elicitation capability), read-only mode on
+//! annotated tools, the audit log of a run (sent, refused and approved calls), a run replayed
+//! from its log, a log that survives a SIGKILLed `serve`, and `--audit-required` failing
+//! closed on a full disk.
+//!
+//! The wrapped server is `scripted_server` on `tests/scenarios/annotated.json`, whose `log`
+//! records every message it receives: a call that was never sent is absent from it.
+//!
+//! Index: `approval_*`; `read_only_*`; `audit_*`.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::common::{ExecOptions, bin, example, exec_with, native_client_ready, venv_python};
+
+/// The annotated scenario with its `log` in a fresh temp dir, and an audit log path there.
+struct Fixture {
+    scenario: PathBuf,
+    received: PathBuf,
+    audit: PathBuf,
+    dir: tempfile::TempDir,
+}
+
+impl Fixture {
+    fn new() -> Self {
+        let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/scenarios/annotated.json");
+        let mut scenario: Value =
+            serde_json::from_str(&std::fs::read_to_string(source).unwrap()).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let received = dir.path().join("received.log");
+        scenario["log"] = json!(received);
+        let path = dir.path().join("annotated.json");
+        std::fs::write(&path, scenario.to_string()).unwrap();
+        Self {
+            scenario: path,
+            received,
+            audit: dir.path().join("audit.jsonl"),
+            dir,
+        }
+    }
+
+    fn server(&self) -> Vec<String> {
+        vec![
+            example("scripted_server").display().to_string(),
+            self.scenario.display().to_string(),
+        ]
+    }
+
+    /// The tools/call requests the wrapped server received, by tool name.
+    fn calls_received(&self) -> Vec<String> {
+        std::fs::read_to_string(&self.received)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|m| m["method"] == "tools/call")
+            .map(|m| m["params"]["name"].as_str().unwrap_or_default().to_owned())
+            .collect()
+    }
+
+    /// `serve ARGS… -- scripted_server annotated.json`.
+    fn serve(&self, args: &[&str]) -> Vec<String> {
+        let mut command = vec![
+            bin().display().to_string(),
+            "serve".into(),
+            "--pool".into(),
+            "0".into(),
+        ];
+        command.extend(args.iter().map(|a| a.to_string()));
+        command.push("--".into());
+        command.extend(self.server());
+        command
+    }
+
+    /// Every complete record of the audit log (a line that does not parse is skipped, as
+    /// the schema tells readers to).
+    fn records(&self) -> Vec<Value> {
+        records(&self.audit)
+    }
+}
+
+fn records(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+fn of_kind<'a>(records: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    records.iter().filter(|r| r["kind"] == kind).collect()
+}
+
+/// Run the approving client in `mode` against `serve`, running `code` once.
+fn approving_client(mode: &str, code: &str, serve: &[String]) -> Value {
+    let python = venv_python().expect("venv python");
+    let script =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/clients/approving_client.py");
+    let out = Command::new(python)
+        .arg(script)
+        .arg(mode)
+        .arg(code)
+        .arg("--")
+        .args(serve)
+        .output()
+        .expect("run the approving client");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(stdout.lines().last().unwrap_or("")).unwrap_or_else(|e| {
+        panic!(
+            "client output is not JSON ({e}): {stdout}\nstderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+/// Code that calls write_note and prints what came back or the ToolError.
+const WRITE: &str = "try:\n    print(await write_note({'id': 1, 'text': 'hi'}))\nexcept ToolError as e:\n    print('ToolError:', e)";
+
+fn printed(reply: &Value) -> String {
+    reply["structured"]["stdout"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[test]
+fn approval_accepted_sends_the_call_after_asking_with_server_tool_and_arguments() {
+    if !native_client_ready() {
+        return;
+    }
+    let f = Fixture::new();
+    let audit = f.audit.display().to_string();
+    let reply = approving_client(
+        "accept",
+        WRITE,
+        &f.serve(&["--approve", "write_note", "--audit", &audit]),
+    );
+    assert_eq!(printed(&reply), "done\n", "{reply}");
+    let asked = reply["asked"].as_array().unwrap();
+    assert_eq!(asked.len(), 1, "{reply}");
+    let message = asked[0]["message"].as_str().unwrap();
+    assert!(
+        message.contains("\"write_note\"")
+            && message.contains("\"server\"")
+            && message.contains(r#"{"id":1,"text":"hi"}"#),
+        "{message}"
+    );
+    assert_eq!(f.calls_received(), ["write_note"]);
+    let description = reply["description"].as_str().unwrap();
+    assert!(
+        description.contains("Calls to write_note wait for a person's approval"),
+        "{description}"
+    );
+    let calls = f.records();
+    let call = of_kind(&calls, "call")[0];
+    assert_eq!(call["verdict"], "sent", "{call}");
+    assert_eq!(call["approval"]["decision"], "accepted", "{call}");
+}
+
+fn refused_after_asking(mode: &str, decision: &str) {
+    let f = Fixture::new();
+    let audit = f.audit.display().to_string();
+    let reply = approving_client(
+        mode,
+        WRITE,
+        &f.serve(&["--approve", "write_note", "--audit", &audit]),
+    );
+    assert_eq!(
+        printed(&reply),
+        "ToolError: declined by the user\n",
+        "{reply}"
+    );
+    assert_eq!(reply["asked"].as_array().unwrap().len(), 1, "{reply}");
+    assert!(
+        f.calls_received().is_empty(),
+        "the call went out: {:?}",
+        f.calls_received()
+    );
+    let calls = f.records();
+    let call = of_kind(&calls, "call")[0];
+    assert_eq!(call["verdict"], "refused", "{call}");
+    assert_eq!(call["reason"], "declined by the user", "{call}");
+    assert_eq!(call["approval"]["decision"], decision, "{call}");
+}
+
+#[test]
+fn approval_declined_raises_declined_by_the_user_and_sends_nothing() {
+    if native_client_ready() {
+        refused_after_asking("decline", "declined");
+    }
+}
+
+#[test]
+fn approval_cancelled_raises_declined_by_the_user_and_sends_nothing() {
+    if native_client_ready() {
+        refused_after_asking("cancel", "cancelled");
+    }
+}
+
+#[test]
+fn approval_without_the_elicitation_capability_is_refused_saying_so_and_never_sent() {
+    if !native_client_ready() {
+        return;
+    }
+    let f = Fixture::new();
+    let audit = f.audit.display().to_string();
+    let reply = approving_client(
+        "none",
+        WRITE,
+        &f.serve(&["--approve", "write_note", "--audit", &audit]),
+    );
+    let out = printed(&reply);
+    assert!(
+        out.starts_with("ToolError:") && out.contains("did not declare the elicitation capability"),
+        "{reply}"
+    );
+    assert!(f.calls_received().is_empty(), "{:?}", f.calls_received());
+    let calls = f.records();
+    assert_eq!(
+        of_kind(&calls, "call")[0]["approval"]["decision"],
+        "unavailable"
+    );
+}
+
+#[test]
+fn approval_is_not_asked_for_a_call_the_budget_refuses() {
+    if !native_client_ready() {
+        return;
+    }
+    let f = Fixture::new();
+    let code = "await read_note({'id': 1})\ntry:\n    await write_note({'id': 1})\nexcept ToolError as e:\n    print('ToolError:', e)";
+    let reply = approving_client(
+        "accept",
+        code,
+        &f.serve(&["--approve", "write_note", "--max-calls", "1"]),
+    );
+    assert!(
+        printed(&reply).contains("budget of 1 tool calls is spent"),
+        "{reply}"
+    );
+    assert!(reply["asked"].as_array().unwrap().is_empty(), "{reply}");
+    assert_eq!(f.calls_received(), ["read_note"]);
+}
+
+#[test]
+fn approval_of_destructive_tools_asks_for_every_tool_not_annotated_read_only() {
+    if !native_client_ready() {
+        return;
+    }
+    let f = Fixture::new();
+    let code = "print(await read_note({'id': 1}))\nprint(await delete_note({'id': 1}))\nprint(await unannotated({}))";
+    let reply = approving_client("accept", code, &f.serve(&["--approve-destructive"]));
+    assert_eq!(printed(&reply), "done\ndone\ndone\n", "{reply}");
+    let asked: Vec<&str> = reply["asked"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["message"].as_str().unwrap())
+        .collect();
+    assert_eq!(asked.len(), 2, "{asked:?}");
+    assert!(asked[0].contains("\"delete_note\"") && asked[1].contains("\"unannotated\""));
+}
+
+#[test]
+fn read_only_mode_keeps_only_tools_annotated_read_only_and_says_how_many_it_hid() {
+    if !native_client_ready() {
+        return;
+    }
+    let f = Fixture::new();
+    let code = "print(sorted(TOOLS))";
+    let reply = approving_client("none", code, &f.serve(&["--read-only"]));
+    assert_eq!(printed(&reply), "['read_note']\n", "{reply}");
+    let description = reply["description"].as_str().unwrap();
+    assert!(
+        description.contains("Read-only mode is on")
+            && description.contains("4 other tools are hidden"),
+        "{description}"
+    );
+    assert!(!description.contains("def write_note"), "{description}");
+}
+
+#[test]
+fn read_only_mode_refuses_a_hidden_tool_before_it_is_sent() {
+    if !native_client_ready() {
+        return;
+    }
+    let f = Fixture::new();
+    let run = exec_with(
+        "try:\n    await globals()['delete_note']({'id': 1})\nexcept KeyError:\n    print('absent')",
+        ExecOptions {
+            args: vec!["--read-only".into()],
+            server: f.server(),
+            ..Default::default()
+        },
+    );
+    assert_eq!(run.printed(), "absent\n", "{run:?}");
+    assert!(f.calls_received().is_empty());
+}
+
+/// The run of the audit test: one call sent, two refused by the bridge (the second to a
+/// tool that needs approval, refused by its schema before anyone is asked), one approved.
+const MIXED: &str = "print(await read_note({'id': 7}))\ntry:\n    await read_note({'id': 'seven'})\nexcept ToolError as e:\n    print('refused')\ntry:\n    await write_note({'id': 7, 'color': 'red'})\nexcept ToolError as e:\n    print('refused')\nprint(await write_note({'id': 7, 'text': 'x'}))";
+
+#[test]
+fn audit_records_a_run_with_sent_refused_and_approved_calls() {
+    if !native_client_ready() {
+        return;
+    }
+    let f = Fixture::new();
+    let audit = f.audit.display().to_string();
+    let reply = approving_client(
+        "accept",
+        MIXED,
+        &f.serve(&["--approve", "write_note", "--audit", &audit]),
+    );
+    assert_eq!(printed(&reply), "done\nrefused\nrefused\ndone\n", "{reply}");
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(std::fs::metadata(&f.audit).unwrap().mode() & 0o777, 0o600);
+    let records = f.records();
+    assert!(
+        records.iter().all(|r| r["v"] == 1 && r["time"].is_string()),
+        "{records:?}"
+    );
+    let kinds: Vec<&str> = records
+        .iter()
+        .map(|r| r["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        ["run_start", "call", "call", "call", "call", "run_end"]
+    );
+    let run = records[0]["run"].as_str().unwrap();
+    assert!(
+        records
+            .iter()
+            .all(|r| r["run"] == run && r["session"] == records[0]["session"])
+    );
+    assert_eq!(records[0]["code"], MIXED);
+    assert_eq!(records[0]["code_sha256"], sha256_hex(MIXED.as_bytes()));
+    let calls = &records[1..5];
+    let summary: Vec<(u64, &str, &str)> = calls
+        .iter()
+        .map(|c| {
+            (
+                c["seq"].as_u64().unwrap(),
+                c["tool"].as_str().unwrap(),
+                c["verdict"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            (1, "read_note", "sent"),
+            (2, "read_note", "refused"),
+            (3, "write_note", "refused"),
+            (4, "write_note", "sent"),
+        ]
+    );
+    assert_eq!(calls[0]["server"], "server");
+    assert_eq!(calls[0]["result_bytes"], 4);
+    assert_eq!(calls[0]["isError"], false);
+    let digest = sha256_hex(br#"{"id":7}"#);
+    assert_eq!(calls[0]["args"], json!({"sha256": digest, "bytes": 8}));
+    assert!(
+        calls[1]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("outside its schema")
+    );
+    assert!(calls[2]["reason"].as_str().unwrap().contains("\"color\""));
+    assert!(calls[0].get("approval").is_none());
+    assert!(
+        calls[2].get("approval").is_none(),
+        "asked about a call its schema refuses"
+    );
+    assert_eq!(reply["asked"].as_array().unwrap().len(), 1, "{reply}");
+    assert_eq!(calls[3]["approval"]["decision"], "accepted");
+    let end = &records[5];
+    assert_eq!(end["outcome"], "ok");
+    assert_eq!(end["calls"], 2);
+    assert!(end["duration_ms"].as_u64().is_some());
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    mcp_code_mode::governance::audit::sha256_hex(bytes)
+}
+
+/// The calls of a log as (seq, tool, args digest, verdict), for comparing two runs.
+fn call_trace(records: &[Value]) -> Vec<(Value, Value, Value, Value)> {
+    of_kind(records, "call")
+        .into_iter()
+        .map(|c| {
+            (
+                c["seq"].clone(),
+                c["tool"].clone(),
+                c["args"].clone(),
+                c["verdict"].clone(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn audit_log_replays_a_run_from_its_recorded_code_with_the_same_calls() {
+    if !native_client_ready() {
+        return;
+    }
+    let f = Fixture::new();
+    let code = "for i in range(3):\n    print(await read_note({'id': i}))\ntry:\n    await write_note({'id': 'x'})\nexcept ToolError:\n    print('refused')";
+    let exec = |audit: &Path, code: &str| {
+        exec_with(
+            code,
+            ExecOptions {
+                args: vec!["--audit".into(), audit.display().to_string()],
+                server: f.server(),
+                ..Default::default()
+            },
+        )
+    };
+    let first = exec(&f.audit, code);
+    assert_eq!(first.printed(), "done\ndone\ndone\nrefused\n", "{first:?}");
+    let original = f.records();
+    let start = of_kind(&original, "run_start")[0];
+    let recorded = start["code"].as_str().unwrap();
+    assert_eq!(start["code_sha256"], sha256_hex(recorded.as_bytes()));
+    let replay_log = f.dir.path().join("replay.jsonl");
+    let replay = exec(&replay_log, recorded);
+    assert_eq!(replay.printed(), first.printed());
+    let replayed = records(&replay_log);
+    assert_ne!(of_kind(&replayed, "run_start")[0]["run"], start["run"]);
+    assert_eq!(call_trace(&replayed), call_trace(&original));
+    assert_eq!(call_trace(&original).len(), 4);
+    assert_eq!(
+        of_kind(&replayed, "run_end")[0]["outcome"],
+        of_kind(&original, "run_end")[0]["outcome"]
+    );
+}
+
+/// Send one JSON-RPC message to a serve child.
+fn send(stdin: &mut impl Write, message: Value) {
+    writeln!(stdin, "{message}").unwrap();
+    stdin.flush().unwrap();
+}
+
+#[test]
+fn audit_log_survives_a_serve_killed_mid_run_every_complete_record_parses() {
+    if !native_client_ready() {
+        return;
+    }
+    let f = Fixture::new();
+    let audit = f.audit.display().to_string();
+    let command = f.serve(&["--audit", &audit, "--audit-args", "full"]);
+    let mut child = Command::new(&command[0])
+        .args(&command[1..])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    send(
+        &mut stdin,
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "killer", "version": "1"}}}),
+    );
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    send(
+        &mut stdin,
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    );
+    let code =
+        "i = 0\nwhile True:\n    await write_note({'id': i, 'text': 'p' * 2000})\n    i += 1";
+    send(
+        &mut stdin,
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+               "params": {"name": "run_python", "arguments": {"code": code}}}),
+    );
+    let started = Instant::now();
+    while of_kind(&f.records(), "call").len() < 20 {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "{:?}",
+            f.records()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let text = std::fs::read_to_string(&f.audit).unwrap();
+    let lines: Vec<&str> = text.split_inclusive('\n').collect();
+    // Every line ended by a newline is one whole record; only a last line without one may
+    // be torn.
+    for line in &lines {
+        if line.ends_with('\n') {
+            serde_json::from_str::<Value>(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        }
+    }
+    let before = f.records();
+    assert_eq!(before[0]["kind"], "run_start");
+    assert!(of_kind(&before, "run_end").is_empty());
+    // The next process appends after whatever was torn, on a line of its own.
+    let run = exec_with(
+        "print(await read_note({'id': 1}))",
+        ExecOptions {
+            args: vec!["--audit".into(), audit.clone()],
+            server: f.server(),
+            ..Default::default()
+        },
+    );
+    assert_eq!(run.printed(), "done\n", "{run:?}");
+    let after = f.records();
+    assert_eq!(
+        after.len(),
+        before.len() + 3,
+        "{}",
+        std::fs::read_to_string(&f.audit).unwrap()
+    );
+}
+
+#[test]
+fn audit_required_fails_closed_on_a_full_disk_and_sends_nothing() {
+    if !native_client_ready() {
+        return;
+    }
+    let f = Fixture::new();
+    let run = |extra: &[&str]| {
+        let mut args = vec!["--audit".to_owned(), "/dev/full".to_owned()];
+        args.extend(extra.iter().map(|a| a.to_string()));
+        exec_with(
+            "print(await read_note({'id': 1}))",
+            ExecOptions {
+                args,
+                server: f.server(),
+                ..Default::default()
+            },
+        )
+    };
+    let required = run(&["--audit-required"]);
+    assert!(required.stopped(), "{required:?}");
+    assert!(
+        required.error().contains("/dev/full") && required.error().contains("--audit-required"),
+        "{required:?}"
+    );
+    assert!(f.calls_received().is_empty(), "{:?}", f.calls_received());
+    // Without --audit-required the failure is reported and the run goes on.
+    let lenient = run(&[]);
+    assert_eq!(lenient.printed(), "done\n", "{lenient:?}");
+    assert!(
+        lenient.stderr.contains("No space left on device"),
+        "{lenient:?}"
+    );
+    assert_eq!(f.calls_received(), ["read_note"]);
+}
+
+#[test]
+fn audit_log_that_cannot_be_opened_stops_startup() {
+    let f = Fixture::new();
+    let run = exec_with(
+        "print(1)",
+        ExecOptions {
+            args: vec!["--audit".into(), "/nonexistent-dir/audit.jsonl".into()],
+            server: f.server(),
+            ..Default::default()
+        },
+    );
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(run.stderr.contains("cannot be opened"), "{run:?}");
+}
