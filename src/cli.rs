@@ -14,7 +14,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use crate::bridge::catalog::{PrivateLabels, Selection};
 use crate::bridge::upstream::ServerSpec;
 use crate::bridge::{Bridge, OpenOptions, ServerEntry};
-use crate::governance::audit::AuditLog;
+use crate::governance::audit::{AuditLog, AuditOptions};
 use crate::governance::options::GovernanceArgs;
 use crate::limits::{DEFAULT_DEADLINE_SECS, DEFAULT_MAX_CALLS};
 use crate::rootfs::{self, Source};
@@ -385,7 +385,8 @@ fn call_timeout_secs(text: &str) -> Result<f64, String> {
     }
 }
 
-fn entries(args: &RunArgs) -> anyhow::Result<Vec<ServerEntry>> {
+/// The servers to wrap, and the config file's `audit` when there is one.
+fn entries(args: &RunArgs) -> anyhow::Result<(Vec<ServerEntry>, Option<AuditOptions>)> {
     if let Some(path) = &args.config {
         if !args.allow.is_empty()
             || !args.private.is_empty()
@@ -397,7 +398,11 @@ fn entries(args: &RunArgs) -> anyhow::Result<Vec<ServerEntry>> {
                 "--config cannot be combined with --allow, --private, --env, --approve or a server command: put those in the config file"
             );
         }
-        return Ok(crate::config::load_config(path)?);
+        let config = crate::config::load(path)?;
+        for warning in &config.warnings {
+            tracing::warn!("config: {warning}");
+        }
+        return Ok((config.servers, config.audit));
     }
     let Some((command, rest)) = args.command.split_first() else {
         bail!("no server command: put the wrapped MCP server's command after `--`");
@@ -409,7 +414,7 @@ fn entries(args: &RunArgs) -> anyhow::Result<Vec<ServerEntry>> {
             Err(_) => tracing::warn!("--env {name}: not set in this environment; not passed"),
         }
     }
-    Ok(vec![ServerEntry {
+    let entry = ServerEntry {
         spec: ServerSpec {
             name: "server".into(),
             command: command.clone(),
@@ -430,14 +435,15 @@ fn entries(args: &RunArgs) -> anyhow::Result<Vec<ServerEntry>> {
         },
         max_result_bytes: None,
         call_timeout: None,
-    }])
+    };
+    Ok((vec![entry], None))
 }
 
 async fn prepare(args: &RunArgs) -> anyhow::Result<(Arc<Bridge>, Arc<dyn Backend>, RunOptions)> {
-    let mut entries = entries(args)?;
+    let (mut entries, config_audit) = entries(args)?;
     args.governance.apply(&mut entries);
     // Opened before anything starts: an audit log that cannot be opened stops startup.
-    let audit = match args.governance.audit_options() {
+    let audit = match args.governance.audit_options().or(config_audit) {
         Some(options) => Some(Arc::new(AuditLog::open(options)?)),
         None => None,
     };

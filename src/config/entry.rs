@@ -9,7 +9,8 @@
 //! time one call to this server may take, in seconds (Cline's unit), overriding
 //! `--call-timeout`; a value of 1000 or more is read as milliseconds (the unit Claude Code's
 //! configs use). Windsurf's and Roo's
-//! `disabledTools` leaves those tools out; `"disabled": true` skips the entry.
+//! `disabledTools` leaves those tools out; `"disabled": true` skips the entry. `readOnly` and
+//! `approve` are governance's ([`super::governance`]).
 //!
 //! `${VAR}`, `${VAR:-default}` and `${env:VAR}` expand in `command`, `args`, `env`, `envFile`,
 //! `cwd`, `url` and `headers` ([`super::vars`]); an unset variable without a default stops
@@ -46,6 +47,8 @@ pub const ENTRY_KEYS: &[&str] = &[
     "private",
     "maxResultBytes",
     "timeout",
+    "readOnly",
+    "approve",
 ];
 
 /// Keys other MCP clients define that have no meaning here; accepted without a warning.
@@ -207,8 +210,8 @@ pub fn parse_entry(
             allow,
             private,
             deny,
-
-            ..Selection::default()
+            read_only: super::governance::read_only(place, map)?,
+            approve: super::governance::approve(place, map)?,
         },
         max_result_bytes,
         call_timeout,

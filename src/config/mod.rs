@@ -9,12 +9,13 @@
 //! ```
 //! The servers sit under `mcpServers` (Claude Desktop, Claude Code, Cursor, Cline, Windsurf)
 //! or `servers` (VS Code's `mcp.json`); other top-level keys (VS Code's `inputs`, a Claude
-//! Desktop file's own settings) are ignored. Entries are described in [`entry`], variables
+//! Desktop file's own settings) are ignored, but for `audit` ([`governance`]). Entries are described in [`entry`], variables
 //! in [`vars`]. Server names are unique (duplicate keys are detected while parsing, RFC 8259
 //! leaves them undefined), non-empty, and made of letters, digits, `_` and `-`. Servers are
 //! listed in file order; entries with `"disabled": true` are skipped.
 
 pub mod entry;
+pub mod governance;
 mod strict_json;
 pub mod vars;
 
@@ -62,6 +63,8 @@ pub struct Config {
     /// One line per unknown key or unsupported setting (`mcpServers.x: unknown key "foo"
     /// ignored`); the caller logs them.
     pub warnings: Vec<String>,
+    /// The top-level `audit`, if any ([`governance::audit`]).
+    pub audit: Option<crate::governance::audit::AuditOptions>,
 }
 
 /// Where a config's values come from: the variables of `${…}` references, and the
@@ -172,7 +175,10 @@ pub fn parse(text: &str, context: &Context<'_>) -> Result<Config, ConfigError> {
     if servers.is_empty() {
         return Err(ConfigError::Invalid(format!("\"{key}\" names no server")));
     }
-    let mut config = Config::default();
+    let mut config = Config {
+        audit: governance::audit(top, &context.base)?,
+        ..Config::default()
+    };
     let mut disabled = 0;
     for (name, value) in servers {
         let place = format!("{key}.{name}");

@@ -574,3 +574,44 @@ fn audit_log_that_cannot_be_opened_stops_startup() {
     assert_eq!(run.code, 2, "{run:?}");
     assert!(run.stderr.contains("cannot be opened"), "{run:?}");
 }
+
+#[test]
+fn a_config_file_sets_read_only_and_approval_per_server_and_the_audit_log() {
+    if !native_client_ready() {
+        return;
+    }
+    let f = Fixture::new();
+    let server = f.server();
+    let config = json!({
+        "audit": {"file": "config-audit.jsonl", "args": "full"},
+        "mcpServers": {
+            "notes": {"command": server[0], "args": [server[1]], "readOnly": true},
+            "tracker": {"command": server[0], "args": [server[1]], "approve": ["write_note"]}
+        }
+    });
+    let path = f.dir.path().join("servers.json");
+    std::fs::write(&path, config.to_string()).unwrap();
+    let code = "print(sorted(n for n in TOOLS if n.startswith('notes__')))\nprint(await tracker__delete_note({'id': 1}))\ntry:\n    await tracker__write_note({'id': 1})\nexcept ToolError as e:\n    print('ToolError:', e)";
+    let run = exec_with(
+        code,
+        ExecOptions {
+            args: vec!["--config".into(), path.display().to_string()],
+            server: Vec::new(),
+            ..Default::default()
+        },
+    );
+    let printed = run.printed();
+    assert!(
+        printed.starts_with(
+            "['notes__read_note']\ndone\nToolError: write_note needs a person's approval"
+        ),
+        "{run:?}"
+    );
+    assert_eq!(f.calls_received(), ["delete_note"]);
+    let records = records(&f.dir.path().join("config-audit.jsonl"));
+    let calls = of_kind(&records, "call");
+    assert_eq!(calls.len(), 2, "{records:?}");
+    assert_eq!(calls[0]["server"], "tracker");
+    assert_eq!(calls[0]["args"], json!({"id": 1}));
+    assert_eq!(calls[1]["approval"]["decision"], "unavailable");
+}
