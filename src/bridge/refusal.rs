@@ -146,6 +146,28 @@ pub enum CallError {
     HostFault(&'static str),
 }
 
+impl Refusal {
+    /// The variant as a short snake_case word (`no_such_tool`, `outside_schema`,
+    /// `private_only`, ...): the `reason` label of the refusals counter in `/metrics`.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::NoSuchTool { .. } => "no_such_tool",
+            Self::NotADict { .. } => "not_a_dict",
+            Self::ArgumentsTooLarge { .. } => "arguments_too_large",
+            Self::OutsideSchema { .. } => "outside_schema",
+            Self::BudgetSpent { .. } => "budget_spent",
+            Self::PrivateOnly { .. } => "private_only",
+            Self::ServerDown { .. } => "server_down",
+            Self::ResultTooLarge { .. } => "result_too_large",
+            Self::TimedOut { .. } => "timed_out",
+            Self::Declined => "declined",
+            Self::NotApproved { .. } => "not_approved",
+            Self::AuditFailed { .. } => "audit_failed",
+            Self::Broken { .. } => "broken",
+        }
+    }
+}
+
 impl CallError {
     /// The `ToolError` message for the code, at most [`MAX_ERROR_CHARS`] characters.
     pub fn message(&self) -> String {

@@ -176,8 +176,12 @@ pub enum CallEnd {
     Answered,
     /// The server answered with `isError` or an error: [`CallError::ToolFailed`].
     Failed,
-    /// The bridge refused it: [`CallError::Refused`].
-    Refused,
+    /// The bridge refused it: [`CallError::Refused`], `reason` its
+    /// [`crate::bridge::refusal::Refusal::reason`].
+    Refused {
+        /// The refusal's kind, as a snake_case word.
+        reason: &'static str,
+    },
     /// A fault on the host: [`CallError::HostFault`].
     HostFault,
 }
@@ -187,7 +191,9 @@ impl CallEnd {
         match outcome {
             Ok(_) => Self::Answered,
             Err(CallError::ToolFailed(_)) => Self::Failed,
-            Err(CallError::Refused(_)) => Self::Refused,
+            Err(CallError::Refused(refusal)) => Self::Refused {
+                reason: refusal.reason(),
+            },
             Err(CallError::HostFault(_)) => Self::HostFault,
         }
     }

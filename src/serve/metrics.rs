@@ -8,7 +8,7 @@
 //! | `runs_total` | counter | `outcome`: `ok`, `error` (raised), `stopped`, `cancelled`, `failed_to_start` |
 //! | `run_duration_seconds` | histogram | (buckets 0.05 s to 600 s) |
 //! | `tool_calls_total` | counter | `server`, `outcome`: `ok`, `tool_error`, `refused`, `host_fault` |
-//! | `refusals_total` | counter | `reason`: `unauthorized`, `origin`, `session_cap`, `call_refused` |
+//! | `refusals_total` | counter | `reason`: `unauthorized`, `origin`, `session_cap`, or a refused call's kind (`outside_schema`, `private_only`, `budget_spent`, ...) |
 //! | `sandboxes_running` | gauge | |
 //! | `sandboxes_pooled` | gauge | (idle warm sandboxes, read at each scrape) |
 //! | `server_restarts_total` | counter | `server` (read at each scrape) |
@@ -69,8 +69,16 @@ pub enum RefusalReason {
     origin,
     /// A new session while the session cap is reached (HTTP 503).
     session_cap,
-    /// A tool call the bridge refused.
-    call_refused,
+}
+
+impl RefusalReason {
+    fn label(self) -> &'static str {
+        match self {
+            Self::unauthorized => "unauthorized",
+            Self::origin => "origin",
+            Self::session_cap => "session_cap",
+        }
+    }
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -86,7 +94,9 @@ struct CallLabels {
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ReasonLabel {
-    reason: RefusalReason,
+    /// A [`RefusalReason`] of the HTTP layer, or a bridge refusal's
+    /// [`crate::bridge::refusal::Refusal::reason`].
+    reason: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -172,8 +182,8 @@ impl Metrics {
         self.run_seconds.observe(took.as_secs_f64());
     }
 
-    /// Count a tool call to `server` that ended as `outcome` (a refusal also counts as a
-    /// refusal with the reason `call_refused`).
+    /// Count a tool call to `server` that ended as `outcome` (a refused one is also
+    /// counted by its reason: [`Self::call_refused`]).
     pub fn call_ended(&self, server: &str, outcome: CallOutcome) {
         self.calls
             .get_or_create(&CallLabels {
@@ -181,14 +191,20 @@ impl Metrics {
                 outcome,
             })
             .inc();
-        if outcome == CallOutcome::refused {
-            self.refused(RefusalReason::call_refused);
-        }
     }
 
-    /// Count a refusal for `reason`.
-    pub fn refused(&self, reason: RefusalReason) {
+    /// Count a tool call the bridge refused, by its [`crate::bridge::refusal::Refusal::reason`].
+    pub fn call_refused(&self, reason: &'static str) {
         self.refusals.get_or_create(&ReasonLabel { reason }).inc();
+    }
+
+    /// Count a refusal of the HTTP layer for `reason`.
+    pub fn refused(&self, reason: RefusalReason) {
+        self.refusals
+            .get_or_create(&ReasonLabel {
+                reason: reason.label(),
+            })
+            .inc();
     }
 
     /// A sandbox started running code; the guard counts it as running until dropped.
@@ -238,6 +254,7 @@ mod tests {
         let metrics = Metrics::default();
         metrics.run_ended(RunOutcome::ok, Duration::from_millis(300));
         metrics.call_ended("notes", CallOutcome::refused);
+        metrics.call_refused("private_only");
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &metrics.registry).unwrap();
         assert!(
@@ -253,7 +270,7 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains("mcp_code_mode_refusals_total{reason=\"call_refused\"} 1"),
+            text.contains("mcp_code_mode_refusals_total{reason=\"private_only\"} 1"),
             "{text}"
         );
     }

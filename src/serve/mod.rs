@@ -332,7 +332,10 @@ impl CodeModeServer {
                     let outcome = match end {
                         CallEnd::Answered => CallOutcome::ok,
                         CallEnd::Failed => CallOutcome::tool_error,
-                        CallEnd::Refused => CallOutcome::refused,
+                        CallEnd::Refused { reason } => {
+                            metrics.call_refused(reason);
+                            CallOutcome::refused
+                        }
                         CallEnd::HostFault => CallOutcome::host_fault,
                     };
                     metrics.call_ended(&server, outcome);

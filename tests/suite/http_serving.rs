@@ -627,7 +627,7 @@ fn metrics_counters_move_after_a_run() {
         "{after}"
     );
     assert_eq!(
-        get("mcp_code_mode_refusals_total{reason=\"call_refused\"}"),
+        get("mcp_code_mode_refusals_total{reason=\"private_only\"}"),
         Some(1.0),
         "{after}"
     );
