@@ -21,7 +21,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::common::{bin, example, native_client_ready, venv_python};
 
@@ -39,6 +39,22 @@ struct Served {
 
 impl Served {
     fn start(args: &[&str], token: Option<&str>) -> Self {
+        Self::launch(args, token, |command, journal| {
+            command
+                .arg("--")
+                .arg(example("toy_server"))
+                .arg("--journal")
+                .arg(journal);
+        })
+    }
+
+    /// `serve --http` with `args`, the wrapped servers given by `servers` (which gets the
+    /// command and a journal path it may hand to the toy server).
+    fn launch(
+        args: &[&str],
+        token: Option<&str>,
+        servers: impl FnOnce(&mut Command, &std::path::Path),
+    ) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let journal = dir.path().join("journal");
         let mut command = Command::new(bin());
@@ -48,11 +64,8 @@ impl Served {
             std::fs::write(&file, format!("{token}\n")).unwrap();
             command.arg("--http-token-file").arg(file);
         }
+        servers(&mut command, &journal);
         command
-            .arg("--")
-            .arg(example("toy_server"))
-            .arg("--journal")
-            .arg(&journal)
             .env("MCP_CODE_MODE_LOG", "info")
             .env_remove("MCP_CODE_MODE_HTTP_TOKEN")
             .stdin(Stdio::null())
@@ -661,6 +674,60 @@ fn healthz_tells_live_from_ready() {
     assert!(
         text.contains("\"ready\":true") && text.contains("\"sandbox_started\":true"),
         "{text}"
+    );
+}
+
+#[test]
+fn healthz_is_not_ready_while_a_wrapped_server_is_down_and_names_it() {
+    if !native_client_ready() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("servers.json");
+    let toy = example("toy_server");
+    std::fs::write(
+        &config,
+        json!({"mcpServers": {
+            "toy": {"command": toy.display().to_string()},
+            "broken": {"command": "/bin/false"},
+        }})
+        .to_string(),
+    )
+    .unwrap();
+    let config = config.display().to_string();
+    let served = Served::launch(&["--config", &config], None, |_, _| {});
+    // The sandbox starts; the broken server keeps the replica out of rotation, named.
+    let end = Instant::now() + Duration::from_secs(60);
+    let text = loop {
+        let (status, text) = served.request("GET", "/healthz", &[], "");
+        assert_eq!(
+            status, 503,
+            "a replica with a server down is not ready: {text}"
+        );
+        if text.contains("\"sandbox_started\":true") || Instant::now() > end {
+            break text;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let json = text.split("\r\n\r\n").nth(1).unwrap_or("").trim();
+    let body: Value = serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {text}"));
+    assert_eq!(body["ready"], false, "{text}\n{}", served.log());
+    assert_eq!(body["sandbox_started"], true, "{text}\n{}", served.log());
+    assert_eq!(body["servers_started"], false, "{text}");
+    assert_eq!(body["servers_unavailable"][0]["name"], "broken", "{text}");
+    // The check starts it again (it fails again), at most every 5 s.
+    let logged = |log: &str| log.matches("broken").count();
+    let before = logged(&served.log());
+    std::thread::sleep(Duration::from_secs(6));
+    let _ = served.request("GET", "/healthz", &[], "");
+    let end = Instant::now() + Duration::from_secs(10);
+    while logged(&served.log()) == before && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        logged(&served.log()) > before,
+        "the health check did not retry the broken server: {}",
+        served.log()
     );
 }
 

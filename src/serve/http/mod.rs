@@ -5,8 +5,11 @@
 //! Routes:
 //! - `POST/GET/DELETE /mcp`: MCP. Each `initialize` opens a session (`Mcp-Session-Id`) with its
 //!   own taint and run slots ([`super::session`]).
-//! - `GET /healthz`: `200` when ready (the wrapped servers started and a sandbox started),
-//!   `503` when live but not ready (starting, or shutting down); the JSON body says both.
+//! - `GET /healthz`: `200` when ready (every wrapped server running and a sandbox started),
+//!   `503` when live but not ready (starting, a wrapped server down, or shutting down); the
+//!   JSON body says which, naming each server that is down with why (`servers_unavailable`).
+//!   A check that finds a server down starts it again in the background (at most every
+//!   5 s per server), since a replica out of rotation gets no runs to retry it.
 //!   `GET /healthz/live` answers `200` while the process serves.
 //! - `GET /metrics`: OpenMetrics text ([`super::metrics`]).
 //!
@@ -45,7 +48,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use rmcp::transport::streamable_http_server::session::local::{LocalSessionManager, SessionConfig};
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
-use serde_json::json;
+use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use self::auth::{BearerToken, Verdict};
@@ -288,11 +291,25 @@ fn unavailable(why: &str) -> Response {
 async fn healthz(State(shared): State<Arc<Shared>>) -> Response {
     let stopping = shared.stopping.load(Ordering::SeqCst);
     let sandbox = shared.ready.load(Ordering::SeqCst);
-    let ready = sandbox && !stopping;
+    let bridge = shared.server.bridge().clone();
+    let unavailable: Vec<Value> = bridge
+        .catalog()
+        .unavailable()
+        .iter()
+        .map(|(name, why)| json!({ "name": name, "why": why }))
+        .collect();
+    if !unavailable.is_empty() {
+        // A server that failed is started again by runs; a replica held out of rotation
+        // gets none, so the health check itself retries (at most every 5 s per server).
+        tokio::spawn(async move { bridge.refresh().await });
+    }
+    let servers_started = unavailable.is_empty();
+    let ready = sandbox && servers_started && !stopping;
     let body = json!({
         "live": true,
         "ready": ready,
-        "servers_started": true,
+        "servers_started": servers_started,
+        "servers_unavailable": unavailable,
         "sandbox_started": sandbox,
         "shutting_down": stopping,
         "runs_in_flight": shared.server.runs_in_flight(),
