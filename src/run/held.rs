@@ -1,0 +1,428 @@
+//! [`HeldSandbox`]: one sandbox held for one or more cells, the loop that serves a cell's
+//! tool calls ([`serve_cell`]) and the writer of the host → runner lines.
+
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::FutureExt;
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::sync::{Semaphore, mpsc};
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+use tokio_util::task::TaskTracker;
+
+use super::audit;
+use super::ending::{STDERR_LOG_CHARS, ended_early, tail};
+use super::protocol::{
+    HostMessage, ProtocolViolation, RunnerLimits, RunnerMessage, StreamedOutput, parse_runner_line,
+};
+use super::stop::{Gone, NotReady, Stop};
+use super::{CallEnd, EXIT_GRACE, MAX_CALLS_IN_FLIGHT, RunEvent, RunReport, RunResult, Steering};
+use crate::bridge::refusal::CallError;
+use crate::bridge::{Bridge, CallBudget};
+use crate::limits::MAX_PROTOCOL_LINE_BYTES;
+use crate::lines::{LineRead, read_line};
+use crate::sandbox::{Backend, HeldLimits, Sandbox, SandboxError};
+
+/// One sandbox held across several cells, with the code's variables kept between them, for a
+/// caller's own agent loop. Each cell has its own
+/// call budget and deadline. After a cell is stopped (deadline, protocol violation, crash)
+/// the sandbox is gone, and later cells are stopped at once.
+pub struct HeldSandbox {
+    bridge: Arc<Bridge>,
+    to_runner: Option<mpsc::Sender<Vec<u8>>>,
+    writer: tokio::task::JoinHandle<()>,
+    reader: BufReader<Box<dyn AsyncRead + Send + Unpin>>,
+    control: Box<dyn crate::sandbox::SandboxControl>,
+    limits: HeldLimits,
+    dead: Option<Gone>,
+    /// A stopped or cancelled cell leaves killing the sandbox to [`Self::discard`] instead
+    /// of killing it and waiting for its end (set for one-cell runs, whose result must not
+    /// wait on `docker kill`, `docker rm` and the like).
+    pub(super) quick_stop: bool,
+    /// The last cell was stopped or cancelled and the sandbox not killed yet.
+    pub(super) abandoned: bool,
+    /// Taken from the warm pool.
+    pub(crate) pooled: bool,
+    /// The last cell ended because the sandbox's output ended before it sent a single line
+    /// for that cell.
+    pub(super) died_unheard: bool,
+}
+
+impl HeldSandbox {
+    /// Start a sandbox from `backend` and send it the bridge's catalog.
+    ///
+    /// # Errors
+    /// [`SandboxError`] when the backend cannot start one.
+    pub async fn start(bridge: Arc<Bridge>, backend: &dyn Backend) -> Result<Self, SandboxError> {
+        let sandbox = backend.spawn().await?;
+        Ok(Self::begin(bridge, sandbox, false).await)
+    }
+
+    /// Hold `sandbox` and send it the bridge's catalog; with `ready`, the `start` asks the
+    /// runner to say `ready` once it waits for its first cell (see [`Self::wait_ready`]).
+    pub(crate) async fn begin(bridge: Arc<Bridge>, sandbox: Sandbox, ready: bool) -> Self {
+        let Sandbox {
+            stdin,
+            stdout,
+            control,
+        } = sandbox;
+        let (to_runner, writer_rx) = mpsc::channel::<Vec<u8>>(MAX_CALLS_IN_FLIGHT * 2);
+        let writer = tokio::spawn(write_loop(stdin, writer_rx));
+        let start = HostMessage::Start {
+            tools: bridge.catalog().entries(),
+            limits: RunnerLimits::default(),
+            ready,
+        };
+        let _ = to_runner.send(start.to_line()).await;
+        Self {
+            bridge,
+            to_runner: Some(to_runner),
+            writer,
+            reader: BufReader::with_capacity(64 * 1024, stdout),
+            limits: control.limits(),
+            control,
+            dead: None,
+            quick_stop: false,
+            abandoned: false,
+            pooled: false,
+            died_unheard: false,
+        }
+    }
+
+    /// Wait at most `limit` for the runner's `ready` (asked for by [`Self::begin`]).
+    ///
+    /// # Errors
+    /// Why the sandbox is of no use (it ended, with its stderr; it sent something else; the
+    /// time ran out); the sandbox is killed then.
+    pub(crate) async fn wait_ready(&mut self, limit: Duration) -> Result<(), NotReady> {
+        let mut line = Vec::new();
+        let read = read_line(&mut self.reader, MAX_PROTOCOL_LINE_BYTES, &mut line);
+        let why = match tokio::time::timeout(limit, read).await {
+            Err(_) => NotReady::Timeout(limit),
+            Ok(Ok(LineRead::TooLong)) => NotReady::TooLong,
+            Ok(Err(_) | Ok(LineRead::Eof { .. })) => {
+                let ending = match tokio::time::timeout(EXIT_GRACE, self.control.wait()).await {
+                    Ok(ending) => ending,
+                    Err(_) => {
+                        self.control.kill().await;
+                        self.control.wait().await
+                    }
+                };
+                let why = NotReady::Ended {
+                    status: ending.status,
+                    stderr_tail: tail(&ending.stderr, STDERR_LOG_CHARS).to_owned(),
+                };
+                self.dead = Some(Gone::NotReady(why.clone()));
+                return Err(why);
+            }
+            Ok(Ok(LineRead::Line)) => match parse_runner_line(&line) {
+                Ok(RunnerMessage::Ready) => return Ok(()),
+                _ => NotReady::Other,
+            },
+        };
+        self.control.kill().await;
+        self.control.wait().await;
+        self.dead = Some(Gone::NotReady(why.clone()));
+        Err(why)
+    }
+
+    /// Whether a sandbox that waits for a cell still does: its output neither ended nor holds
+    /// anything (a waiting runner writes nothing). Does not wait.
+    pub(crate) fn still_waiting(&mut self) -> bool {
+        self.dead.is_none()
+            && self.to_runner.is_some()
+            && self.reader.buffer().is_empty()
+            && self.reader.fill_buf().now_or_never().is_none()
+    }
+
+    /// Resolves when a sandbox that waits for a cell stops waiting: its output ends (it
+    /// died: out of memory, a signal) or carries anything at all.
+    pub(crate) async fn stops_waiting(&mut self) {
+        let _ = self.reader.fill_buf().await;
+    }
+
+    /// Run one cell with a budget of `max_calls` and a deadline of `deadline` from now.
+    ///
+    /// # Errors
+    /// [`SandboxError`] when the sandbox failed to start (the launcher's own error).
+    pub async fn cell(
+        &mut self,
+        code: &str,
+        max_calls: u32,
+        deadline: Duration,
+    ) -> Result<RunReport, SandboxError> {
+        let steering = Steering::default();
+        let budget = steering.budget(max_calls);
+        let audit = match audit::RunAudit::begin(&self.bridge, &budget, code) {
+            Ok(audit) => audit,
+            Err(why) => {
+                return Ok(RunReport {
+                    result: RunResult::stopped(StreamedOutput::default(), &why),
+                    limits: Some(self.limits.clone()),
+                    calls: 0,
+                    pooled: self.pooled,
+                });
+            }
+        };
+        let start = Instant::now();
+        let mut report = self
+            .cell_until(code, budget, start + deadline, deadline, &steering)
+            .await;
+        if let Some(audit) = audit {
+            audit.end(&mut report);
+        }
+        report
+    }
+
+    pub(super) async fn cell_until(
+        &mut self,
+        code: &str,
+        budget: Arc<CallBudget>,
+        deadline: Instant,
+        length: Duration,
+        steering: &Steering,
+    ) -> Result<RunReport, SandboxError> {
+        let result = match (&self.dead, &self.to_runner) {
+            (Some(gone), _) => RunResult::stopped(
+                StreamedOutput::default(),
+                &format_args!("the sandbox is gone: {gone}"),
+            ),
+            (None, None) => {
+                RunResult::stopped(StreamedOutput::default(), &"the sandbox is gone: closed")
+            }
+            (None, Some(to_runner)) => {
+                let to_runner = to_runner.clone();
+                let mut output = StreamedOutput::default();
+                let _ = to_runner
+                    .send(
+                        HostMessage::Cell {
+                            code: code.to_owned(),
+                        }
+                        .to_line(),
+                    )
+                    .await;
+                match serve_cell(
+                    &self.bridge,
+                    &mut self.reader,
+                    &to_runner,
+                    deadline,
+                    length,
+                    budget.clone(),
+                    &mut output,
+                    steering,
+                )
+                .await
+                {
+                    Ok(result) => result,
+                    Err(Stop::Cancelled) => {
+                        // Nothing it sends is read any more; `discard` kills it in the
+                        // background, so the run ends now (`docker kill` alone can take
+                        // a second under load).
+                        tracing::info!("a run was cancelled; its sandbox is killed");
+                        self.abandon().await;
+                        let result = RunResult::stopped(output, &Stop::Cancelled);
+                        self.dead = Some(Gone::Stopped(Stop::Cancelled));
+                        result
+                    }
+                    Err(Stop::Eof { heard }) => {
+                        self.died_unheard = !heard;
+                        // It closed its pipe: let it exit, so its own status is reported.
+                        let ending =
+                            match tokio::time::timeout(EXIT_GRACE, self.control.wait()).await {
+                                Ok(ending) => ending,
+                                Err(_) => {
+                                    self.control.kill().await;
+                                    self.control.wait().await
+                                }
+                            };
+                        self.dead = Some(Gone::Stopped(Stop::Eof { heard }));
+                        ended_early(ending, output)?
+                    }
+                    Err(stop) => {
+                        self.abandon().await;
+                        let result = RunResult::stopped(output, &stop);
+                        self.dead = Some(Gone::Stopped(stop));
+                        result
+                    }
+                }
+            }
+        };
+        if result.stopped && self.dead.is_none() {
+            // The runner exits after a stop of its own (output flood).
+            self.dead = Some(Gone::RunnerStopped);
+        }
+        Ok(RunReport {
+            result,
+            limits: Some(self.limits.clone()),
+            calls: budget.used(),
+            pooled: self.pooled,
+        })
+    }
+
+    /// End the sandbox: close its input, give it a moment to exit, then kill what is left.
+    pub async fn close(mut self) {
+        self.to_runner = None;
+        if tokio::time::timeout(EXIT_GRACE, self.control.wait())
+            .await
+            .is_err()
+        {
+            self.control.kill().await;
+        }
+        self.writer.abort();
+        self.control.kill().await;
+    }
+
+    /// A cell was stopped or cancelled: kill the sandbox now and wait for its end, or, with
+    /// `quick_stop`, leave both to [`Self::discard`].
+    async fn abandon(&mut self) {
+        if self.quick_stop {
+            self.abandoned = true;
+        } else {
+            self.control.kill().await;
+            self.control.wait().await;
+        }
+    }
+
+    /// End the sandbox without waiting: kill it now, and leave reaping it (and removing its
+    /// cgroup or container) to a background task.
+    pub fn discard(self) {
+        self.discard_into(None);
+    }
+
+    /// [`Self::discard`], its background task tracked by `endings` when given.
+    pub(super) fn discard_into(self, endings: Option<&TaskTracker>) {
+        let Self {
+            mut control,
+            writer,
+            ..
+        } = self;
+        writer.abort();
+        let end = async move {
+            control.kill().await;
+            control.wait().await;
+        };
+        match endings {
+            Some(endings) => endings.spawn(end),
+            None => tokio::spawn(end),
+        };
+    }
+}
+
+/// Serve one cell's calls until `done`, gathering its streamed `output`; how it ended
+/// otherwise (never [`Stop::Crashed`]: the caller learns that from the sandbox's end). Calls still in flight when it ends are dropped.
+#[allow(clippy::too_many_arguments)]
+async fn serve_cell(
+    bridge: &Arc<Bridge>,
+    reader: &mut BufReader<Box<dyn AsyncRead + Send + Unpin>>,
+    to_runner: &mpsc::Sender<Vec<u8>>,
+    deadline: Instant,
+    length: Duration,
+    budget: Arc<CallBudget>,
+    output: &mut StreamedOutput,
+    steering: &Steering,
+) -> Result<RunResult, Stop> {
+    let slots = Arc::new(Semaphore::new(MAX_CALLS_IN_FLIGHT));
+    let finished = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let mut calls = JoinSet::new();
+    let mut line = Vec::new();
+    let late = || Stop::Deadline(length);
+    let cancel = &steering.cancel;
+    let mut heard = false;
+    let outcome = loop {
+        let read = tokio::select! {
+            biased;
+            () = cancel.cancelled() => break Err(Stop::Cancelled),
+            read = tokio::time::timeout_at(
+                deadline,
+                read_line(reader, MAX_PROTOCOL_LINE_BYTES, &mut line),
+            ) => read,
+        };
+        let message = match read {
+            Err(_) => break Err(late()),
+            // A read error is the sandbox's pipe gone: the same as its end.
+            Ok(Ok(LineRead::Eof { .. }) | Err(_)) => break Err(Stop::Eof { heard }),
+            Ok(Ok(LineRead::TooLong)) => break Err(Stop::Violation(ProtocolViolation::TooLong)),
+            Ok(Ok(LineRead::Line)) => {
+                heard = true;
+                parse_runner_line(&line)
+            }
+        };
+        match message {
+            Err(violation) => break Err(Stop::Violation(violation)),
+            Ok(RunnerMessage::Output { text, truncated }) => {
+                if let Err(violation) = output.add(&text, truncated) {
+                    break Err(Stop::Violation(violation));
+                }
+            }
+            Ok(RunnerMessage::Done(done)) => {
+                break Ok(RunResult {
+                    stdout: done.stdout,
+                    error: done.error,
+                    truncated: done.truncated,
+                    stopped: done.stopped,
+                });
+            }
+            Ok(RunnerMessage::Ready) => {
+                break Err(Stop::Violation(ProtocolViolation::ReadyDuringCell));
+            }
+            Ok(RunnerMessage::Call { id, tool, args }) => {
+                let waited = tokio::select! {
+                    biased;
+                    () = cancel.cancelled() => break Err(Stop::Cancelled),
+                    waited = tokio::time::timeout_at(deadline, slots.clone().acquire_owned()) => waited,
+                };
+                let Ok(Ok(permit)) = waited else {
+                    break Err(late());
+                };
+                let bridge = bridge.clone();
+                let budget = budget.clone();
+                let to_runner = to_runner.clone();
+                let finished = finished.clone();
+                let steering = steering.clone();
+                calls.spawn(async move {
+                    // A bug on the host side must still answer the call: the code sees only
+                    // the fault's type name, never its details (see bridge::refusal).
+                    let outcome = AssertUnwindSafe(bridge.call(&budget, &tool, &args))
+                        .catch_unwind()
+                        .await
+                        .unwrap_or(Err(CallError::HostFault("InternalError")));
+                    let end = CallEnd::of(&outcome);
+                    let reply = match outcome {
+                        Ok(value) => HostMessage::Result {
+                            id,
+                            ok: true,
+                            value: Some(value),
+                            error: None,
+                        },
+                        Err(e) => HostMessage::Result {
+                            id,
+                            ok: false,
+                            value: None,
+                            error: Some(e.message()),
+                        },
+                    };
+                    let _ = to_runner.send(reply.to_line()).await;
+                    let calls = finished.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+                    steering.tell(RunEvent::CallFinished { calls, tool, end });
+                    drop(permit);
+                });
+            }
+        }
+    };
+    calls.abort_all();
+    outcome
+}
+
+async fn write_loop(
+    mut stdin: Box<dyn AsyncWrite + Send + Unpin>,
+    mut rx: mpsc::Receiver<Vec<u8>>,
+) {
+    while let Some(line) = rx.recv().await {
+        if stdin.write_all(&line).await.is_err() || stdin.flush().await.is_err() {
+            break;
+        }
+    }
+    let _ = stdin.shutdown().await;
+}
