@@ -460,14 +460,17 @@ def _make_search(catalog):
 # sandbox's pids limit of them).
 LINE_HOLD = 64 * 1024
 
-# How deep the current thread is in signal handlers (see _signal): a handler's output is a
-# writer of its own, so it never lands in the middle of the line it interrupted.
+# The signal handler calls running on each thread, innermost last (see _signal): each
+# call's output is a writer of its own, so it never lands in the middle of the line it
+# interrupted, nor in that of another call of a handler at the same depth.
 _handler_depth = threading.local()
+_handler_calls = itertools.count(1)
 
 
 def _writer():
-    """Who is writing: the thread, and how many signal handlers deep it is."""
-    return (threading.get_ident(), getattr(_handler_depth, "n", 0))
+    """Who is writing: the thread, and the signal handler call running on it, if any."""
+    calls = getattr(_handler_depth, "calls", None)
+    return (threading.get_ident(), calls[-1] if calls else 0)
 
 
 class Capture(io.TextIOBase):
@@ -698,11 +701,15 @@ def _signal(signum, handler):
     if callable(handler):
 
         def installed(sig, frame):
-            _handler_depth.n = getattr(_handler_depth, "n", 0) + 1
+            # Each call is a writer of its own, nested ones too.
+            calls = getattr(_handler_depth, "calls", None)
+            if calls is None:
+                calls = _handler_depth.calls = []
+            calls.append(next(_handler_calls))
             try:
                 return handler(sig, frame)
             finally:
-                _handler_depth.n -= 1
+                calls.pop()
 
     previous = _real_signal(signum, installed)
     previous = _handlers.pop((int(signum), previous), previous)

@@ -192,21 +192,32 @@ impl Drop for CancelOnDrop {
 }
 
 /// Send the task-augmented `tools/call` from a task of its own: when the call is given up
-/// before the server answered, the task the answer names is cancelled all the same.
-async fn create(raw: &RawRequests, server: &str, params: Value) -> Option<RawAnswer> {
+/// before the server answered, the task the answer names is cancelled all the same. The
+/// answer comes with the armed guard of the task it names, so an answer that reached the
+/// channel but was never read (the call dropped between the two) cancels its task too.
+async fn create(
+    raw: &RawRequests,
+    server: &str,
+    params: Value,
+) -> Option<(RawAnswer, Option<CancelOnDrop>)> {
     let (tx, rx) = oneshot::channel();
     let (raw, server) = (raw.clone(), server.to_owned());
     tokio::spawn(async move {
         let answer = raw.request("tools/call", params).await;
-        if let Err(Some(RawAnswer::Result(value))) = tx.send(answer)
-            && let Ok(CreateTaskResult { task }) = serde_json::from_value(value)
-        {
-            drop(CancelOnDrop {
-                raw,
-                server,
-                task_id: Some(task.task_id),
-            });
-        }
+        let guard = match &answer {
+            Some(RawAnswer::Result(value)) => {
+                serde_json::from_value::<CreateTaskResult>(value.clone())
+                    .ok()
+                    .map(|created| CancelOnDrop {
+                        raw: raw.clone(),
+                        server,
+                        task_id: Some(created.task.task_id),
+                    })
+            }
+            _ => None,
+        };
+        // A call already given up drops what it would have read, and with it the guard.
+        let _ = tx.send(answer.map(|answer| (answer, guard)));
     });
     rx.await.ok().flatten()
 }
@@ -222,20 +233,17 @@ pub(super) async fn call_as_task(
 ) -> CallOutcome {
     let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
     let params = json!({"name": tool, "arguments": args, "task": {"ttl": ttl_ms}});
-    let created = match create(raw, server, params).await {
+    let (created, guard) = match create(raw, server, params).await {
         None => return CallOutcome::Broken(String::new()),
-        Some(RawAnswer::Error(message)) => return CallOutcome::Rejected(message),
-        Some(RawAnswer::Result(value)) => value,
+        Some((RawAnswer::Error(message), _)) => return CallOutcome::Rejected(message),
+        Some((RawAnswer::Result(value), guard)) => (value, guard),
     };
-    let Ok(CreateTaskResult { mut task }) = serde_json::from_value(created) else {
+    let (Ok(CreateTaskResult { mut task }), Some(mut guard)) =
+        (serde_json::from_value(created), guard)
+    else {
         return CallOutcome::Rejected(format!(
             "the tool {tool:?} must be called as a task, and the server's answer to the task-augmented call is not a task"
         ));
-    };
-    let mut guard = CancelOnDrop {
-        raw: raw.clone(),
-        server: server.to_owned(),
-        task_id: Some(task.task_id.clone()),
     };
     let task_id = task.task_id.clone();
     while !task.status.is_terminal() {
