@@ -5,8 +5,9 @@
 //! field has the wrong type. Before it reads them, each is repaired here:
 //! - strings that spell a boolean (`"true"`, `"False"`) where a hint or flag wants one
 //!   (`readOnlyHint`, `listChanged`, `isError`) are read as that boolean;
-//! - a content block's `priority` given as a numeric string is read as the number; any
-//!   other `priority` is dropped; `audience` keeps only the roles MCP defines (`user`,
+//! - a content block's `priority` given as a numeric string is read as the number, and
+//!   `"high"`, `"medium"` (`"normal"`) and `"low"` as 1, 0.5 and 0; any other `priority`
+//!   is dropped; `audience` keeps only the roles MCP defines (`user`,
 //!   `assistant`, in any case; a single string is a list of one);
 //! - a `resource_link` with no `name` keeps its URI, which becomes its name;
 //! - a text block whose `text` is a number or boolean keeps it as text;
@@ -149,6 +150,21 @@ fn icons(obj: &mut Map<String, Value>, hints: &mut Hints) {
     }
 }
 
+/// A `priority` spelled as a string, as MCP's number from 0 (least important) to 1 (most;
+/// spec "Server Features § Resources § Annotations"): a numeric string is that number, and
+/// the words servers use instead are read on that scale (`"high"` 1, `"medium"` or
+/// `"normal"` 0.5, `"low"` 0, in any case). Anything else is `None` (the field is dropped).
+fn priority_number(s: &str) -> Option<serde_json::Number> {
+    let s = s.trim();
+    let n = match s.to_ascii_lowercase().as_str() {
+        "high" => 1.0,
+        "medium" | "normal" => 0.5,
+        "low" => 0.0,
+        _ => s.parse::<f64>().ok().filter(|n| n.is_finite())?,
+    };
+    serde_json::Number::from_f64(n)
+}
+
 /// Repair the `annotations` of a content block or embedded resource.
 fn content_annotations(obj: &mut Map<String, Value>, hints: &mut Hints) {
     let Some(Value::Object(annotations)) = obj.get_mut("annotations") else {
@@ -156,12 +172,7 @@ fn content_annotations(obj: &mut Map<String, Value>, hints: &mut Hints) {
     };
     if let Some(priority) = annotations.get_mut("priority")
         && let Value::String(s) = priority
-        && let Some(n) = s
-            .trim()
-            .parse::<f64>()
-            .ok()
-            .filter(|n| n.is_finite())
-            .and_then(serde_json::Number::from_f64)
+        && let Some(n) = priority_number(s)
     {
         hints.note(format!("read priority {s:?} as {n}"));
         *priority = Value::Number(n);
@@ -371,10 +382,25 @@ mod tests {
             b["annotations"],
             json!({"priority": 0.5, "audience": ["user"]})
         );
-        let mut b = json!({"type": "text", "text": "hi", "annotations": {"priority": "high", "audience": "system", "lastModified": 7}});
+        let mut b = json!({"type": "text", "text": "hi", "annotations": {"priority": "urgent!", "audience": "system", "lastModified": 7}});
         assert!(content_block(&mut b, &mut hints));
         let read: ContentBlock = serde_json::from_value(b).unwrap();
         assert_eq!(read.as_text().map(|t| t.text.as_str()), Some("hi"));
+    }
+
+    #[test]
+    fn a_priority_word_is_read_on_mcps_scale_not_dropped() {
+        let mut hints = Hints::default();
+        for (word, n) in [
+            ("high", 1.0),
+            ("Medium", 0.5),
+            ("normal", 0.5),
+            (" LOW ", 0.0),
+        ] {
+            let mut b = json!({"type": "text", "text": "t", "annotations": {"priority": word}});
+            assert!(content_block(&mut b, &mut hints));
+            assert_eq!(b["annotations"]["priority"], json!(n), "{word}");
+        }
     }
 
     #[test]
