@@ -29,7 +29,7 @@ use crate::serve::CodeModeServer;
 /// Code mode for any MCP server: model-written Python in a sandbox, every tool call checked.
 #[derive(Parser, Debug)]
 #[command(name = "mcp-code-mode", version, about)]
-pub struct Cli {
+pub(crate) struct Cli {
     #[command(subcommand)]
     command: Command,
 }
@@ -217,7 +217,7 @@ struct ExecArgs {
 }
 
 /// Parse the command line and run; the process's exit code.
-pub fn main() -> ExitCode {
+pub(crate) fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(matches!(cli.command, Command::Serve(_)));
     // Before any thread or child exists: this may re-execute us inside a systemd scope.

@@ -62,19 +62,28 @@ pub mod sandbox;
 /// The MCP server (`run_python`) and its tool description.
 pub mod serve;
 
-pub mod cli;
+mod cli;
 pub mod config;
-pub mod doctor;
+mod doctor;
 /// The audit log, the read-only mode and approval of calls through MCP elicitation.
-pub mod governance;
+mod governance;
+/// The fixed limits of a run (deadline, calls, sizes, memory), in one place.
 pub mod limits;
 mod lines;
-pub mod mcp_tasks;
+mod mcp_tasks;
 mod pyjson;
 pub mod rootfs;
 mod stderr_log;
 
 pub use serve::description;
+
+/// Run the `mcp-code-mode` command line (`serve`, `exec`, `rootfs`, `build-image`, `doctor`)
+/// and return the process's exit code: 0 on success, 1 when a run failed, 2 on a usage or
+/// setup error, 143 when a signal ended `serve`, and `doctor`'s own 0/1/2. Call
+/// [`dispatch_launcher`] before it.
+pub fn run_command_line() -> std::process::ExitCode {
+    cli::main()
+}
 
 /// Run the sandbox launcher and exit, when this process was started as one
 /// (`PROGRAM __launcher …`); return at once otherwise.

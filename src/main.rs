@@ -5,5 +5,5 @@ use std::process::ExitCode;
 fn main() -> ExitCode {
     // The launcher must run before any thread exists, so it is dispatched first.
     mcp_code_mode::dispatch_launcher();
-    mcp_code_mode::cli::main()
+    mcp_code_mode::run_command_line()
 }

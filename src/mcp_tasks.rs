@@ -25,19 +25,19 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-pub use rmcp::model::TaskStatus;
+pub(crate) use rmcp::model::TaskStatus;
 
 /// `_meta` key that ties a message to its task (`{"taskId": "..."}`).
-pub const RELATED_TASK_META_KEY: &str = "io.modelcontextprotocol/related-task";
+pub(crate) const RELATED_TASK_META_KEY: &str = "io.modelcontextprotocol/related-task";
 
 /// `tasks/get`.
-pub const GET: &str = "tasks/get";
+pub(crate) const GET: &str = "tasks/get";
 /// `tasks/result`.
-pub const RESULT: &str = "tasks/result";
+pub(crate) const RESULT: &str = "tasks/result";
 /// `tasks/list`.
-pub const LIST: &str = "tasks/list";
+pub(crate) const LIST: &str = "tasks/list";
 /// `tasks/cancel`.
-pub const CANCEL: &str = "tasks/cancel";
+pub(crate) const CANCEL: &str = "tasks/cancel";
 
 /// Whether a tool may be called as a task (`Tool.execution.taskSupport`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -65,7 +65,7 @@ impl TaskSupport {
 
 /// `params.task` of a task-augmented request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-pub struct TaskMetadata {
+pub(crate) struct TaskMetadata {
     /// Requested retention from creation, in milliseconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ttl: Option<u64>,
@@ -74,7 +74,7 @@ pub struct TaskMetadata {
 /// One task (`Task`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Task {
+pub(crate) struct Task {
     /// The id the receiver gave it.
     pub task_id: String,
     /// Where it stands.
@@ -96,7 +96,7 @@ pub struct Task {
 
 /// The answer to a task-augmented request (`CreateTaskResult`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CreateTaskResult {
+pub(crate) struct CreateTaskResult {
     /// The task just made.
     pub task: Task,
 }
@@ -104,19 +104,19 @@ pub struct CreateTaskResult {
 /// The parameters of `tasks/get`, `tasks/result` and `tasks/cancel`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct TaskIdParams {
+pub(crate) struct TaskIdParams {
     /// The task.
     pub task_id: String,
 }
 
 /// `capabilities.tasks` of a server that accepts task-augmented `tools/call`, lists and
 /// cancels tasks.
-pub fn server_capability() -> Value {
+pub(crate) fn server_capability() -> Value {
     json!({"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}})
 }
 
 /// The current time as ISO 8601 UTC with milliseconds (`2025-11-25T10:30:00.000Z`).
-pub fn now_iso8601() -> String {
+pub(crate) fn now_iso8601() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
 

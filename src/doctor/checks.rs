@@ -494,7 +494,7 @@ fn docker_checks(facts: &Facts, docker: &DockerFacts) -> Vec<Check> {
 
 /// Maps the facts to the report: one line per layer, in the launcher's order, then the
 /// rootfs, the real sandbox probe and Docker. Pure.
-pub fn report(facts: &Facts) -> Report {
+pub(crate) fn report(facts: &Facts) -> Report {
     let mut lines = Vec::new();
     let user = facts
         .namespaces

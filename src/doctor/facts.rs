@@ -20,11 +20,11 @@ use crate::sandbox::native::scope::{self, ScopeMode};
 use crate::sandbox::owner::RunName;
 
 /// A probe's answer, or why the probe itself could not run.
-pub type ProbeResult = Result<Probe, String>;
+pub(crate) type ProbeResult = Result<Probe, String>;
 
 /// Whether [`gather`] checks the Docker backend too.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DockerCheck {
+pub(crate) enum DockerCheck {
     /// No Docker checks (`--strict`: only the native backend counts).
     Skip,
     /// Ask the engine for its version and look for the rootfs image.
@@ -36,7 +36,7 @@ pub enum DockerCheck {
 
 /// Everything doctor found out, before any judgement.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Facts {
+pub(crate) struct Facts {
     /// Our effective uid.
     pub euid: u32,
     /// The settings that explain a refused user namespace.
@@ -61,7 +61,7 @@ pub struct Facts {
 
 /// Settings that decide whether this user may create user namespaces.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct UsernsSettings {
+pub(crate) struct UsernsSettings {
     /// `kernel.unprivileged_userns_clone` (Debian's and Ubuntu's switch), if the kernel has it.
     pub unprivileged_userns_clone: Option<u64>,
     /// `user.max_user_namespaces`.
@@ -82,13 +82,13 @@ pub struct UsernsSettings {
 
 /// Where `scripts/install` puts the binary: the one path the AppArmor profile
 /// `deploy/apparmor/mcp-code-mode` attaches to.
-pub const INSTALLED_BINARY: &str = "/usr/local/bin/mcp-code-mode";
+pub(crate) const INSTALLED_BINARY: &str = "/usr/local/bin/mcp-code-mode";
 /// The name of that AppArmor profile.
-pub const APPARMOR_PROFILE: &str = "mcp-code-mode";
+pub(crate) const APPARMOR_PROFILE: &str = "mcp-code-mode";
 
 /// Which cgroup hierarchy the host runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CgroupVersion {
+pub(crate) enum CgroupVersion {
     /// The v1 controllers (memory, pids, cpu), each its own hierarchy.
     V1,
     /// The unified hierarchy.
@@ -99,7 +99,7 @@ pub enum CgroupVersion {
 
 /// What the cgroup probe found.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CgroupFacts {
+pub(crate) struct CgroupFacts {
     /// The hierarchy.
     pub version: CgroupVersion,
     /// Our own cgroup(s), as /proc/self/cgroup names them.
@@ -116,7 +116,7 @@ pub struct CgroupFacts {
 
 /// The rootfs, as found (or built with `--build`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RootfsFacts {
+pub(crate) enum RootfsFacts {
     /// Built, with its manifest.
     Present(Rootfs),
     /// Not built yet; it would live in `dir`.
@@ -127,7 +127,7 @@ pub enum RootfsFacts {
 
 /// How the real sandbox probe ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SandboxRun {
+pub(crate) struct SandboxRun {
     /// Exit status (128 + signal); `None` when unknown.
     pub status: Option<i32>,
     /// What the probe printed: `key=value` lines.
@@ -142,7 +142,7 @@ pub struct SandboxRun {
 
 /// The Docker engine, as `docker version` and `docker image inspect` answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum DockerFacts {
+pub(crate) enum DockerFacts {
     /// No `docker` client on PATH.
     NotInstalled,
     /// `docker version` failed: why.
@@ -156,7 +156,7 @@ pub enum DockerFacts {
 }
 
 /// The Python the sandbox probe runs: what the code inside sees, as `key=value` lines.
-pub const SANDBOX_PROBE_PY: &str = r#"import errno, os, socket
+pub(crate) const SANDBOX_PROBE_PY: &str = r#"import errno, os, socket
 st = dict(l.split(':', 1) for l in open('/proc/self/status') if ':' in l)
 def attempt(f):
     try:
@@ -176,7 +176,7 @@ print('tmp_write=' + attempt(lambda: open('/tmp/doctor-probe', 'w').close()))
 "#;
 
 /// The rootfs that `serve` would use with this cache root; built first when `build`.
-pub async fn find_rootfs(cache_root: Option<PathBuf>, build: bool) -> RootfsFacts {
+pub(crate) async fn find_rootfs(cache_root: Option<PathBuf>, build: bool) -> RootfsFacts {
     let options = rootfs::Options {
         source: Source::Host { python: None },
         cache_root,
@@ -201,7 +201,7 @@ pub async fn find_rootfs(cache_root: Option<PathBuf>, build: bool) -> RootfsFact
 }
 
 /// Collects the facts; `docker` says whether to check the Docker engine and image too.
-pub async fn gather(rootfs: RootfsFacts, docker: DockerCheck) -> Facts {
+pub(crate) async fn gather(rootfs: RootfsFacts, docker: DockerCheck) -> Facts {
     let kernel = tokio::task::spawn_blocking(|| {
         let namespaces: Vec<(Namespace, ProbeResult)> = Namespace::ALL
             .into_iter()

@@ -9,9 +9,9 @@
 //! `serve --strict` and `exec --strict` use [`require_every_layer`]. No unsafe here.
 
 mod advice;
-pub mod checks;
-pub mod facts;
-pub mod report;
+mod checks;
+mod facts;
+mod report;
 #[cfg(test)]
 mod tests;
 
@@ -19,17 +19,13 @@ use std::path::PathBuf;
 
 use crate::rootfs::Rootfs;
 
-pub use checks::report;
-pub use facts::{
-    APPARMOR_PROFILE, CgroupFacts, CgroupVersion, DockerCheck, DockerFacts, Facts,
-    INSTALLED_BINARY, ProbeResult, RootfsFacts, SANDBOX_PROBE_PY, SandboxRun, UsernsSettings,
-    find_rootfs, gather,
-};
-pub use report::{Check, Layer, Report, State};
+pub(crate) use checks::report;
+pub(crate) use facts::{DockerCheck, RootfsFacts, find_rootfs, gather};
+pub(crate) use report::Report;
 
 /// `--strict` found a native layer that is not ok.
 #[derive(Debug, thiserror::Error)]
-pub enum DoctorError {
+pub(crate) enum DoctorError {
     /// The lines that are not ok, rendered.
     #[error(
         "refusing to start the native backend with --strict: {count} layer(s) not ok (mcp-code-mode doctor says more):\n{lines}"
@@ -42,7 +38,7 @@ pub enum DoctorError {
 ///
 /// # Errors
 /// [`DoctorError::NotEveryLayer`].
-pub async fn require_every_layer(rootfs: &Rootfs) -> Result<(), DoctorError> {
+pub(crate) async fn require_every_layer(rootfs: &Rootfs) -> Result<(), DoctorError> {
     let facts = gather(RootfsFacts::Present(rootfs.clone()), DockerCheck::Skip).await;
     let report = report(&facts);
     let bad = report.not_ok();
@@ -61,7 +57,7 @@ pub async fn require_every_layer(rootfs: &Rootfs) -> Result<(), DoctorError> {
 
 /// What `mcp-code-mode doctor` does: find (or, with `build`, build) the rootfs, gather the
 /// facts, report.
-pub async fn run(cache_root: Option<PathBuf>, build: bool) -> Report {
+pub(crate) async fn run(cache_root: Option<PathBuf>, build: bool) -> Report {
     let rootfs = find_rootfs(cache_root, build).await;
     let docker = if build {
         DockerCheck::Import

@@ -7,7 +7,7 @@ use launcher::probe::Namespace;
 
 /// One layer of the sandbox (or of the Docker backend) that doctor checks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Layer {
+pub(crate) enum Layer {
     /// A namespace kind; [`Namespace::User`] carries the diagnosis of why none can be had.
     Namespace(Namespace),
     /// A run cgroup (memory, pids, cpu), else the rlimit fallback.
@@ -30,7 +30,7 @@ pub enum Layer {
 
 impl Layer {
     /// The name in doctor's output.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Layer::Namespace(Namespace::User) => "user namespace",
             Layer::Namespace(Namespace::Mount) => "mount namespace",
@@ -51,13 +51,13 @@ impl Layer {
     }
 
     /// Whether the native backend depends on this layer (Docker's do not count).
-    pub fn native(self) -> bool {
+    pub(crate) fn native(self) -> bool {
         !matches!(self, Layer::DockerEngine | Layer::DockerImage)
     }
 
     /// Whether the native backend cannot start without it. The others have a fallback
     /// (rlimits for cgroups), are best effort (Landlock), or are made on first use (rootfs).
-    pub fn required(self) -> bool {
+    pub(crate) fn required(self) -> bool {
         matches!(
             self,
             Layer::Namespace(_) | Layer::Seccomp | Layer::NoNewPrivs | Layer::Sandbox
@@ -73,7 +73,7 @@ impl fmt::Display for Layer {
 
 /// What a layer's check found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum State {
+pub(crate) enum State {
     /// The layer works as the sandbox uses it.
     Ok,
     /// It works in part, or a weaker fallback takes its place.
@@ -94,7 +94,7 @@ impl State {
 
 /// One line of the report.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Check {
+pub(crate) struct Check {
     /// Which layer.
     pub layer: Layer,
     /// What was found.
@@ -127,7 +127,7 @@ impl Check {
 
     /// What this line means for the exit code: 0 ok (or not a native layer), 1 degraded,
     /// 2 the native backend cannot run.
-    pub fn severity(&self) -> u8 {
+    pub(crate) fn severity(&self) -> u8 {
         match (self.layer.native(), self.state) {
             (false, _) | (true, State::Ok) => 0,
             (true, State::Missing) if self.layer.required() => 2,
@@ -163,7 +163,7 @@ impl fmt::Display for Check {
 
 /// Every line doctor prints, in order.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Report {
+pub(crate) struct Report {
     /// One check per layer.
     pub lines: Vec<Check>,
 }
@@ -171,12 +171,12 @@ pub struct Report {
 impl Report {
     /// 0 when the native backend runs with every layer, 1 when it runs degraded, 2 when it
     /// cannot run. The Docker lines do not count.
-    pub fn exit_code(&self) -> u8 {
+    pub(crate) fn exit_code(&self) -> u8 {
         self.lines.iter().map(Check::severity).max().unwrap_or(0)
     }
 
     /// The native layers that are not ok.
-    pub fn not_ok(&self) -> Vec<&Check> {
+    pub(crate) fn not_ok(&self) -> Vec<&Check> {
         self.lines
             .iter()
             .filter(|c| c.layer.native() && c.state != State::Ok)
@@ -184,7 +184,7 @@ impl Report {
     }
 
     /// The lines and a verdict, as doctor prints them.
-    pub fn render(&self) -> String {
+    pub(crate) fn render(&self) -> String {
         let mut out = String::new();
         for line in &self.lines {
             out.push_str(&line.to_string());

@@ -5,7 +5,11 @@ use std::path::PathBuf;
 use launcher::probe::{Namespace, Probe, Step};
 
 use super::checks::SANDBOX_EXPECTED;
-use super::facts::docker_error;
+use super::facts::{
+    APPARMOR_PROFILE, CgroupFacts, CgroupVersion, DockerFacts, Facts, INSTALLED_BINARY,
+    ProbeResult, SANDBOX_PROBE_PY, SandboxRun, UsernsSettings, docker_error,
+};
+use super::report::{Check, Layer, State};
 use super::*;
 use crate::rootfs::Rootfs;
 use crate::sandbox::HeldLimits;

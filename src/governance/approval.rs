@@ -14,10 +14,10 @@ use serde_json::Value;
 use crate::sandbox::escape_controls;
 
 /// The `ToolError` message of a call a person declined or dismissed.
-pub const DECLINED: &str = "declined by the user";
+pub(crate) const DECLINED: &str = "declined by the user";
 
 /// Characters of the arguments' JSON shown in an approval request; longer is cut with `…`.
-pub const MAX_SHOWN_ARGS_CHARS: usize = 2000;
+pub(crate) const MAX_SHOWN_ARGS_CHARS: usize = 2000;
 
 /// One call waiting for approval.
 #[derive(Debug, Clone, PartialEq)]
@@ -65,17 +65,17 @@ pub trait Approver: Send + Sync + std::fmt::Debug {
 
 /// The reason when there is nobody to ask at all (`exec`, a run_python task, a library
 /// caller without an approver).
-pub const NOBODY_TO_ASK: &str = "needs a person's approval (--approve), and this run has no MCP client to ask (exec, or run_python called as a task); the call was not sent";
+pub(crate) const NOBODY_TO_ASK: &str = "needs a person's approval (--approve), and this run has no MCP client to ask (exec, or run_python called as a task); the call was not sent";
 
 /// The MCP client of one `run_python` request, asked with `elicitation/create`.
 #[derive(Clone, Debug)]
-pub struct ElicitingClient {
+pub(crate) struct ElicitingClient {
     peer: Peer<RoleServer>,
 }
 
 impl ElicitingClient {
     /// Ask through this peer (the request context's).
-    pub fn new(peer: Peer<RoleServer>) -> Self {
+    pub(crate) fn new(peer: Peer<RoleServer>) -> Self {
         Self { peer }
     }
 }

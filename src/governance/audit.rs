@@ -27,11 +27,11 @@ use sha2::{Digest, Sha256};
 
 /// The version of the record schema, written as `v` in every record. It changes when a field
 /// changes meaning or goes away; new optional fields keep it.
-pub const SCHEMA_VERSION: u32 = 1;
+pub(crate) const SCHEMA_VERSION: u32 = 1;
 
 /// Mode of a log file `serve` creates or appends to: read and write for its owner only
 /// (arguments and code can hold secrets).
-pub const FILE_MODE: u32 = 0o600;
+pub(crate) const FILE_MODE: u32 = 0o600;
 
 /// How a call's arguments are recorded (`--audit-args`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, serde::Deserialize)]
@@ -267,7 +267,7 @@ fn ends_with_newline(file: &mut File) -> std::io::Result<bool> {
 }
 
 /// The lowercase hex sha256 of `bytes`.
-pub fn sha256_hex(bytes: &[u8]) -> String {
+pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 

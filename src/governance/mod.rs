@@ -3,7 +3,7 @@
 //! person through MCP elicitation ([`approval`]). README "Governance" says how to use them;
 //! `docs/audit-log.md` is the log's schema.
 
-pub mod approval;
-pub mod audit;
-pub mod options;
-pub mod policy;
+pub(crate) mod approval;
+pub(crate) mod audit;
+pub(crate) mod options;
+pub(crate) mod policy;

@@ -11,7 +11,7 @@ use crate::bridge::ServerEntry;
 
 /// `on` or `off`.
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Switch {
+pub(crate) enum Switch {
     /// Yes.
     On,
     /// No.
@@ -20,7 +20,7 @@ pub enum Switch {
 
 /// `--audit*`, `--read-only`, `--approve*`.
 #[derive(Args, Debug, Clone)]
-pub struct GovernanceArgs {
+pub(crate) struct GovernanceArgs {
     /// Append an audit record of every run and every tool call to FILE (JSON Lines, mode
     /// 0600; schema in docs/audit-log.md).
     #[arg(long, value_name = "FILE")]
@@ -61,7 +61,7 @@ pub struct GovernanceArgs {
 
 impl GovernanceArgs {
     /// The audit log's options, when `--audit` is given.
-    pub fn audit_options(&self) -> Option<AuditOptions> {
+    pub(crate) fn audit_options(&self) -> Option<AuditOptions> {
         self.audit.as_ref().map(|path| AuditOptions {
             path: path.clone(),
             args: self.audit_args,
@@ -72,7 +72,7 @@ impl GovernanceArgs {
 
     /// Put `--read-only`, `--approve` and `--approve-destructive` into the servers'
     /// selections, on top of what each entry says itself.
-    pub fn apply(&self, entries: &mut [ServerEntry]) {
+    pub(crate) fn apply(&self, entries: &mut [ServerEntry]) {
         for entry in entries {
             let selection = &mut entry.selection;
             selection.read_only |= self.read_only;

@@ -13,7 +13,7 @@ use rmcp::model::Tool;
 /// Whether a server in read-only mode (`--read-only`, `readOnly: true`) keeps this tool:
 /// only when it is annotated `readOnlyHint: true` and not `destructiveHint: true` (a
 /// contradictory pair is dropped). A tool without annotations is dropped.
-pub fn kept_when_read_only(tool: &Tool) -> bool {
+pub(crate) fn kept_when_read_only(tool: &Tool) -> bool {
     let Some(annotations) = &tool.annotations else {
         return false;
     };
@@ -21,7 +21,7 @@ pub fn kept_when_read_only(tool: &Tool) -> bool {
 }
 
 /// Whether the tool is annotated read-only (`readOnlyHint: true`).
-pub fn annotated_read_only(tool: &Tool) -> bool {
+pub(crate) fn annotated_read_only(tool: &Tool) -> bool {
     tool.annotations
         .as_ref()
         .is_some_and(|a| a.read_only_hint == Some(true))

@@ -386,8 +386,10 @@ fn audit_records_a_run_with_sent_refused_and_approved_calls() {
     assert!(end["duration_ms"].as_u64().is_some());
 }
 
+/// The lowercase hex sha256 of `bytes`, as the audit log writes digests.
 fn sha256_hex(bytes: &[u8]) -> String {
-    mcp_code_mode::governance::audit::sha256_hex(bytes)
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(bytes))
 }
 
 /// The calls of a log as (seq, tool, args digest, verdict), for comparing two runs.
