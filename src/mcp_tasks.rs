@@ -38,6 +38,8 @@ pub(crate) const RESULT: &str = "tasks/result";
 pub(crate) const LIST: &str = "tasks/list";
 /// `tasks/cancel`.
 pub(crate) const CANCEL: &str = "tasks/cancel";
+/// `notifications/tasks/status`: a task's status changed (params: the [`Task`]).
+pub(crate) const STATUS_NOTIFICATION: &str = "notifications/tasks/status";
 
 /// Whether a tool may be called as a task (`Tool.execution.taskSupport`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]

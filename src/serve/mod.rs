@@ -20,10 +20,10 @@ use std::sync::Arc;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListToolsResult, PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig,
-    SubscriptionFilter, Tool,
+    ListToolsResult, PaginatedRequestParams, ProgressToken, ProtocolVersion, ServerCapabilities,
+    ServerConfig, SubscriptionFilter, Tool,
 };
-use rmcp::service::{NotificationContext, RequestContext, RoleServer, SubscriptionContext};
+use rmcp::service::{NotificationContext, Peer, RequestContext, RoleServer, SubscriptionContext};
 use rmcp::{ErrorData as McpError, ServerHandler};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
@@ -73,6 +73,13 @@ pub struct CodeModeServer {
     handshake_only: bool,
     /// Cancelled when the process starts shutting down: new runs are refused.
     draining: CancellationToken,
+    /// This session's client, once it has sent `notifications/initialized`: where the
+    /// notifications of task runs go ([`tasks`]), which have no request context of their own.
+    peer: Arc<std::sync::OnceLock<Peer<RoleServer>>>,
+    /// Cancels `disconnected` when the last clone holding it is dropped: an HTTP session's
+    /// service, which rmcp drops when the session ends (`DELETE`, idle expiry, shutdown),
+    /// so the session's task runs end with it. `None` on stdio and in task layers' clones.
+    _session_end: Option<Arc<tokio_util::sync::DropGuard>>,
 }
 
 /// The run_python tool definition for `bridge` with these run options.
@@ -140,6 +147,8 @@ impl CodeModeServer {
             in_flight: Arc::default(),
             handshake_only: false,
             draining: CancellationToken::new(),
+            peer: Arc::default(),
+            _session_end: None,
         }
     }
 
@@ -149,17 +158,36 @@ impl CodeModeServer {
         Self {
             session,
             disconnected: self.disconnected.child_token(),
+            peer: Arc::default(),
+            _session_end: None,
             ..self.clone()
         }
     }
 
     /// The same server for one Streamable HTTP session ([`Self::for_session`], offering
-    /// only the protocol versions that have sessions).
+    /// only the protocol versions that have sessions). Every run of the session, its task
+    /// runs included, is cancelled once rmcp drops the last clone of it (the session ended).
     pub fn for_http_session(&self, session: Session) -> Self {
+        let server = self.for_session(session);
         Self {
             handshake_only: true,
-            ..self.for_session(session)
+            _session_end: Some(Arc::new(server.disconnected.clone().drop_guard())),
+            ..server
         }
+    }
+
+    /// A clone that does not keep the session alive (`_session_end`): what a task
+    /// layer keeps, so that the tasks of an ended session are cancelled.
+    pub(crate) fn detached(&self) -> Self {
+        Self {
+            _session_end: None,
+            ..self.clone()
+        }
+    }
+
+    /// This session's client, once it has initialized.
+    pub(crate) fn peer(&self) -> Option<Peer<RoleServer>> {
+        self.peer.get().cloned()
     }
 
     /// Give every session of this server its own run slots, `runs` at once (at least 1).
@@ -217,15 +245,24 @@ impl CodeModeServer {
     }
 
     /// Run `code` as the task of a task-augmented call ([`tasks`]): as a plain call runs,
-    /// cancelled by `cancel` (`tasks/cancel`, the client going away), without progress.
+    /// cancelled by `cancel` (`tasks/cancel`, the client going away), with progress under
+    /// `progress_token` (the call's own) when it carried one and the client has initialized.
     /// A server shutting down refuses it like a plain call.
-    async fn run_task(&self, code: &str, cancel: CancellationToken) -> CallToolResult {
+    async fn run_task(
+        &self,
+        code: &str,
+        cancel: CancellationToken,
+        progress_token: Option<ProgressToken>,
+    ) -> CallToolResult {
         if self.draining.is_cancelled() {
             return CallToolResult::error(vec![ContentBlock::text(
                 "mcp-code-mode is shutting down and takes no new runs; run it again in a new session (another replica takes it)",
             )]);
         }
-        let (events, counting) = self.events(None);
+        let progress = progress_token
+            .zip(self.peer())
+            .map(|(token, peer)| ProgressReporter::to_peer(peer, token, self.options.deadline));
+        let (events, counting) = self.events(progress.as_ref());
         let steering = Steering {
             cancel,
             events: Some(events),
@@ -238,6 +275,9 @@ impl CodeModeServer {
         let result = self.run(code, &steering).await;
         drop(steering);
         let _ = tokio::time::timeout(std::time::Duration::from_secs(1), counting).await;
+        if let Some(progress) = progress {
+            progress.finish().await;
+        }
         result
     }
 
@@ -434,6 +474,7 @@ impl ServerHandler for CodeModeServer {
     /// clients opt in through `subscriptions/listen` ([`Self::listen`]).
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
         let peer = context.peer;
+        let _ = self.peer.set(peer.clone());
         let legacy = peer
             .peer_info()
             .is_some_and(|info| info.protocol_version < ProtocolVersion::V_2026_07_28);

@@ -35,10 +35,17 @@ impl ProgressReporter {
     /// the request carries no progress token.
     pub fn start(context: &RequestContext<RoleServer>, deadline: Duration) -> Option<Self> {
         let token = context.meta.get_progress_token()?;
+        Some(Self::to_peer(context.peer.clone(), token, deadline))
+    }
+
+    /// Start reporting to `peer` under `token` (a task run: the token of the task-augmented
+    /// `tools/call` stays valid for the task's whole life, MCP 2025-11-25
+    /// basic/utilities/tasks "Progress").
+    pub fn to_peer(peer: Peer<RoleServer>, token: ProgressToken, deadline: Duration) -> Self {
         let (events, rx) = mpsc::unbounded_channel();
         let (stop, stopped) = oneshot::channel();
-        let task = tokio::spawn(report(context.peer.clone(), token, deadline, rx, stopped));
-        Some(Self { events, stop, task })
+        let task = tokio::spawn(report(peer, token, deadline, rx, stopped));
+        Self { events, stop, task }
     }
 
     /// Where the run sends its events.

@@ -21,11 +21,19 @@
 //! Limits: at most [`MAX_TASKS`] tasks are kept; a terminal task is forgotten once its ttl
 //! has passed since its creation, and a new task beyond the limit first evicts the oldest
 //! terminal one, else is refused (-32603). When the client disconnects, every task's run is
-//! cancelled with the others. Progress notifications are not sent for task runs.
+//! cancelled with the others.
+//!
+//! Notifications, once the client has sent `notifications/initialized`:
+//! - `notifications/progress` under the task-augmented call's own `progressToken` (its
+//!   `_meta`), as a plain call's run sends them ([`super::progress`]): the token stays valid
+//!   for the task's whole life;
+//! - `notifications/tasks/status` (params: the task) when the task becomes terminal
+//!   (completed, or cancelled).
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use rmcp::model::{CustomNotification, ProgressToken, ServerNotification};
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
@@ -85,16 +93,27 @@ impl Tasks {
     /// Tasks running on `server`, answering through `replies` (whole JSON-RPC responses).
     pub fn new(server: CodeModeServer, replies: mpsc::UnboundedSender<Value>) -> Self {
         Self {
-            server,
+            server: server.detached(),
             entries: Arc::default(),
             replies,
             ids: Arc::default(),
         }
     }
 
-    /// Answer one request for which [`is_task_message`] holds; a `tasks/result` that must
-    /// wait is answered later, from a task of its own.
+    /// Answer one request for which [`is_task_message`] holds, through the channel given
+    /// to [`Self::new`]; a `tasks/result` that must wait is answered later, from a task of
+    /// its own.
     pub fn handle(&self, message: &Value) {
+        let replies = self.replies.clone();
+        self.handle_with(message, move |answer| {
+            let _ = replies.send(answer);
+        });
+    }
+
+    /// Answer one request for which [`is_task_message`] holds by calling `reply` with the
+    /// whole JSON-RPC response: before returning, except for a `tasks/result` that must
+    /// wait, which calls it later from a task of its own.
+    pub fn handle_with(&self, message: &Value, reply: impl FnOnce(Value) + Send + 'static) {
         let id = message.get("id").cloned().unwrap_or(Value::Null);
         let params = message.get("params").cloned().unwrap_or(Value::Null);
         let method = message.get("method").and_then(Value::as_str).unwrap_or("");
@@ -110,24 +129,33 @@ impl Tasks {
                         let this = self.clone();
                         tokio::spawn(async move {
                             let answer = this.result(&task_id).await;
-                            this.reply(id, answer);
+                            reply(response(id, answer));
                         });
                         return;
                     }
                 },
             },
         };
-        self.reply(id, answer);
+        reply(response(id, answer));
     }
 
-    fn reply(&self, id: Value, answer: Result<Value, (i64, String)>) {
-        let message = match answer {
-            Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
-            Err((code, message)) => {
-                json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
-            }
+    /// Tell the client the task's new status (`notifications/tasks/status`, whose params
+    /// are the task), when it has initialized. rmcp 3.11 has no such notification of the
+    /// 2025-11-25 shape (its `notifications/tasks` is SEP-2663's), so it goes as a custom one.
+    fn notify_status(&self, task: &Task) {
+        let (Some(peer), Ok(params)) = (self.server.peer(), serde_json::to_value(task)) else {
+            return;
         };
-        let _ = self.replies.send(message);
+        tokio::spawn(async move {
+            let notification =
+                CustomNotification::new(mcp_tasks::STATUS_NOTIFICATION, Some(params));
+            if let Err(e) = peer
+                .send_notification(ServerNotification::CustomNotification(notification))
+                .await
+            {
+                tracing::debug!("notifications/tasks/status not sent: {e}");
+            }
+        });
     }
 
     /// `tools/call` with `task`: check it as a plain call is checked, keep the task, start
@@ -146,6 +174,10 @@ impl Tasks {
                 "run_python needs a string argument \"code\"".into(),
             ));
         };
+        let progress_token = params
+            .pointer("/_meta/progressToken")
+            .cloned()
+            .and_then(|t| serde_json::from_value::<ProgressToken>(t).ok());
         let asked: TaskMetadata = params
             .get("task")
             .cloned()
@@ -191,7 +223,7 @@ impl Tasks {
         tracing::info!(task = %task.task_id, "run_python started as a task");
         let (this, code, task_id) = (self.clone(), code.to_owned(), task.task_id.clone());
         tokio::spawn(async move {
-            let result = this.server.run_task(&code, cancel).await;
+            let result = this.server.run_task(&code, cancel, progress_token).await;
             let value = serde_json::to_value(&result).unwrap_or(Value::Null);
             this.finish(&task_id, value, result.is_error == Some(true));
         });
@@ -216,6 +248,7 @@ impl Tasks {
             entry.task.last_updated_at = mcp_tasks::now_iso8601();
             entry.result = Some(result);
             entry.terminal.send_replace(true);
+            self.notify_status(&entry.task);
         }
     }
 
@@ -252,6 +285,7 @@ impl Tasks {
         entry.task.status_message = Some(crate::run::CANCELLED.into());
         entry.task.last_updated_at = mcp_tasks::now_iso8601();
         entry.terminal.send_replace(true);
+        self.notify_status(&entry.task);
         tracing::info!(task = %task_id, "run_python task cancelled by the client");
         serde_json::to_value(&entry.task).map_err(|e| (INTERNAL_ERROR, e.to_string()))
     }
@@ -300,6 +334,16 @@ impl Tasks {
         self.entries
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// The JSON-RPC response with `id` for `answer`.
+fn response(id: Value, answer: Result<Value, (i64, String)>) -> Value {
+    match answer {
+        Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+        Err((code, message)) => {
+            json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+        }
     }
 }
 

@@ -170,3 +170,42 @@ fn the_run_deadline_cancels_the_task_of_its_wrapped_call() {
     assert!(error.contains("deadline"), "{out}");
     assert!(journal.contains("tasks/cancel"), "{journal}");
 }
+
+#[test]
+fn a_task_run_sends_progress_under_the_calls_token_and_its_terminal_status() {
+    if !ready() {
+        return;
+    }
+    let (out, _) = scenario("task-notes", &[], Wrapped::Toy);
+    assert_eq!(out["stdout"], "hi\n", "{out}");
+    let progress = out["progress"].as_array().expect("progress");
+    let messages: Vec<&str> = progress.iter().filter_map(|p| p[1].as_str()).collect();
+    assert_eq!(messages.first(), Some(&"the sandbox started"), "{out}");
+    assert!(messages.contains(&"echo"), "after each call: {out}");
+    assert!(
+        messages.iter().any(|m| m.starts_with("running for")),
+        "a heartbeat while it sleeps: {out}"
+    );
+    let values: Vec<f64> = progress.iter().filter_map(|p| p[0].as_f64()).collect();
+    assert!(values.windows(2).all(|w| w[0] < w[1]), "increasing: {out}");
+    assert_eq!(out["statuses"], serde_json::json!(["completed"]), "{out}");
+}
+
+#[test]
+fn a_wrapped_task_that_asks_for_input_fails_the_call_and_is_cancelled() {
+    if !ready() {
+        return;
+    }
+    let (out, journal) = scenario("asks-input", &[], Wrapped::TaskServer);
+    let error = out["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("asked for input") && error.contains("ask"),
+        "{out}"
+    );
+    assert!(journal.contains("asking which one?"), "{journal}");
+    assert!(journal.contains("tasks/cancel"), "{journal}");
+    assert!(
+        journal.contains("cancelled "),
+        "the server's task store holds it cancelled: {journal}"
+    );
+}

@@ -8,6 +8,8 @@
 //   research  taskSupport "required": {text, seconds} -> after `seconds`, "researched: TEXT".
 //             Called without a task, the SDK refuses it with -32601.
 //   quick     taskSupport "optional": {text} -> "quick: TEXT" at once.
+//   ask       taskSupport "required": {text} -> its task goes to status input_required
+//             (as a tool that elicits the user's answer inside a task does) and stays there.
 //
 // JOURNAL gets one line per request received: its method, the tool name for tools/call,
 // and "task" when the request carried params.task (`tools/call research task`,
@@ -78,6 +80,29 @@ server.experimental.tasks.registerToolTask(
     execution: { taskSupport: "optional" },
   },
   handlers(async ({ text }) => `quick: ${text}`),
+);
+
+server.experimental.tasks.registerToolTask(
+  "ask",
+  {
+    description: "Ask the user a question inside a task (a task).",
+    inputSchema: { text: z.string() },
+    execution: { taskSupport: "required" },
+  },
+  {
+    async createTask({ text }, { taskStore: requestStore, taskRequestedTtl }) {
+      const task = await requestStore.createTask({ ttl: taskRequestedTtl, pollInterval: 100 });
+      await requestStore.updateTaskStatus(task.taskId, "input_required", `asking: ${text}`);
+      note(`asking ${text}`);
+      return { task };
+    },
+    async getTask(_args, { taskId, taskStore }) {
+      return await taskStore.getTask(taskId);
+    },
+    async getTaskResult(_args, { taskId, taskStore }) {
+      return await taskStore.getTaskResult(taskId);
+    },
+  },
 );
 
 const transport = new StdioServerTransport();

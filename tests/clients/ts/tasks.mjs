@@ -18,10 +18,19 @@
 //   gives-up        a run awaiting `research` for 30 s that ends first (serve's
 //                   --call-timeout or --deadline): the run's error, once the server saw
 //                   tasks/cancel.
+//   task-notes      run_python as a task with `onprogress`, calling `echo` and then sleeping
+//                   5 s: the progress notifications ([progress, message]) and the statuses
+//                   of the notifications/tasks/status received.
+//   asks-input      a run awaiting task_server's `ask`, whose task goes to input_required:
+//                   the run's error, once the server saw tasks/cancel.
+//
+// SERVE_COMMAND may instead be one http:// URL of a running `serve --http` (JOURNAL is then
+// the journal of the server it wraps).
 import { readFileSync } from "node:fs";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
-import { CallToolResultSchema } from "@modelcontextprotocol/sdk/types.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { CallToolResultSchema, TaskStatusNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
 
 const sep = process.argv.indexOf("--");
 const [scenario, journal] = process.argv.slice(2, sep);
@@ -138,6 +147,31 @@ const scenarios = {
     await journalShows("cancelled ");
     return { outcome, cancel_reached_server_s: seen - started };
   },
+  async "task-notes"(client) {
+    const statuses = [];
+    client.setNotificationHandler(TaskStatusNotificationSchema, (n) => {
+      statuses.push(n.params.status);
+    });
+    const progress = [];
+    const code = "print(await echo({'text': 'hi'}))\nimport time\ntime.sleep(5)";
+    let result = null;
+    for await (const message of client.experimental.tasks.callToolStream(
+      { name: "run_python", arguments: { code } },
+      CallToolResultSchema,
+      { task: { ttl: 60000 }, onprogress: (p) => progress.push([p.progress, p.message]) },
+    )) {
+      if (message.type === "result") result = message.result;
+    }
+    // The terminal status may come just after the result.
+    const end = now() + 5;
+    while (!statuses.includes("completed") && now() < end) await new Promise((r) => setTimeout(r, 50));
+    return { progress, statuses, stdout: result?.structuredContent?.stdout ?? null };
+  },
+  async "asks-input"(client) {
+    const result = await run(client, "print(await ask({'text': 'which one?'}))", { timeout: 120000 });
+    await journalShows("tasks/cancel", 10);
+    return { error: result.structuredContent.error, stdout: result.structuredContent.stdout };
+  },
   async "gives-up"(client) {
     const result = await run(client, "print(await research({'text': 'slow', 'seconds': 30}))", {
       timeout: 120000,
@@ -147,7 +181,9 @@ const scenarios = {
   },
 };
 
-const transport = new StdioClientTransport({ command: command[0], args: command.slice(1), stderr: "inherit" });
+const transport = command[0].startsWith("http")
+  ? new StreamableHTTPClientTransport(new URL(command[0]))
+  : new StdioClientTransport({ command: command[0], args: command.slice(1), stderr: "inherit" });
 const client = new Client({ name: "tasks-ts", version: "1.0.0" }, { capabilities: { tasks: {} } });
 await client.connect(transport);
 const out = await scenarios[scenario](client);
