@@ -44,6 +44,12 @@ pub const TMP_BYTES: u64 = launcher::args::defaults::TMP_SIZE;
 pub const MAX_FILE_BYTES: u64 = launcher::args::defaults::FSIZE;
 /// CPUs one sandbox may use.
 pub const CPUS: u64 = 1;
+/// Disk reads, and disk writes, one sandbox may make per second on each of the host's
+/// disks, in bytes ([`crate::sandbox::disks`]): what reaches a disk is rootfs pages the page
+/// cache lacks and `O_DIRECT` reads; cached reads are not counted.
+pub const DISK_BYTES_PER_SEC: u64 = 32 * 1024 * 1024;
+/// Disk read, and write, operations one sandbox may make per second on each disk.
+pub const DISK_OPS_PER_SEC: u64 = 1000;
 /// Runs `serve` executes at the same time; further run_python calls wait for a slot (their
 /// deadline starts when they start). Bounds the host memory all sandboxes can take together
 /// to this many times [`MEMORY_BYTES`].

@@ -4,13 +4,16 @@
 
 use std::fmt;
 
-use crate::limits::{CPUS, MAX_OPEN_FILES, MAX_PIDS, MEMORY_BYTES};
+use crate::limits::{
+    CPUS, DISK_BYTES_PER_SEC, DISK_OPS_PER_SEC, MAX_OPEN_FILES, MAX_PIDS, MEMORY_BYTES,
+};
 
 /// Which resource limits hold in one sandbox.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HeldLimits {
     /// The native backend's cgroup for the run, with the controllers whose limit it holds:
-    /// a subset of `memory`, `swap`, `pids`, `cpu`, in that order.
+    /// a subset of `memory`, `swap`, `pids`, `cpu`, `io` (disk reads and writes), in that
+    /// order.
     Cgroup(Vec<&'static str>),
     /// The native backend without a writable cgroup: the launcher's rlimits only
     /// (`launcher::rlimits`).
@@ -21,7 +24,8 @@ pub enum HeldLimits {
 
 impl fmt::Display for HeldLimits {
     /// `cgroup: memory, swap, pids, cpu`; `rlimits (no writable cgroup): ...`;
-    /// `docker: memory 256 MiB, no swap, 64 pids, 1 CPU, nofile 64`.
+    /// `docker: memory 256 MiB, no swap, 64 pids, 1 CPU, nofile 64, disk I/O 32 MiB/s and
+    /// 1000 ops/s`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Cgroup(held) => write!(f, "cgroup: {}", held.join(", ")),
@@ -32,8 +36,10 @@ impl fmt::Display for HeldLimits {
             ),
             Self::Docker => write!(
                 f,
-                "docker: memory {} MiB, no swap, {MAX_PIDS} pids, {CPUS} CPU, nofile {MAX_OPEN_FILES}",
-                MEMORY_BYTES >> 20
+                "docker: memory {} MiB, no swap, {MAX_PIDS} pids, {CPUS} CPU, nofile \
+                 {MAX_OPEN_FILES}, disk I/O {} MiB/s and {DISK_OPS_PER_SEC} ops/s",
+                MEMORY_BYTES >> 20,
+                DISK_BYTES_PER_SEC >> 20
             ),
         }
     }
@@ -56,7 +62,8 @@ mod tests {
         );
         assert_eq!(
             HeldLimits::Docker.to_string(),
-            "docker: memory 256 MiB, no swap, 64 pids, 1 CPU, nofile 64"
+            "docker: memory 256 MiB, no swap, 64 pids, 1 CPU, nofile 64, disk I/O 32 MiB/s and \
+             1000 ops/s"
         );
     }
 }

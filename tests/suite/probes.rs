@@ -277,6 +277,9 @@ const EXPECT: &[Expect] = &[
     e("res/stderr_gib", &["stopped:output"]),
     e("res/raw_fds_gib", &["denied"]),
     e("res/diag_pipe_flood", &["denied"]),
+    // The disk I/O limit (32 MiB/s per disk, cgroup blkio/io or Docker's --device-read-bps):
+    // not in the rlimit fallback, which has no way to limit it (docs/threat-model.md).
+    e("res/disk_read_direct", &["denied", "rlimit=allowed"]),
     // PROTO: every forged or broken line stops the run; a stop is never a success.
     e("proto/garbage_line", &["stopped:protocol"]),
     e("proto/invalid_utf8_line", &["stopped:protocol"]),

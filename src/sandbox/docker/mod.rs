@@ -31,8 +31,12 @@ use super::{
     Backend, BoxFuture, Ending, HeldLimits, Sandbox, SandboxControl, SandboxError, StderrDrain,
     exit_code, spawner, take_pipes,
 };
-use crate::limits::{CPUS, MAX_FILE_BYTES, MAX_OPEN_FILES, MAX_PIDS, MEMORY_BYTES, TMP_BYTES};
+use crate::limits::{
+    CPUS, DISK_BYTES_PER_SEC, DISK_OPS_PER_SEC, MAX_FILE_BYTES, MAX_OPEN_FILES, MAX_PIDS,
+    MEMORY_BYTES, TMP_BYTES,
+};
 use crate::rootfs::Rootfs;
+use crate::sandbox::disks::{BlockDevice, whole_disks};
 use crate::sandbox::owner::{Owner, RunName};
 use launcher::rlimits::{MSGQUEUE_BYTES, SIGPENDING};
 
@@ -327,15 +331,54 @@ impl DockerBackend {
 
     /// The `docker run` arguments for the container `name` (everything after `docker`).
     pub fn run_args(&self, name: &str) -> Vec<String> {
-        run_args(
+        let mut args = run_args(
             name,
             &self.owner,
             &self.seccomp,
             self.cpu_seconds,
             &self.image,
             &self.argv,
-        )
+        );
+        let image = args
+            .iter()
+            .position(|a| *a == self.image)
+            .unwrap_or(args.len());
+        let disks = whole_disks(Path::new("/sys/block"));
+        args.splice(image..image, disk_limit_args(&disks, Path::new("/dev")));
+        args
     }
+}
+
+/// `--device-{read,write}-{bps,iops}` for each of `disks` whose node in `dev` is a block
+/// device of its number (Docker takes a path and reads the number from it): the container's
+/// reads and writes of every whole disk of the host, at [`DISK_BYTES_PER_SEC`] and
+/// [`DISK_OPS_PER_SEC`] (crate::sandbox::disks says why every disk).
+pub fn disk_limit_args(disks: &[BlockDevice], dev: &Path) -> Vec<String> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let mut args = Vec::new();
+    for disk in disks {
+        let node = dev.join(&disk.name);
+        let Ok(meta) = std::fs::metadata(&node) else {
+            continue;
+        };
+        let (Ok(major), Ok(minor)) = (u32::try_from(disk.major), u32::try_from(disk.minor)) else {
+            continue;
+        };
+        let number = libc::makedev(major, minor);
+        if !meta.file_type().is_block_device() || meta.rdev() != number {
+            continue;
+        }
+        let node = node.display();
+        for (flag, value) in [
+            ("read-bps", DISK_BYTES_PER_SEC),
+            ("write-bps", DISK_BYTES_PER_SEC),
+            ("read-iops", DISK_OPS_PER_SEC),
+            ("write-iops", DISK_OPS_PER_SEC),
+        ] {
+            args.push(format!("--device-{flag}={node}:{value}"));
+        }
+    }
+    args
 }
 
 /// The `docker run` arguments (after `docker`) for one sandbox; every limit from
@@ -627,6 +670,33 @@ mod tests {
             &args[image + 1..],
             &argv[..],
             "the command follows the image"
+        );
+    }
+
+    #[test]
+    fn every_whole_disk_with_its_node_gets_read_and_write_limits() {
+        let disk = |name: &str, major, minor| BlockDevice {
+            name: name.into(),
+            major,
+            minor,
+        };
+        let host = whole_disks(Path::new("/sys/block"));
+        let first = host.first().expect("a disk on this host").clone();
+        // A node whose number differs, and a disk without a node, are left out.
+        let wrong = disk(&first.name, first.major, first.minor + 1000);
+        let absent = disk("no-such-disk", 1, 2);
+        let args = disk_limit_args(&[first.clone(), wrong, absent], Path::new("/dev"));
+        let node = format!("/dev/{}", first.name);
+        let mb = DISK_BYTES_PER_SEC;
+        let ops = DISK_OPS_PER_SEC;
+        assert_eq!(
+            args,
+            [
+                format!("--device-read-bps={node}:{mb}"),
+                format!("--device-write-bps={node}:{mb}"),
+                format!("--device-read-iops={node}:{ops}"),
+                format!("--device-write-iops={node}:{ops}"),
+            ]
         );
     }
 

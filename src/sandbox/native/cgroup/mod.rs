@@ -2,7 +2,9 @@
 //!
 //! Limits then nest inside whatever the host granted us, and a run can never escape them.
 //! cgroup v2 (one unified hierarchy) is used when the host runs it; otherwise the v1
-//! `memory`, `pids` and `cpu` hierarchies, each where we can write. When no writable place
+//! `memory`, `pids`, `cpu` and `blkio` hierarchies, each where we can write. The disk I/O
+//! limits ([`crate::limits::DISK_BYTES_PER_SEC`], [`crate::limits::DISK_OPS_PER_SEC`]) go on
+//! every whole disk of the host ([`crate::sandbox::disks`]). When no writable place
 //! exists (an unprivileged user without delegation), [`CgroupHost::create`] returns `Ok(None)`
 //! and the launcher falls back to rlimits. The launcher joins the cgroup itself (it writes
 //! its own pid to each [`RunCgroup::procs_files`] before unsharing).
@@ -101,6 +103,7 @@ fn io_err<'a>(
 pub struct CgroupHost {
     fs_root: PathBuf,
     self_cgroup_file: PathBuf,
+    sys_block: PathBuf,
 }
 
 impl CgroupHost {
@@ -118,13 +121,23 @@ impl CgroupHost {
         CgroupHost {
             fs_root,
             self_cgroup_file,
+            sys_block: PathBuf::from("/sys/block"),
         }
+    }
+
+    /// This host with its whole disks listed in `sys_block` instead of `/sys/block` (for
+    /// tests).
+    pub fn with_block_devices(mut self, sys_block: PathBuf) -> Self {
+        self.sys_block = sys_block;
+        self
     }
 
     /// Creates a child cgroup `name` for one run below our own cgroup, on v2 or v1, and sets
     /// `limits` in it. On v1: memory.limit_in_bytes and memory.memsw.limit_in_bytes (where the
-    /// kernel accounts swap), pids.max, cpu.cfs_period_us/cfs_quota_us; on v2: memory.max,
-    /// memory.swap.max 0, pids.max, cpu.max.
+    /// kernel accounts swap), pids.max, cpu.cfs_period_us/cfs_quota_us, and for every whole
+    /// disk blkio.throttle.{read,write}_{bps,iops}_device; on v2: memory.max, memory.swap.max
+    /// 0, pids.max, cpu.max, and io.max for every whole disk (the disk limits are the fixed
+    /// [`crate::limits::DISK_BYTES_PER_SEC`] and [`crate::limits::DISK_OPS_PER_SEC`]).
     ///
     /// Returns `Ok(None)` when no writable place exists (then the caller uses rlimits).
     /// `name` must be unique among this process's live runs: a
@@ -141,9 +154,10 @@ impl CgroupHost {
         {
             return Err(CgroupError::BadName(name.to_owned()));
         }
+        let disks = crate::sandbox::disks::whole_disks(&self.sys_block);
         match self.placement()? {
-            Placement::V2 { path } => v2::create(&self.v2_base(&path), name, limits),
-            Placement::V1 { hierarchies } => v1::create(&hierarchies, name, limits),
+            Placement::V2 { path } => v2::create(&self.v2_base(&path), name, limits, &disks),
+            Placement::V1 { hierarchies } => v1::create(&hierarchies, name, limits, &disks),
         }
     }
 }

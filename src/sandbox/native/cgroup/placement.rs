@@ -7,12 +7,12 @@ use std::path::{Path, PathBuf};
 use super::{CgroupError, CgroupHost, HOST_LEAF};
 
 /// The v1 controllers a run cgroup uses, in the order they are reported.
-pub const V1_CONTROLLERS: [&str; 3] = ["memory", "pids", "cpu"];
+pub const V1_CONTROLLERS: [&str; 4] = ["memory", "pids", "cpu", "blkio"];
 
 /// One v1 controller we use: its hierarchy and our cgroup in it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct V1Hierarchy {
-    /// `memory`, `pids` or `cpu`.
+    /// `memory`, `pids`, `cpu` or `blkio`.
     pub controller: &'static str,
     /// Where its hierarchy is mounted (`/sys/fs/cgroup/cpu,cpuacct`).
     pub dir: PathBuf,
@@ -37,7 +37,7 @@ pub enum Placement {
     },
     /// v1: each of [`V1_CONTROLLERS`] whose hierarchy is mounted, in that order.
     V1 {
-        /// Empty when none of memory, pids and cpu is mounted.
+        /// Empty when none of memory, pids, cpu and blkio is mounted.
         hierarchies: Vec<V1Hierarchy>,
     },
 }
@@ -49,7 +49,7 @@ impl Placement {
         match self {
             Placement::V2 { path } => format!("ours: {path}"),
             Placement::V1 { hierarchies } if hierarchies.is_empty() => {
-                "no memory, pids or cpu hierarchy".into()
+                "no memory, pids, cpu or blkio hierarchy".into()
             }
             Placement::V1 { hierarchies } => hierarchies
                 .iter()
@@ -62,8 +62,8 @@ impl Placement {
 
 impl CgroupHost {
     /// Reads our place from /proc/self/cgroup: v2 when the cgroupfs root has
-    /// `cgroup.controllers` (a pure v2 host), else the v1 hierarchies of memory, pids and cpu
-    /// that are mounted.
+    /// `cgroup.controllers` (a pure v2 host), else the v1 hierarchies of memory, pids, cpu
+    /// and blkio that are mounted.
     ///
     /// # Errors
     /// [`CgroupError::SelfCgroup`] when /proc/self/cgroup cannot be read, or has no `0::`

@@ -5,6 +5,7 @@ use std::io::ErrorKind;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use cgroups_rs::fs::blkio::BlkIoController;
 use cgroups_rs::fs::cpu::CpuController;
 use cgroups_rs::fs::memory::MemController;
 use cgroups_rs::fs::pid::PidController;
@@ -12,6 +13,8 @@ use cgroups_rs::fs::{Cgroup, MaxValue};
 
 use super::subtree::{OwnSubtree, os_error};
 use super::{CPU_PERIOD_US, CgroupError, CgroupLimits};
+use crate::limits::{DISK_BYTES_PER_SEC, DISK_OPS_PER_SEC};
+use crate::sandbox::disks::BlockDevice;
 
 /// How long [`RunCgroup::kill_all`] and [`RunCgroup::remove`] keep trying.
 const SETTLE: Duration = Duration::from_secs(2);
@@ -41,11 +44,14 @@ impl RunCgroup {
 
     /// Sets `limits` through the crate's controllers this cgroup has, and records which
     /// hold. `swap`: the value for the swap file (v1 memory.memsw.limit_in_bytes, v2
-    /// memory.swap.max), `None` where the kernel does not account swap.
+    /// memory.swap.max), `None` where the kernel does not account swap. `disks`: the whole
+    /// disks whose reads and writes are throttled to [`DISK_BYTES_PER_SEC`] and
+    /// [`DISK_OPS_PER_SEC`]; `io` is held only when every one of them took all four limits.
     pub(super) fn set_limits(
         &mut self,
         limits: &CgroupLimits,
         swap: Option<u64>,
+        disks: &[BlockDevice],
     ) -> Result<(), CgroupError> {
         let value = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
         let crate_error = |source| CgroupError::Cgroupfs {
@@ -76,6 +82,31 @@ impl RunCgroup {
                 .map_err(crate_error)?;
             held.push("cpu");
         }
+        if let Some(io) = self.cgroup.controller_of::<BlkIoController>()
+            && !disks.is_empty()
+        {
+            // A disk the kernel will not throttle (a driver without a request queue) leaves
+            // `io` unclaimed rather than the whole run without a cgroup.
+            let refused = disks.iter().find_map(|disk| {
+                let (major, minor) = (disk.major, disk.minor);
+                io.throttle_read_bps_for_device(major, minor, DISK_BYTES_PER_SEC)
+                    .and_then(|()| {
+                        io.throttle_write_bps_for_device(major, minor, DISK_BYTES_PER_SEC)
+                    })
+                    .and_then(|()| io.throttle_read_iops_for_device(major, minor, DISK_OPS_PER_SEC))
+                    .and_then(|()| {
+                        io.throttle_write_iops_for_device(major, minor, DISK_OPS_PER_SEC)
+                    })
+                    .err()
+                    .map(|e| (disk.name.clone(), e))
+            });
+            match refused {
+                None => held.push("io"),
+                Some((disk, e)) => {
+                    tracing::warn!("no disk I/O limit for run {}: {disk}: {e}", self.name);
+                }
+            }
+        }
         self.held = held;
         Ok(())
     }
@@ -89,7 +120,8 @@ impl RunCgroup {
             .collect()
     }
 
-    /// Which limits this cgroup enforces: a subset of ["memory", "swap", "pids", "cpu"].
+    /// Which limits this cgroup enforces: a subset of ["memory", "swap", "pids", "cpu", "io"]
+    /// (`io`: disk reads and writes, on every whole disk).
     pub fn held(&self) -> Vec<&'static str> {
         self.held.clone()
     }

@@ -8,6 +8,7 @@
 
 use std::path::PathBuf;
 
+use cgroups_rs::fs::blkio::BlkIoController;
 use cgroups_rs::fs::cpu::CpuController;
 use cgroups_rs::fs::error::Error as CrateError;
 use cgroups_rs::fs::memory::MemController;
@@ -74,6 +75,8 @@ fn subsystem(controller: &str, dir: PathBuf, v2: bool) -> Option<Subsystem> {
         "memory" => Some(Subsystem::Mem(MemController::new(dir.clone(), dir, v2))),
         "pids" => Some(Subsystem::Pid(PidController::new(dir.clone(), dir, v2))),
         "cpu" => Some(Subsystem::Cpu(CpuController::new(dir.clone(), dir, v2))),
+        // v1 calls it blkio, v2 io; the crate's controller writes either's files.
+        "blkio" | "io" => Some(Subsystem::BlkIo(BlkIoController::new(dir.clone(), dir, v2))),
         _ => None,
     }
 }

@@ -4,6 +4,8 @@ use std::path::{Path, PathBuf};
 
 use super::fake::{fake_v1, fake_v2};
 use super::*;
+use crate::limits::{DISK_BYTES_PER_SEC, DISK_OPS_PER_SEC};
+use crate::sandbox::disks::whole_disks;
 use crate::sandbox::owner::{Owner, RunName};
 
 const LIMITS: CgroupLimits = CgroupLimits {
@@ -44,6 +46,87 @@ fn on_v1_each_controller_gets_a_child_below_our_own_cgroup_with_its_limits() {
     assert_eq!(run.held(), ["memory", "swap", "pids", "cpu"]);
     assert_eq!(run.procs_files().len(), 3);
     assert!(run.procs_files().contains(&mem.join("cgroup.procs")));
+}
+
+/// A fake `/sys/block` with one disk, `vda` 254:0 (cgroups-rs truncates each file it writes,
+/// so a fake file keeps the last rule; the real-cgroup test below checks every disk).
+fn one_disk(dir: &Path) -> PathBuf {
+    let sys_block = dir.join("sys-block");
+    std::fs::create_dir_all(sys_block.join("vda")).unwrap();
+    std::fs::write(sys_block.join("vda/dev"), "254:0\n").unwrap();
+    sys_block
+}
+
+fn placement_has_blkio(host: &CgroupHost) -> bool {
+    match host.placement() {
+        Ok(Placement::V1 { hierarchies }) => hierarchies.iter().any(|h| h.controller == "blkio"),
+        _ => false,
+    }
+}
+
+#[test]
+fn on_v1_the_blkio_child_throttles_reads_and_writes_of_every_disk() {
+    let (dir, host) = fake_v1(true);
+    let fs = dir.path().join("fs");
+    std::fs::create_dir_all(fs.join("blkio")).unwrap();
+    let self_file = dir.path().join("self");
+    let text = read(&self_file) + "7:blkio:/\n";
+    std::fs::write(&self_file, text).unwrap();
+    let host = host.with_block_devices(one_disk(dir.path()));
+    let run = host.create("run-1", &LIMITS).unwrap().unwrap();
+    let blkio = fs.join("blkio/run-1");
+    let mb = DISK_BYTES_PER_SEC;
+    let ops = DISK_OPS_PER_SEC;
+    assert_eq!(
+        read(blkio.join("blkio.throttle.read_bps_device")),
+        format!("254:0 {mb}")
+    );
+    assert_eq!(
+        read(blkio.join("blkio.throttle.write_bps_device")),
+        format!("254:0 {mb}")
+    );
+    assert_eq!(
+        read(blkio.join("blkio.throttle.read_iops_device")),
+        format!("254:0 {ops}")
+    );
+    assert_eq!(
+        read(blkio.join("blkio.throttle.write_iops_device")),
+        format!("254:0 {ops}")
+    );
+    assert_eq!(run.held(), ["memory", "swap", "pids", "cpu", "io"]);
+    assert!(run.procs_files().contains(&blkio.join("cgroup.procs")));
+}
+
+#[test]
+fn on_v1_a_blkio_hierarchy_without_a_disk_claims_no_io_limit() {
+    let (dir, host) = fake_v1(true);
+    std::fs::create_dir_all(dir.path().join("fs/blkio")).unwrap();
+    let self_file = dir.path().join("self");
+    let text = read(&self_file) + "7:blkio:/\n";
+    std::fs::write(&self_file, text).unwrap();
+    let host = host.with_block_devices(dir.path().join("no-disks"));
+    let run = host.create("run-1", &LIMITS).unwrap().unwrap();
+    assert_eq!(run.held(), ["memory", "swap", "pids", "cpu"]);
+}
+
+#[test]
+fn on_v2_io_max_throttles_every_disk_where_the_parent_offers_io() {
+    let (dir, host) = fake_v2("/user.slice/serve", true, "memory pids cpu io");
+    let host = host.with_block_devices(one_disk(dir.path()));
+    let own = dir.path().join("fs/user.slice/serve");
+    let run_dir = own.join("run-1");
+    kernel_files_v2(&run_dir);
+    let run = host.create("run-1", &LIMITS).unwrap().unwrap();
+    assert_eq!(
+        read(own.join("cgroup.subtree_control")),
+        "+memory +pids +cpu +io"
+    );
+    // The last of the four writes to io.max (the real file merges them into one line).
+    assert_eq!(
+        read(run_dir.join("io.max")),
+        format!("254:0 wiops={DISK_OPS_PER_SEC}")
+    );
+    assert_eq!(run.held(), ["memory", "swap", "pids", "cpu", "io"]);
 }
 
 #[test]
@@ -188,6 +271,23 @@ fn a_real_run_cgroup_holds_a_process_and_is_gone_after_remove() {
         if let Ok(v) = std::fs::read_to_string(d.join("pids.max")) {
             assert_eq!(v.trim(), "64");
         }
+        // Every whole disk of the host, read and written, in bytes and in operations.
+        for (file, value) in [
+            ("blkio.throttle.read_bps_device", DISK_BYTES_PER_SEC),
+            ("blkio.throttle.write_bps_device", DISK_BYTES_PER_SEC),
+            ("blkio.throttle.read_iops_device", DISK_OPS_PER_SEC),
+            ("blkio.throttle.write_iops_device", DISK_OPS_PER_SEC),
+        ] {
+            if let Ok(v) = std::fs::read_to_string(d.join(file)) {
+                for disk in whole_disks(Path::new("/sys/block")) {
+                    let rule = format!("{}:{} {value}", disk.major, disk.minor);
+                    assert!(v.lines().any(|l| l == rule), "{file} lacks {rule}: {v}");
+                }
+            }
+        }
+    }
+    if placement_has_blkio(&host) {
+        assert!(run.held().contains(&"io"), "{:?}", run.held());
     }
     assert!(!run.memory_limit_hit());
     run.remove().unwrap();

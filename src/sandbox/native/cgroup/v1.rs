@@ -1,11 +1,13 @@
-//! cgroup v1: one directory per controller (memory, pids, cpu), each below our own cgroup in
-//! that controller's hierarchy (Documentation/admin-guide/cgroup-v1/memory.rst, pids.rst;
+//! cgroup v1: one directory per controller (memory, pids, cpu, blkio), each below our own cgroup in
+//! that controller's hierarchy (Documentation/admin-guide/cgroup-v1/memory.rst, pids.rst,
+//! blkio-controller.rst;
 //! Documentation/scheduler/sched-bwc.rst), made and limited through cgroups-rs.
 
 use super::placement::V1Hierarchy;
 use super::run::{RunCgroup, finish};
 use super::subtree::{OwnSubtree, not_ours};
 use super::{CgroupError, CgroupLimits};
+use crate::sandbox::disks::BlockDevice;
 
 /// Creates `name` below our cgroup in each hierarchy we can write and sets `limits` there.
 /// `Ok(None)` when no hierarchy is writable.
@@ -13,6 +15,7 @@ pub(super) fn create(
     hierarchies: &[V1Hierarchy],
     name: &str,
     limits: &CgroupLimits,
+    disks: &[BlockDevice],
 ) -> Result<Option<RunCgroup>, CgroupError> {
     let mut made: Vec<V1Hierarchy> = Vec::new();
     for hierarchy in hierarchies {
@@ -44,6 +47,6 @@ pub(super) fn create(
     let mut run = RunCgroup::new(OwnSubtree::V1(made), name);
     // v1's memsw counts memory and swap together: the same value leaves no room for swap.
     let swap = swap.then_some(limits.memory_bytes);
-    let result = run.set_limits(limits, swap);
+    let result = run.set_limits(limits, swap, disks);
     finish(run, result)
 }

@@ -16,9 +16,10 @@ use cgroups_rs::CgroupPid;
 use super::run::{RunCgroup, finish, io_not_ours};
 use super::subtree::{OwnSubtree, os_error};
 use super::{CgroupError, CgroupLimits, HOST_LEAF, io_err};
+use crate::sandbox::disks::BlockDevice;
 
 /// The controllers a run cgroup uses, where the parent offers them.
-const CONTROLLERS: [&str; 3] = ["memory", "pids", "cpu"];
+const CONTROLLERS: [&str; 4] = ["memory", "pids", "cpu", "io"];
 
 /// Creates `base/name` and sets `limits` there. `Ok(None)` when `base` is not writable or
 /// cannot delegate controllers to its children.
@@ -26,6 +27,7 @@ pub(super) fn create(
     base: &Path,
     name: &str,
     limits: &CgroupLimits,
+    disks: &[BlockDevice],
 ) -> Result<Option<RunCgroup>, CgroupError> {
     if !base.is_dir() {
         return Ok(None);
@@ -60,7 +62,7 @@ pub(super) fn create(
     }
     // v2's swap.max counts swap alone: none at all keeps memory + swap at the memory limit.
     let swap = dir.join("memory.swap.max").exists().then_some(0);
-    let result = run.set_limits(limits, swap);
+    let result = run.set_limits(limits, swap, disks);
     finish(run, result)
 }
 
