@@ -44,7 +44,7 @@ pub(crate) const STATUS_NOTIFICATION: &str = "notifications/tasks/status";
 /// Whether a tool may be called as a task (`Tool.execution.taskSupport`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
-pub enum TaskSupport {
+pub(crate) enum TaskSupport {
     /// Never as a task (the default when absent).
     #[default]
     Forbidden,
@@ -57,7 +57,7 @@ pub enum TaskSupport {
 impl TaskSupport {
     /// The `taskSupport` of one tool object of a `tools/list` answer (forbidden when absent
     /// or unknown).
-    pub fn of_tool(tool: &Value) -> Self {
+    pub(crate) fn of_tool(tool: &Value) -> Self {
         tool.pointer("/execution/taskSupport")
             .cloned()
             .and_then(|v| serde_json::from_value(v).ok())

@@ -12,15 +12,18 @@
 //! [`CallBudget`]): on stdio the one session is the process; over Streamable HTTP each MCP
 //! session has its own, so one client's private call never refuses or allows another's.
 
-pub mod catalog;
+pub(crate) mod catalog;
 mod governed;
-pub mod refusal;
+pub(crate) mod refusal;
 mod relist;
-pub mod upstream;
+pub(crate) mod upstream;
 
 pub(crate) use governed::millis;
 
-pub use catalog::names;
+pub use catalog::names::python_name;
+pub use catalog::{Catalog, CatalogError, Selection, ServerTools};
+pub use refusal::{CallError, Refusal};
+pub use upstream::{DEFAULT_ENV, RESTART_COOLDOWN, ServerSpec};
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -32,10 +35,8 @@ use serde_json::Value;
 
 use crate::governance::audit::AuditLog;
 use crate::limits::{CALL_TIMEOUT, MAX_ARGS_BYTES, MAX_RESULT_BYTES};
-use catalog::{Catalog, CatalogError, Selection, ServerTools};
 use governed::{CallTrace, RunTag};
-use refusal::{CallError, Refusal};
-use upstream::{CallOutcome, ServerSpec, ToolsChanged, Upstream, UpstreamError};
+use upstream::{CallOutcome, ToolsChanged, Upstream, UpstreamError};
 
 /// One wrapped server to open: how to start it and which of its tools to keep.
 #[derive(Debug, Clone, PartialEq)]

@@ -9,7 +9,7 @@ use std::time::Duration;
 use crate::limits::{MAX_ARGS_BYTES, MAX_ERROR_CHARS};
 
 /// Cut `text` to at most `max` characters, ending with `…` when cut.
-pub fn cap(text: &str, max: usize) -> String {
+pub(crate) fn cap(text: &str, max: usize) -> String {
     if text.chars().count() <= max {
         return text.to_owned();
     }
@@ -52,7 +52,7 @@ pub enum Refusal {
     OutsideSchema {
         /// The tool's Python name.
         tool: String,
-        /// The first schema error (see [`super::catalog::schema`]).
+        /// The first schema error (see `super::catalog::schema`).
         why: String,
     },
     /// The run has sent as many calls as its budget allows.

@@ -95,7 +95,7 @@ fn invalid(place: &str, what: impl std::fmt::Display) -> ConfigError {
 ///
 /// # Errors
 /// [`ConfigError::Invalid`] naming `place` (`mcpServers.NAME`) and the key at fault.
-pub fn parse_entry(
+pub(super) fn parse_entry(
     place: &str,
     name: &str,
     entry: &Value,
@@ -219,9 +219,9 @@ pub fn parse_entry(
 }
 
 /// Values of `timeout` from this one on are milliseconds.
-pub const TIMEOUT_MILLIS_FROM: f64 = 1000.0;
+pub(super) const TIMEOUT_MILLIS_FROM: f64 = 1000.0;
 /// Longest call timeout, seconds (the longest deadline).
-pub const MAX_CALL_TIMEOUT_SECS: f64 = 3600.0;
+pub(super) const MAX_CALL_TIMEOUT_SECS: f64 = 3600.0;
 
 /// The entry's `timeout`: seconds, or milliseconds from [`TIMEOUT_MILLIS_FROM`] on.
 fn call_timeout(

@@ -20,7 +20,7 @@ fn invalid(place: &str, what: impl std::fmt::Display) -> ConfigError {
 ///
 /// # Errors
 /// [`ConfigError::Invalid`] when it is not a boolean.
-pub fn read_only(place: &str, map: &Map<String, Value>) -> Result<bool, ConfigError> {
+pub(super) fn read_only(place: &str, map: &Map<String, Value>) -> Result<bool, ConfigError> {
     match map.get("readOnly") {
         None => Ok(false),
         Some(Value::Bool(on)) => Ok(*on),
@@ -32,7 +32,7 @@ pub fn read_only(place: &str, map: &Map<String, Value>) -> Result<bool, ConfigEr
 ///
 /// # Errors
 /// [`ConfigError::Invalid`] when it is neither a list of names nor `"destructive"`.
-pub fn approve(place: &str, map: &Map<String, Value>) -> Result<ApprovalRule, ConfigError> {
+pub(super) fn approve(place: &str, map: &Map<String, Value>) -> Result<ApprovalRule, ConfigError> {
     let wrong = || {
         invalid(
             place,
@@ -55,7 +55,10 @@ pub fn approve(place: &str, map: &Map<String, Value>) -> Result<ApprovalRule, Co
 ///
 /// # Errors
 /// [`ConfigError::Invalid`] naming the field at fault.
-pub fn audit(top: &Map<String, Value>, base: &Path) -> Result<Option<AuditOptions>, ConfigError> {
+pub(super) fn audit(
+    top: &Map<String, Value>,
+    base: &Path,
+) -> Result<Option<AuditOptions>, ConfigError> {
     let place = "audit";
     let (file, fields) = match top.get("audit") {
         None => return Ok(None),

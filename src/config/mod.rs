@@ -9,15 +9,15 @@
 //! ```
 //! The servers sit under `mcpServers` (Claude Desktop, Claude Code, Cursor, Cline, Windsurf)
 //! or `servers` (VS Code's `mcp.json`); other top-level keys (VS Code's `inputs`, a Claude
-//! Desktop file's own settings) are ignored, but for `audit` ([`governance`]). Entries are described in [`entry`], variables
-//! in [`vars`]. Server names are unique (duplicate keys are detected while parsing, RFC 8259
+//! Desktop file's own settings) are ignored, but for `audit` (`governance`). Entries are described in `entry`, variables
+//! in `vars`. Server names are unique (duplicate keys are detected while parsing, RFC 8259
 //! leaves them undefined), non-empty, and made of letters, digits, `_` and `-`. Servers are
 //! listed in file order; entries with `"disabled": true` are skipped.
 
-pub mod entry;
-pub mod governance;
+mod entry;
+mod governance;
 mod strict_json;
-pub mod vars;
+mod vars;
 
 use std::path::{Path, PathBuf};
 
@@ -63,7 +63,7 @@ pub struct Config {
     /// One line per unknown key or unsupported setting (`mcpServers.x: unknown key "foo"
     /// ignored`); the caller logs them.
     pub warnings: Vec<String>,
-    /// The top-level `audit`, if any ([`governance::audit`]).
+    /// The top-level `audit`, if any (`governance::audit`).
     pub audit: Option<crate::governance::audit::AuditOptions>,
 }
 

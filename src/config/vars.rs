@@ -11,7 +11,7 @@
 
 /// Why a value could not be expanded.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum VarError {
+pub(super) enum VarError {
     /// `${NAME}` with `NAME` unset and no default.
     #[error("the variable {0} is not set (give it a default with ${{{0}:-default}})")]
     Unset(String),
@@ -31,7 +31,10 @@ pub enum VarError {
 ///
 /// # Errors
 /// [`VarError`] for the first reference that cannot be expanded.
-pub fn expand(text: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result<String, VarError> {
+pub(super) fn expand(
+    text: &str,
+    lookup: &dyn Fn(&str) -> Option<String>,
+) -> Result<String, VarError> {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(start) = rest.find("${") {

@@ -10,7 +10,7 @@
 mod audit;
 mod ending;
 mod held;
-pub mod protocol;
+pub(crate) mod protocol;
 
 pub use audit::process_session;
 mod stop;

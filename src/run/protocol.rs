@@ -44,7 +44,7 @@ use serde_json::Value;
 use crate::limits::{MAX_PROTOCOL_LINE_BYTES, STDOUT_KEEP_BYTES};
 
 /// Longest `error` text the runner may send in `done`, in characters (a traceback tail).
-pub const MAX_DONE_ERROR_CHARS: usize = 2000;
+pub(crate) const MAX_DONE_ERROR_CHARS: usize = 2000;
 
 /// One tool as the runner sees it: its Python name, stub, summary line and private label.
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -64,7 +64,7 @@ pub struct ToolEntry {
 
 /// The runner's output limits, sent in `start` so the numbers live in one place (`limits.rs`).
 #[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct RunnerLimits {
+pub(crate) struct RunnerLimits {
     /// Bytes of output kept.
     pub stdout_keep: usize,
     /// Bytes of output after which the run is stopped.
@@ -89,7 +89,7 @@ impl Default for RunnerLimits {
 /// A message from the host to the runner.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 #[serde(tag = "type", rename_all = "lowercase")]
-pub enum HostMessage {
+pub(crate) enum HostMessage {
     /// The catalog and limits; sent once, first.
     Start {
         /// Every tool the code may call, in catalog order.
@@ -122,7 +122,7 @@ pub enum HostMessage {
 
 impl HostMessage {
     /// The line to write (JSON plus `\n`).
-    pub fn to_line(&self) -> Vec<u8> {
+    pub(crate) fn to_line(&self) -> Vec<u8> {
         let mut line = serde_json::to_vec(self).unwrap_or_default();
         line.push(b'\n');
         line
@@ -132,7 +132,7 @@ impl HostMessage {
 /// The final state of one cell, as the runner reports it.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
-pub struct Done {
+pub(crate) struct Done {
     /// What the code printed, at most 8 KiB.
     pub stdout: String,
     /// `None` on success; the traceback tail or a stop reason otherwise.
@@ -145,7 +145,7 @@ pub struct Done {
 
 /// A message from the runner to the host.
 #[derive(Debug, Clone, PartialEq)]
-pub enum RunnerMessage {
+pub(crate) enum RunnerMessage {
     /// The code called a tool. `args` is any JSON value: a non-object is refused by the
     /// bridge as a call, not treated as a protocol violation.
     Call {
@@ -171,7 +171,7 @@ pub enum RunnerMessage {
 
 /// Why a runner line was refused; the run ends as a protocol violation with this reason.
 #[derive(Debug, thiserror::Error, PartialEq)]
-pub enum ProtocolViolation {
+pub(crate) enum ProtocolViolation {
     /// The line is longer than [`MAX_PROTOCOL_LINE_BYTES`].
     #[error("a line of more than {MAX_PROTOCOL_LINE_BYTES} bytes")]
     TooLong,
@@ -194,7 +194,7 @@ pub enum ProtocolViolation {
 
 /// The `output` a cell streamed so far: what a stopped cell returns as its `stdout`.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct StreamedOutput {
+pub(crate) struct StreamedOutput {
     /// The texts, joined.
     pub text: String,
     /// The runner said it dropped output.
@@ -207,7 +207,7 @@ impl StreamedOutput {
     /// # Errors
     /// [`ProtocolViolation::OutputOverCap`] when the texts add up to more than
     /// [`STDOUT_KEEP_BYTES`]; nothing is added then.
-    pub fn add(&mut self, text: &str, truncated: bool) -> Result<(), ProtocolViolation> {
+    pub(crate) fn add(&mut self, text: &str, truncated: bool) -> Result<(), ProtocolViolation> {
         if self.text.len() + text.len() > STDOUT_KEEP_BYTES {
             return Err(ProtocolViolation::OutputOverCap);
         }
@@ -240,7 +240,7 @@ struct WireOutput {
 /// an `output` text or `done` stdout over the kept-output cap, or a `done` whose `error`
 /// exceeds [`MAX_DONE_ERROR_CHARS`]. The cap over a cell's `output` messages together is
 /// [`StreamedOutput::add`]'s.
-pub fn parse_runner_line(line: &[u8]) -> Result<RunnerMessage, ProtocolViolation> {
+pub(crate) fn parse_runner_line(line: &[u8]) -> Result<RunnerMessage, ProtocolViolation> {
     if line.len() > MAX_PROTOCOL_LINE_BYTES {
         return Err(ProtocolViolation::TooLong);
     }

@@ -8,8 +8,8 @@ pub mod disks;
 pub mod docker;
 mod held_limits;
 pub mod native;
-pub mod owner;
-pub mod spawner;
+pub(crate) mod owner;
+mod spawner;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -21,6 +21,7 @@ use tokio::process::{Child, ChildStderr};
 use tokio::sync::watch;
 
 pub use self::held_limits::HeldLimits;
+pub use self::owner::RunName;
 
 /// A boxed future, for the object-safe trait methods.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -142,7 +143,7 @@ impl StderrDrain {
     }
 
     /// The kept stderr as text, control characters escaped ([`escape_controls`]), once the
-    /// pipe has ended (or [`STDERR_END_GRACE`] has
+    /// pipe has ended (or `STDERR_END_GRACE` has
     /// passed): call it after the sandbox exited, so that what it wrote last is read.
     pub async fn text(&mut self) -> String {
         // `changed` fails exactly when the drain task has dropped its end of the channel.

@@ -21,7 +21,7 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// What every run name starts with.
-pub const RUN_PREFIX: &str = "mcp-code-mode-";
+pub(crate) const RUN_PREFIX: &str = "mcp-code-mode-";
 
 /// The process that made a run cgroup or container.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -42,7 +42,7 @@ use std::sync::Mutex;
 ///
 /// # Errors
 /// The spawn's I/O error, or `Other` when the spawner thread is gone.
-pub async fn spawn(command: Command) -> std::io::Result<Child> {
+pub(super) async fn spawn(command: Command) -> std::io::Result<Child> {
     let (reply, answer) = oneshot::channel();
     let job = (Handle::current(), command, reply);
     sender()

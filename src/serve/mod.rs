@@ -9,12 +9,12 @@
 //! arguments without a string `code`).
 
 pub mod description;
-pub mod http;
-pub mod metrics;
-pub mod progress;
-pub mod session;
-pub mod stdio;
-pub mod tasks;
+pub(crate) mod http;
+mod metrics;
+mod progress;
+mod session;
+mod stdio;
+mod tasks;
 
 use std::sync::Arc;
 
@@ -233,7 +233,7 @@ impl CodeModeServer {
     }
 
     /// Serve MCP on this process's stdin/stdout until the client disconnects, run_python
-    /// also callable as a task ([`stdio`], [`tasks`]).
+    /// also callable as a task (`stdio`, `tasks`).
     ///
     /// # Errors
     /// The transport's or the handshake's error.

@@ -21,10 +21,10 @@ use tokio::time::Instant;
 use crate::run::RunEvent;
 
 /// Longest time between two progress notifications of a run.
-pub const HEARTBEAT: Duration = Duration::from_secs(4);
+pub(super) const HEARTBEAT: Duration = Duration::from_secs(4);
 
 /// Sends one request's progress notifications from a background task.
-pub struct ProgressReporter {
+pub(super) struct ProgressReporter {
     events: mpsc::UnboundedSender<RunEvent>,
     stop: oneshot::Sender<()>,
     task: tokio::task::JoinHandle<()>,
@@ -33,7 +33,7 @@ pub struct ProgressReporter {
 impl ProgressReporter {
     /// Start reporting for the request of `context`, whose run has `deadline`; `None` when
     /// the request carries no progress token.
-    pub fn start(context: &RequestContext<RoleServer>, deadline: Duration) -> Option<Self> {
+    pub(super) fn start(context: &RequestContext<RoleServer>, deadline: Duration) -> Option<Self> {
         let token = context.meta.get_progress_token()?;
         Some(Self::to_peer(context.peer.clone(), token, deadline))
     }
@@ -41,7 +41,11 @@ impl ProgressReporter {
     /// Start reporting to `peer` under `token` (a task run: the token of the task-augmented
     /// `tools/call` stays valid for the task's whole life, MCP 2025-11-25
     /// basic/utilities/tasks "Progress").
-    pub fn to_peer(peer: Peer<RoleServer>, token: ProgressToken, deadline: Duration) -> Self {
+    pub(super) fn to_peer(
+        peer: Peer<RoleServer>,
+        token: ProgressToken,
+        deadline: Duration,
+    ) -> Self {
         let (events, rx) = mpsc::unbounded_channel();
         let (stop, stopped) = oneshot::channel();
         let task = tokio::spawn(report(peer, token, deadline, rx, stopped));
@@ -49,13 +53,13 @@ impl ProgressReporter {
     }
 
     /// Where the run sends its events.
-    pub fn events(&self) -> mpsc::UnboundedSender<RunEvent> {
+    pub(super) fn events(&self) -> mpsc::UnboundedSender<RunEvent> {
         self.events.clone()
     }
 
     /// Send what the run reported until now, then stop (before the response is sent, so
     /// every notification of a request comes before its result).
-    pub async fn finish(self) {
+    pub(super) async fn finish(self) {
         let _ = self.stop.send(());
         let mut task = self.task;
         if tokio::time::timeout(Duration::from_secs(1), &mut task)

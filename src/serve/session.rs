@@ -16,9 +16,9 @@ use crate::bridge::Taint;
 use crate::serve::metrics::Metrics;
 
 /// Runs one session may have going at once, by default (`--session-runs`).
-pub const DEFAULT_SESSION_RUNS: usize = 2;
+pub(super) const DEFAULT_SESSION_RUNS: usize = 2;
 /// Sessions one process serves at once, by default (`--max-sessions`).
-pub const DEFAULT_MAX_SESSIONS: usize = 64;
+pub(super) const DEFAULT_MAX_SESSIONS: usize = 64;
 
 /// One session's state; clones share it.
 #[derive(Clone, Debug)]
@@ -47,7 +47,7 @@ impl Session {
 
 /// The session cap: at most `max` sessions hold a seat at once.
 #[derive(Clone, Debug)]
-pub struct Seats {
+pub(super) struct Seats {
     seats: Arc<Semaphore>,
     max: usize,
     metrics: Arc<Metrics>,
@@ -55,7 +55,7 @@ pub struct Seats {
 
 impl Seats {
     /// A cap of `max` sessions, counted in `metrics`.
-    pub fn new(max: usize, metrics: Arc<Metrics>) -> Self {
+    pub(super) fn new(max: usize, metrics: Arc<Metrics>) -> Self {
         Self {
             seats: Arc::new(Semaphore::new(max)),
             max,
@@ -64,18 +64,18 @@ impl Seats {
     }
 
     /// The cap.
-    pub fn max(&self) -> usize {
+    pub(super) fn max(&self) -> usize {
         self.max
     }
 
     /// Whether every seat is taken.
-    pub fn full(&self) -> bool {
+    pub(super) fn full(&self) -> bool {
         self.seats.available_permits() == 0
     }
 
     /// A new session with `runs` run slots, holding a seat until its last clone is dropped;
     /// `None` when every seat is taken.
-    pub fn seat(&self, runs: usize) -> Option<Session> {
+    pub(super) fn seat(&self, runs: usize) -> Option<Session> {
         let permit = self.seats.clone().try_acquire_owned().ok()?;
         self.metrics.sessions().inc();
         Some(Session {

@@ -24,18 +24,22 @@ use crate::lines::{LineRead, read_line};
 
 /// Longest client line looked at for task requests, in bytes (a task-augmented call carries
 /// the code).
-pub const INSPECT_LINE_BYTES: usize = 16 * 1024 * 1024;
+pub(super) const INSPECT_LINE_BYTES: usize = 16 * 1024 * 1024;
 /// Buffer of the pipes between this layer and rmcp.
 const PIPE_BYTES: usize = 64 * 1024;
 
 /// Serve `server` on this process's stdin and stdout until the client disconnects.
-pub async fn serve(server: CodeModeServer) -> anyhow::Result<()> {
+pub(super) async fn serve(server: CodeModeServer) -> anyhow::Result<()> {
     let (stdin, stdout) = rmcp::transport::stdio_pipes();
     serve_on(server, stdin, stdout).await
 }
 
 /// Serve `server` over `input`/`output` (the client's lines in, ours out).
-pub async fn serve_on<R, W>(server: CodeModeServer, input: R, output: W) -> anyhow::Result<()>
+pub(super) async fn serve_on<R, W>(
+    server: CodeModeServer,
+    input: R,
+    output: W,
+) -> anyhow::Result<()>
 where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,

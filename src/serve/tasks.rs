@@ -44,13 +44,13 @@ use crate::mcp_tasks::{
 };
 
 /// Tasks kept at most (working and terminal).
-pub const MAX_TASKS: usize = 64;
+pub(super) const MAX_TASKS: usize = 64;
 /// Retention of a task whose creator asked for none, in milliseconds (10 minutes).
-pub const DEFAULT_TTL_MS: u64 = 600_000;
+pub(super) const DEFAULT_TTL_MS: u64 = 600_000;
 /// Longest retention granted, in milliseconds (1 hour).
-pub const MAX_TTL_MS: u64 = 3_600_000;
+pub(super) const MAX_TTL_MS: u64 = 3_600_000;
 /// Suggested time between two `tasks/get`, in milliseconds.
-pub const POLL_INTERVAL_MS: u64 = 500;
+pub(super) const POLL_INTERVAL_MS: u64 = 500;
 
 /// JSON-RPC "Invalid params".
 const INVALID_PARAMS: i64 = -32602;
@@ -69,7 +69,7 @@ struct Entry {
 
 /// The tasks of one client connection, and where their answers go.
 #[derive(Clone)]
-pub struct Tasks {
+pub(super) struct Tasks {
     server: CodeModeServer,
     entries: Arc<Mutex<Vec<Entry>>>,
     replies: mpsc::UnboundedSender<Value>,
@@ -78,7 +78,7 @@ pub struct Tasks {
 
 /// Whether `message` (a JSON-RPC message from the client) is one [`Tasks::handle`] answers:
 /// a task method, or a `tools/call` carrying `task`.
-pub fn is_task_message(message: &Value) -> bool {
+pub(super) fn is_task_message(message: &Value) -> bool {
     if message.get("id").is_none() {
         return false;
     }
@@ -91,7 +91,7 @@ pub fn is_task_message(message: &Value) -> bool {
 
 impl Tasks {
     /// Tasks running on `server`, answering through `replies` (whole JSON-RPC responses).
-    pub fn new(server: CodeModeServer, replies: mpsc::UnboundedSender<Value>) -> Self {
+    pub(super) fn new(server: CodeModeServer, replies: mpsc::UnboundedSender<Value>) -> Self {
         Self {
             server: server.detached(),
             entries: Arc::default(),
@@ -103,7 +103,7 @@ impl Tasks {
     /// Answer one request for which [`is_task_message`] holds, through the channel given
     /// to [`Self::new`]; a `tasks/result` that must wait is answered later, from a task of
     /// its own.
-    pub fn handle(&self, message: &Value) {
+    pub(super) fn handle(&self, message: &Value) {
         let replies = self.replies.clone();
         self.handle_with(message, move |answer| {
             let _ = replies.send(answer);
@@ -113,7 +113,7 @@ impl Tasks {
     /// Answer one request for which [`is_task_message`] holds by calling `reply` with the
     /// whole JSON-RPC response: before returning, except for a `tasks/result` that must
     /// wait, which calls it later from a task of its own.
-    pub fn handle_with(&self, message: &Value, reply: impl FnOnce(Value) + Send + 'static) {
+    pub(super) fn handle_with(&self, message: &Value, reply: impl FnOnce(Value) + Send + 'static) {
         let id = message.get("id").cloned().unwrap_or(Value::Null);
         let params = message.get("params").cloned().unwrap_or(Value::Null);
         let method = message.get("method").and_then(Value::as_str).unwrap_or("");
@@ -383,7 +383,7 @@ fn forget_expired(entries: &mut Vec<Entry>) {
 }
 
 /// `tools/list` answer with run_python marked as callable as a task.
-pub fn mark_task_support(result: &mut Value) {
+pub(super) fn mark_task_support(result: &mut Value) {
     if let Some(tools) = result.get_mut("tools").and_then(Value::as_array_mut) {
         for tool in tools {
             if tool.get("name").and_then(Value::as_str) == Some(TOOL_NAME)
@@ -396,7 +396,7 @@ pub fn mark_task_support(result: &mut Value) {
 }
 
 /// `initialize` answer with the server's tasks capability added.
-pub fn add_capability(result: &mut Value) {
+pub(super) fn add_capability(result: &mut Value) {
     if let Some(capabilities) = result
         .get_mut("capabilities")
         .and_then(Value::as_object_mut)

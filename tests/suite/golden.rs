@@ -6,9 +6,7 @@
 
 use std::path::PathBuf;
 
-use mcp_code_mode::bridge::catalog::{Catalog, Selection, ServerTools};
-use mcp_code_mode::bridge::upstream::ServerSpec;
-use mcp_code_mode::bridge::{Bridge, ServerEntry};
+use mcp_code_mode::bridge::{Bridge, Catalog, Selection, ServerEntry, ServerSpec, ServerTools};
 use mcp_code_mode::description::describe;
 use mcp_code_mode::limits::{DEFAULT_DEADLINE_SECS, DEFAULT_MAX_CALLS};
 

@@ -21,8 +21,8 @@
 
 use std::process::{Command, Stdio};
 
-use mcp_code_mode::sandbox::native::cgroup::{CgroupHost, CgroupLimits, RunCgroup};
-use mcp_code_mode::sandbox::owner::RunName;
+use mcp_code_mode::sandbox::RunName;
+use mcp_code_mode::sandbox::native::{CgroupHost, CgroupLimits, RunCgroup};
 
 use super::common::{ExecOptions, bin, exec_with, require, unprivileged};
 use super::layers::{field, launch, launch_by, ready};

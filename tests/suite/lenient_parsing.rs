@@ -8,8 +8,7 @@
 //! unit-tested in src/bridge/upstream/lenient.rs; the schema rules in
 //! src/bridge/catalog/schema.rs.
 
-use mcp_code_mode::bridge::refusal::CallError;
-use mcp_code_mode::bridge::{Bridge, CallBudget};
+use mcp_code_mode::bridge::{Bridge, CallBudget, CallError};
 use serde_json::json;
 
 use super::misbehaving_servers::{Scenario, entry};

@@ -15,10 +15,10 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use mcp_code_mode::bridge::catalog::Selection;
-use mcp_code_mode::bridge::refusal::CallError;
-use mcp_code_mode::bridge::upstream::{DEFAULT_ENV, RESTART_COOLDOWN, ServerSpec};
-use mcp_code_mode::bridge::{Bridge, BridgeError, CallBudget, ServerEntry};
+use mcp_code_mode::bridge::{
+    Bridge, BridgeError, CallBudget, CallError, DEFAULT_ENV, RESTART_COOLDOWN, Selection,
+    ServerEntry, ServerSpec,
+};
 use serde_json::{Value, json};
 
 use super::common::{ExecOptions, example, exec_with, native_available, require};

@@ -7,8 +7,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use mcp_code_mode::bridge::refusal::CallError;
-use mcp_code_mode::bridge::{Bridge, CallBudget};
+use mcp_code_mode::bridge::{Bridge, CallBudget, CallError};
 use mcp_code_mode::config::{Context, parse};
 use serde_json::json;
 

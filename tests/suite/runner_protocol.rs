@@ -909,7 +909,7 @@ fn every_name_the_host_gives_a_tool_is_one_the_runner_takes() {
     }
     let mut names: Vec<String> = awkward
         .iter()
-        .map(|n| mcp_code_mode::bridge::names::python_name(None, n))
+        .map(|n| mcp_code_mode::bridge::python_name(None, n))
         .collect();
     names.sort();
     names.dedup();

@@ -6,9 +6,9 @@
 use std::path::Path;
 use std::time::Duration;
 
-use mcp_code_mode::bridge::refusal::CallError;
-use mcp_code_mode::bridge::upstream::ServerSpec;
-use mcp_code_mode::bridge::{Bridge, CallBudget, OpenOptions, RETRY_INTERVAL};
+use mcp_code_mode::bridge::{
+    Bridge, CallBudget, CallError, OpenOptions, RETRY_INTERVAL, ServerSpec,
+};
 use mcp_code_mode::description::describe;
 use serde_json::json;
 

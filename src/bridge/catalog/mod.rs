@@ -5,11 +5,11 @@
 //! deep or cannot be compiled is left out with a warning. Startup stops when two kept tools
 //! would get the same Python name, when an allowlist or a private label names no kept tool.
 
-pub mod names;
-pub mod params;
-pub mod schema;
-pub mod stub;
-pub mod types;
+pub(crate) mod names;
+mod params;
+mod schema;
+mod stub;
+mod types;
 
 use std::collections::HashMap;
 
@@ -44,7 +44,7 @@ pub struct Selection {
     /// Tools left out (a config's `disabledTools`).
     pub deny: Vec<String>,
     /// Read-only mode (`--read-only`, `readOnly: true`): keep only the tools annotated
-    /// read-only ([`crate::governance::policy::kept_when_read_only`]).
+    /// read-only (`crate::governance::policy::kept_when_read_only`).
     pub read_only: bool,
     /// Which calls need a person's approval before they go out (`--approve`, `approve`).
     pub approve: ApprovalRule,

@@ -10,10 +10,10 @@
 //! ([`is_reserved`]; its `reserved`), so every name [`python_name`] gives is one it takes.
 
 /// Separator between a server's name and its tool's name under `--config`.
-pub const SERVER_SEPARATOR: &str = "__";
+pub(crate) const SERVER_SEPARATOR: &str = "__";
 
 /// Names runner.py defines in the code's globals.
-pub const RUNNER_NAMES: &[&str] = &["ToolError", "TOOLS", "search_tools"];
+pub(crate) const RUNNER_NAMES: &[&str] = &["ToolError", "TOOLS", "search_tools"];
 
 /// Python 3 keywords (`keyword.kwlist`).
 const KEYWORDS: &[&str] = &[
@@ -206,7 +206,7 @@ pub fn python_name(server: Option<&str>, tool: &str) -> String {
 
 /// Whether `name` would shadow a keyword, a builtin, a dunder or a runner name: runner.py's
 /// `reserved`, the same rule.
-pub fn is_reserved(name: &str) -> bool {
+pub(crate) fn is_reserved(name: &str) -> bool {
     is_dunder(name)
         || KEYWORDS.contains(&name)
         || SOFT_KEYWORDS.contains(&name)
@@ -226,7 +226,7 @@ fn is_dunder(name: &str) -> bool {
 }
 
 /// Whether `name` can be written bare as a Python parameter name in a stub.
-pub fn is_plain_identifier(name: &str) -> bool {
+pub(crate) fn is_plain_identifier(name: &str) -> bool {
     let mut chars = name.chars();
     let first_ok = chars
         .next()

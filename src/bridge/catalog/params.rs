@@ -30,11 +30,11 @@ use super::stub::{MAX_PARAMS, param_name};
 use super::types::{TypeWriter, python_literal};
 
 /// Longest parameter description kept in a stub, in characters.
-pub const MAX_PARAM_DESCRIPTION_CHARS: usize = 150;
+pub(super) const MAX_PARAM_DESCRIPTION_CHARS: usize = 150;
 /// Largest detailed params block, in characters; past it the block is made shorter.
-pub const MAX_PARAMS_BLOCK_CHARS: usize = 2500;
+pub(super) const MAX_PARAMS_BLOCK_CHARS: usize = 2500;
 /// Levels of nested fields listed under a parameter.
-pub const NESTED_LEVELS: usize = 2;
+pub(super) const NESTED_LEVELS: usize = 2;
 /// Fields listed per nested object, and variants per union.
 const MAX_NESTED_FIELDS: usize = 20;
 /// Longest default written, in characters.
@@ -49,7 +49,7 @@ struct Detail {
 }
 
 /// The params part of a stub, each line indented four spaces, ending in a newline.
-pub fn params_block(schema: &Value) -> String {
+pub(super) fn params_block(schema: &Value) -> String {
     let writer = TypeWriter::new(schema);
     if !has_detail(schema, &writer) {
         return format!("    params: {}\n", params_line(schema, &writer));
@@ -81,7 +81,7 @@ pub fn params_block(schema: &Value) -> String {
 }
 
 /// The one-line form: `a: int, b?: str, ... (N more), **other: Any`, or `(none)`.
-pub fn params_line(schema: &Value, writer: &TypeWriter<'_>) -> String {
+pub(super) fn params_line(schema: &Value, writer: &TypeWriter<'_>) -> String {
     let schema = writer.deref(schema);
     let required = required(schema);
     let properties = schema.get("properties").and_then(Value::as_object);

@@ -24,7 +24,7 @@ use jsonschema::{Draft, Retrieve, Uri, Validator};
 use serde_json::Value;
 
 /// Deepest JSON nesting of a schema that is compiled.
-pub const MAX_SCHEMA_DEPTH: usize = 64;
+pub(super) const MAX_SCHEMA_DEPTH: usize = 64;
 /// Errors listed in one refusal before it says how many more.
 const MAX_LISTED_ERRORS: usize = 3;
 
@@ -57,7 +57,7 @@ pub enum SchemaError {
 }
 
 /// JSON nesting depth of `value` (a scalar is 0), computed without recursion.
-pub fn depth(value: &Value) -> usize {
+pub(super) fn depth(value: &Value) -> usize {
     let mut max = 0;
     let mut stack = vec![(value, 0usize)];
     while let Some((v, d)) = stack.pop() {

@@ -21,12 +21,12 @@ use crate::limits::{MAX_DESCRIPTION_BYTES, MAX_PARAM_NAME_CHARS};
 use crate::pyjson;
 
 /// Parameters listed in one stub before `... (N more)`.
-pub const MAX_PARAMS: usize = 50;
+pub(super) const MAX_PARAMS: usize = 50;
 /// Longest short description in a summary line, in characters.
-pub const MAX_SUMMARY_CHARS: usize = 200;
+pub(super) const MAX_SUMMARY_CHARS: usize = 200;
 
 /// What a stub is made from.
-pub struct StubInput<'a> {
+pub(super) struct StubInput<'a> {
     /// The Python name.
     pub name: &'a str,
     /// The server's description, uncut.
@@ -40,7 +40,7 @@ pub struct StubInput<'a> {
 }
 
 /// Cut `text` to at most `max` bytes on a character boundary.
-pub fn cut_bytes(text: &str, max: usize) -> &str {
+pub(super) fn cut_bytes(text: &str, max: usize) -> &str {
     if text.len() <= max {
         return text;
     }
@@ -53,7 +53,7 @@ pub fn cut_bytes(text: &str, max: usize) -> &str {
 
 /// The description as kept: cut at [`MAX_DESCRIPTION_BYTES`] (then ending in ` …`),
 /// surrounding blank space trimmed.
-pub fn kept_description(description: Option<&str>) -> String {
+pub(super) fn kept_description(description: Option<&str>) -> String {
     let full = description.unwrap_or("");
     let kept = cut_bytes(full, MAX_DESCRIPTION_BYTES).trim();
     if kept.len() < full.trim().len() {
@@ -64,7 +64,7 @@ pub fn kept_description(description: Option<&str>) -> String {
 }
 
 /// A parameter name as written in stubs and summaries: bare, or quoted after cutting.
-pub fn param_name(name: &str) -> String {
+pub(super) fn param_name(name: &str) -> String {
     if name.chars().count() <= MAX_PARAM_NAME_CHARS && is_plain_identifier(name) {
         return name.to_owned();
     }
@@ -121,7 +121,7 @@ fn escape_docstring(text: &str) -> String {
 }
 
 /// The stub of one tool.
-pub fn stub(input: &StubInput<'_>) -> String {
+pub(super) fn stub(input: &StubInput<'_>) -> String {
     let mut out = format!(
         "async def {}(params: dict) -> str:\n    \"\"\"\n",
         input.name
@@ -153,7 +153,7 @@ pub fn stub(input: &StubInput<'_>) -> String {
 }
 
 /// The one-line summary: `name(a, b) [private]: first line of the description`.
-pub fn summary(input: &StubInput<'_>) -> String {
+pub(super) fn summary(input: &StubInput<'_>) -> String {
     let (mut names, total) = param_names(input.input_schema);
     if total > names.len() {
         names.push("...".into());

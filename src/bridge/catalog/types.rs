@@ -12,33 +12,33 @@ use crate::limits::STUB_TYPE_DEPTH;
 use crate::pyjson;
 
 /// Values of an `enum` written before `...`.
-pub const MAX_LITERALS: usize = 10;
+pub(super) const MAX_LITERALS: usize = 10;
 /// Members of a union written before `...`.
-pub const MAX_UNION_MEMBERS: usize = 8;
+pub(super) const MAX_UNION_MEMBERS: usize = 8;
 /// `$ref` hops followed while rendering one type (cycles end as `Any`).
 const MAX_REF_HOPS: usize = 8;
 /// Longest literal value written, in characters.
 const MAX_LITERAL_CHARS: usize = 40;
 
 /// Renders types of one tool's schema; `root` resolves `#/…` references.
-pub struct TypeWriter<'a> {
+pub(super) struct TypeWriter<'a> {
     root: &'a Value,
 }
 
 impl<'a> TypeWriter<'a> {
     /// A writer resolving references against `root` (the tool's whole inputSchema).
-    pub fn new(root: &'a Value) -> Self {
+    pub(super) fn new(root: &'a Value) -> Self {
         Self { root }
     }
 
     /// The type text of `schema` seen at nesting level `level` (a top-level property is 1).
-    pub fn type_text(&self, schema: &Value, level: usize) -> String {
+    pub(super) fn type_text(&self, schema: &Value, level: usize) -> String {
         self.render(schema, level, 0)
     }
 
     /// `schema`, or what its local `$ref`s lead to (at most a few hops; an unresolvable or
     /// external reference stays as it is).
-    pub fn deref(&self, schema: &'a Value) -> &'a Value {
+    pub(super) fn deref(&self, schema: &'a Value) -> &'a Value {
         let mut current = schema;
         for _ in 0..MAX_REF_HOPS {
             match current
@@ -54,7 +54,7 @@ impl<'a> TypeWriter<'a> {
     }
 
     /// Follow a local `$ref` (`#`, `#/$defs/x`, `#/definitions/x`, any JSON pointer).
-    pub fn resolve(&self, reference: &str) -> Option<&'a Value> {
+    pub(super) fn resolve(&self, reference: &str) -> Option<&'a Value> {
         let pointer = reference.strip_prefix('#')?;
         if pointer.is_empty() {
             return Some(self.root);
@@ -158,7 +158,7 @@ fn union(mut members: Vec<String>) -> String {
 
 /// `value` as a Python literal: JSON with `None`, `True` and `False` (strings and numbers
 /// are written as JSON writes them, which Python reads the same way).
-pub fn python_literal(value: &Value) -> String {
+pub(super) fn python_literal(value: &Value) -> String {
     match value {
         Value::Null => "None".into(),
         Value::Bool(true) => "True".into(),

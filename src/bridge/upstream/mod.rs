@@ -28,12 +28,12 @@
 
 mod json_scan;
 mod lenient;
-pub mod remote;
+mod remote;
 mod repair;
-pub mod result;
-pub mod tasks;
+pub(crate) mod result;
+mod tasks;
 mod tools_changed;
-pub mod transport;
+mod transport;
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
@@ -52,15 +52,15 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 use tokio::process::{Child, Command};
 
 use self::tasks::{RawRequests, TaskTools};
-pub use self::tools_changed::ToolsChanged;
+pub(crate) use self::tools_changed::ToolsChanged;
 use self::transport::{CloseReason, ReaderTask, line_transport};
 
 /// Time allowed for a server to start and answer `initialize` and `tools/list`.
-pub const STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
+pub(crate) const STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
 /// Least time between two restarts of a server that died.
 pub const RESTART_COOLDOWN: Duration = Duration::from_secs(2);
 /// Pages of `tools/list` read at most (a server that never stops paging is cut off).
-pub const MAX_TOOL_PAGES: usize = 1000;
+pub(crate) const MAX_TOOL_PAGES: usize = 1000;
 /// Stderr lines kept to explain a failed start.
 const STDERR_TAIL_LINES: usize = 20;
 /// Longest stderr line logged, in characters.
@@ -139,7 +139,7 @@ pub enum UpstreamError {
 
 /// What a tool call to a server came to.
 #[derive(Debug)]
-pub enum CallOutcome {
+pub(crate) enum CallOutcome {
     /// The server answered.
     Result(CallToolResult),
     /// No answer within the timeout; `notifications/cancelled` was sent.
@@ -180,7 +180,7 @@ impl StderrTail {
 /// Answers what a server may ask of us: ping, roots (none), and refuses sampling and
 /// elicitation (not offered in our capabilities). Logs notifications, bounded.
 #[derive(Clone)]
-pub struct BridgeClient {
+pub(crate) struct BridgeClient {
     server: String,
     tools_changed: Arc<ToolsChanged>,
 }
@@ -267,7 +267,7 @@ fn describe_exit(server: &str, status: std::io::Result<std::process::ExitStatus>
 }
 
 /// One wrapped server and its (re)startable session.
-pub struct Upstream {
+pub(crate) struct Upstream {
     spec: ServerSpec,
     live: tokio::sync::Mutex<Option<Live>>,
     last_start: Mutex<Instant>,
@@ -277,20 +277,13 @@ pub struct Upstream {
 }
 
 impl Upstream {
-    /// Start the server, complete the MCP handshake and read its whole tool list.
-    ///
-    /// # Errors
-    /// [`UpstreamError`] naming the server, the step and the reason (plus its stderr tail).
-    pub async fn start(spec: ServerSpec) -> Result<(Self, Vec<Tool>), UpstreamError> {
-        Self::start_with(spec, Arc::default()).await
-    }
-
-    /// [`Self::start`], with `tools_changed` set (and its waker woken) by the server's
+    /// Start the server, complete the MCP handshake and read its whole tool list;
+    /// `tools_changed` is set (and its waker woken) by the server's
     /// `notifications/tools/list_changed`.
     ///
     /// # Errors
     /// [`UpstreamError`] naming the server, the step and the reason (plus its stderr tail).
-    pub async fn start_with(
+    pub(crate) async fn start_with(
         spec: ServerSpec,
         tools_changed: Arc<ToolsChanged>,
     ) -> Result<(Self, Vec<Tool>), UpstreamError> {
@@ -318,7 +311,7 @@ impl Upstream {
 
     /// Whether the server sent `notifications/tools/list_changed` since the last call of
     /// this (the flag is cleared).
-    pub fn take_tools_changed(&self) -> bool {
+    pub(crate) fn take_tools_changed(&self) -> bool {
         self.tools_changed.take()
     }
 
@@ -326,7 +319,7 @@ impl Upstream {
     ///
     /// # Errors
     /// [`UpstreamError`] when the server is not running or does not answer.
-    pub async fn list_tools(&self) -> Result<Vec<Tool>, UpstreamError> {
+    pub(crate) async fn list_tools(&self) -> Result<Vec<Tool>, UpstreamError> {
         let live = self.live.lock().await;
         match live.as_ref() {
             Some(live) => list_all(&self.spec, live).await,
@@ -340,17 +333,17 @@ impl Upstream {
     }
 
     /// The server's name.
-    pub fn name(&self) -> &str {
+    pub(crate) fn name(&self) -> &str {
         &self.spec.name
     }
 
     /// How often the server was restarted.
-    pub fn restarts(&self) -> u64 {
+    pub(crate) fn restarts(&self) -> u64 {
         self.restarts.load(Ordering::SeqCst)
     }
 
     /// How `tool` may be called as a task, as the server's `tools/list` said.
-    pub fn task_support(&self, tool: &str) -> crate::mcp_tasks::TaskSupport {
+    pub(crate) fn task_support(&self, tool: &str) -> crate::mcp_tasks::TaskSupport {
         self.task_tools
             .lock()
             .ok()
@@ -366,7 +359,7 @@ impl Upstream {
     /// `notifications/cancelled` for it. A tool whose `taskSupport` is `"required"` is
     /// called as a task ([`tasks`]); dropping that call (a timeout, a cancelled run) sends
     /// `tasks/cancel` for its task.
-    pub async fn call(
+    pub(crate) async fn call(
         &self,
         tool: &str,
         args: serde_json::Map<String, serde_json::Value>,
@@ -470,7 +463,7 @@ impl Upstream {
     }
 
     /// Close the session and end the server process.
-    pub async fn close(&self) {
+    pub(crate) async fn close(&self) {
         if let Some(live) = self.live.lock().await.take() {
             close_live(live).await;
         }

@@ -22,7 +22,7 @@ use crate::bridge::upstream::transport::MAX_SERVER_LINE_BYTES;
 
 /// Largest response body or SSE event read from a remote server, in bytes (the same bound
 /// as one line from a local server).
-pub const MAX_RESPONSE_BYTES: usize = MAX_SERVER_LINE_BYTES;
+pub(super) const MAX_RESPONSE_BYTES: usize = MAX_SERVER_LINE_BYTES;
 
 fn failed(spec: &ServerSpec, why: String) -> UpstreamError {
     UpstreamError::Session {
@@ -38,7 +38,7 @@ fn failed(spec: &ServerSpec, why: String) -> UpstreamError {
 /// # Errors
 /// [`UpstreamError::Session`] naming the server and why (a refused header, a legacy SSE
 /// endpoint, no answer within [`STARTUP_TIMEOUT`], an HTTP or protocol error).
-pub async fn connect(
+pub(super) async fn connect(
     spec: &ServerSpec,
     remote: &RemoteSpec,
     client: BridgeClient,

@@ -21,7 +21,7 @@ const MAX_QUOTED_CHARS: usize = 200;
 
 /// The inner schema when `output_schema` is the single-`result` wrapper: an object schema
 /// whose only property is `result`, and which requires it.
-pub fn result_wrapper(output_schema: &Value) -> Option<&Value> {
+pub(crate) fn result_wrapper(output_schema: &Value) -> Option<&Value> {
     let properties = output_schema.get("properties")?.as_object()?;
     let required = output_schema.get("required")?.as_array()?;
     if properties.len() == 1 && required.len() == 1 && required[0] == "result" {
@@ -33,7 +33,7 @@ pub fn result_wrapper(output_schema: &Value) -> Option<&Value> {
 
 /// The string handed to the code for a successful result; `unwrap` when the tool's
 /// outputSchema is the single-`result` wrapper ([`result_wrapper`]).
-pub fn result_text(result: &CallToolResult, unwrap: bool) -> String {
+pub(crate) fn result_text(result: &CallToolResult, unwrap: bool) -> String {
     if let Some(structured) = &result.structured_content {
         if unwrap
             && let Value::Object(map) = structured
@@ -52,7 +52,7 @@ pub fn result_text(result: &CallToolResult, unwrap: bool) -> String {
 
 /// The content blocks as text (also used for `isError` messages); when there are none, the
 /// `structuredContent` as JSON, so an error that carries only that is not silent.
-pub fn content_text(result: &CallToolResult) -> String {
+pub(crate) fn content_text(result: &CallToolResult) -> String {
     if result.content.is_empty()
         && let Some(structured) = &result.structured_content
     {

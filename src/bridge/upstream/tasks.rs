@@ -32,17 +32,18 @@ use super::repair::{Pending, repair_result};
 use crate::mcp_tasks::{self, CreateTaskResult, Task, TaskStatus, TaskSupport};
 
 /// Prefix of the ids of [`RawRequests`].
-pub const RAW_ID_PREFIX: &str = "mcp-code-mode-task-";
+pub(super) const RAW_ID_PREFIX: &str = "mcp-code-mode-task-";
 /// Poll interval used when the server suggests none.
-pub const DEFAULT_POLL: Duration = Duration::from_millis(500);
+pub(super) const DEFAULT_POLL: Duration = Duration::from_millis(500);
 /// Bounds put on the server's suggested poll interval.
-pub const POLL_BOUNDS: (Duration, Duration) = (Duration::from_millis(50), Duration::from_secs(5));
+pub(super) const POLL_BOUNDS: (Duration, Duration) =
+    (Duration::from_millis(50), Duration::from_secs(5));
 /// Time a `tasks/cancel` sent for an abandoned task may take.
 const CANCEL_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The task support of a server's tools, by tool name, as its `tools/list` said; tools
 /// not named are forbidden (plain calls). Kept across restarts of the server.
-pub type TaskTools = Arc<Mutex<HashMap<String, TaskSupport>>>;
+pub(super) type TaskTools = Arc<Mutex<HashMap<String, TaskSupport>>>;
 
 /// Record the task support of the tools of one `tools/list` answer (`result`).
 pub(super) fn record_task_support(tools: &TaskTools, result: &Value) {
@@ -68,7 +69,7 @@ pub(super) trait LineWriter: Send + Sync {
 
 /// What a raw request came to.
 #[derive(Debug)]
-pub enum RawAnswer {
+pub(super) enum RawAnswer {
     /// The `result`.
     Result(Value),
     /// The JSON-RPC `error`'s message.
@@ -77,7 +78,7 @@ pub enum RawAnswer {
 
 /// JSON-RPC requests sent beside rmcp's on one connection (see the module docs).
 #[derive(Clone)]
-pub struct RawRequests(Arc<RawInner>);
+pub(super) struct RawRequests(Arc<RawInner>);
 
 struct RawInner {
     writer: Box<dyn LineWriter>,
@@ -133,7 +134,7 @@ impl RawRequests {
 
     /// Send `method` with `params` and wait for its answer; `None` when the connection
     /// ended first.
-    pub async fn request(&self, method: &str, params: Value) -> Option<RawAnswer> {
+    pub(super) async fn request(&self, method: &str, params: Value) -> Option<RawAnswer> {
         let id = format!(
             "{RAW_ID_PREFIX}{}",
             self.0.next.fetch_add(1, Ordering::SeqCst)

@@ -7,14 +7,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 /// Whether a server sent `notifications/tools/list_changed` since its tools were last read,
 /// and whom to wake when it does (the bridge, which reads them again at once).
 #[derive(Debug, Default)]
-pub struct ToolsChanged {
+pub(crate) struct ToolsChanged {
     flag: AtomicBool,
     wake: Arc<tokio::sync::Notify>,
 }
 
 impl ToolsChanged {
     /// A flag that wakes `wake` (one permit, kept when nobody waits) when it is set.
-    pub fn waking(wake: Arc<tokio::sync::Notify>) -> Self {
+    pub(crate) fn waking(wake: Arc<tokio::sync::Notify>) -> Self {
         Self {
             flag: AtomicBool::new(false),
             wake,

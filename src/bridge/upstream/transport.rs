@@ -26,14 +26,14 @@ use super::tasks::{LineWriter, RawRequests, TaskTools, record_task_support};
 use crate::lines::{LineRead, read_line};
 
 /// Longest line accepted from a wrapped server, in bytes.
-pub const MAX_SERVER_LINE_BYTES: usize = 16 * 1024 * 1024;
+pub(super) const MAX_SERVER_LINE_BYTES: usize = 16 * 1024 * 1024;
 /// Junk lines logged per connection before further ones are only counted.
 const MAX_JUNK_LOGGED: usize = 5;
 
 /// Why the connection to a wrapped server ended, readable by the bridge, and a signal for
 /// whoever waits on it (a call in flight races its answer against this).
 #[derive(Clone, Default)]
-pub struct CloseReason(Arc<CloseState>);
+pub(super) struct CloseReason(Arc<CloseState>);
 
 #[derive(Default)]
 struct CloseState {
@@ -64,7 +64,7 @@ impl CloseReason {
 
     /// Record how the server process ended (`exited (exit status: 1)`, `was killed by
     /// signal 9`); this also ends the connection.
-    pub fn set_exit(&self, how: String) {
+    pub(super) fn set_exit(&self, how: String) {
         if let Ok(mut slot) = self.0.exit.lock() {
             slot.get_or_insert(how);
         }
@@ -73,7 +73,7 @@ impl CloseReason {
 
     /// The reason, once the connection has ended: what the transport saw, unless that was
     /// only the end of stdout and the exit status is known.
-    pub fn get(&self) -> Option<String> {
+    pub(super) fn get(&self) -> Option<String> {
         let reason = self.0.reason.lock().ok().and_then(|slot| slot.clone());
         let exit = self.0.exit.lock().ok().and_then(|slot| slot.clone());
         match (reason, exit) {
@@ -87,7 +87,7 @@ impl CloseReason {
 
     /// The reason, once the connection has ended; when only the end of stdout is known so
     /// far, waits up to `grace` for the exit status, which says more.
-    pub async fn explain(&self, grace: std::time::Duration) -> Option<String> {
+    pub(super) async fn explain(&self, grace: std::time::Duration) -> Option<String> {
         let waited = tokio::time::timeout(grace, async {
             loop {
                 let notified = self.0.notify.notified();
@@ -106,7 +106,7 @@ impl CloseReason {
     }
 
     /// Wait until the connection has ended (at once if it has).
-    pub async fn closed(&self) {
+    pub(super) async fn closed(&self) {
         loop {
             let notified = self.0.notify.notified();
             tokio::pin!(notified);
@@ -120,7 +120,7 @@ impl CloseReason {
 }
 
 /// An rmcp client transport over a child's stdin/stdout.
-pub struct LineTransport<W> {
+pub(super) struct LineTransport<W> {
     writer: SharedWriter<W>,
     incoming: mpsc::Receiver<ServerJsonRpcMessage>,
     pending: PendingMap,
@@ -134,7 +134,7 @@ const INCOMING_QUEUE: usize = 16;
 
 /// The reader task of a transport; dropping this ends it (a server whose stdout stays open,
 /// held by a child of its own, must not leave a reader behind).
-pub struct ReaderTask(tokio::task::JoinHandle<()>);
+pub(super) struct ReaderTask(tokio::task::JoinHandle<()>);
 
 impl Drop for ReaderTask {
     fn drop(&mut self) {
@@ -145,7 +145,7 @@ impl Drop for ReaderTask {
 /// Build the transport, spawning the reader task on the current runtime: also the
 /// [`RawRequests`] of the connection (answered beside rmcp), with the task support of the
 /// tools its `tools/list` answers name recorded in `task_tools`.
-pub fn line_transport<R, W>(
+pub(super) fn line_transport<R, W>(
     server: &str,
     reader: R,
     writer: W,

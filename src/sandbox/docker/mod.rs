@@ -3,7 +3,7 @@
 //! Per backend: the rootfs directory is imported as a local image tagged by its content digest
 //! (no registry; [`build_image`]), containers left by an earlier process that died are
 //! removed, and the launcher's seccomp policy is written as Docker's profile JSON to a private
-//! temp file ([`seccomp_json`]). Per run: `docker run -i` (the container's
+//! temp file (`seccomp_json`). Per run: `docker run -i` (the container's
 //! stdin/stdout are the protocol) with no network, a read-only root, a small /tmp, uid 65534,
 //! no capabilities, no_new_privs, the exported seccomp profile, and the limits of
 //! [`crate::limits`]. The docker client gets only `PATH`, `HOME`, `DOCKER_HOST` and
@@ -18,7 +18,7 @@
 //! resolver); /sys, /dev/pts and /dev/mqueue are covered by empty read-only tmpfs mounts.
 //! /dev holds Docker's default nodes (null, zero, full, random, urandom, tty) and the fd links.
 
-pub mod seccomp_json;
+mod seccomp_json;
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -46,7 +46,7 @@ pub const IMAGE_REPOSITORY: &str = "mcp-code-mode-rootfs";
 /// Image label holding the full rootfs digest.
 pub const DIGEST_LABEL: &str = "mcp-code-mode.rootfs-digest";
 /// Container label marking our containers; its value is the process that started the
-/// container, as [`Owner`] writes it. The container's name is a [`RunName`], by which
+/// container, as `Owner` writes it. The container's name is a [`RunName`], by which
 /// [`remove_strays`] judges it.
 pub const OWNER_LABEL: &str = "mcp-code-mode.owner";
 /// The only variables of our environment the docker client receives.

@@ -29,7 +29,7 @@ const ENOSYS: i32 = 38;
 
 /// Why a policy cannot be exported.
 #[derive(Debug, thiserror::Error)]
-pub enum SeccompJsonError {
+pub(super) enum SeccompJsonError {
     /// Docker has no name for the policy's architecture.
     #[error(
         "failed to export the seccomp policy: architecture {0:?} has no libseccomp name here; \
@@ -40,7 +40,7 @@ pub enum SeccompJsonError {
 
 /// libseccomp's name (`SCMP_ARCH_*`) for a Rust architecture name
 /// (`std::env::consts::ARCH`), or `None` when we do not know it.
-pub fn scmp_arch(arch: &str) -> Option<&'static str> {
+pub(super) fn scmp_arch(arch: &str) -> Option<&'static str> {
     Some(match arch {
         "x86_64" => "SCMP_ARCH_X86_64",
         "x86" => "SCMP_ARCH_X86",
@@ -58,7 +58,7 @@ pub fn scmp_arch(arch: &str) -> Option<&'static str> {
 ///
 /// # Errors
 /// [`SeccompJsonError::UnknownArch`] when `policy.arch` has no `SCMP_ARCH_*` name.
-pub fn export(policy: &Policy) -> Result<Value, SeccompJsonError> {
+pub(super) fn export(policy: &Policy) -> Result<Value, SeccompJsonError> {
     let arch =
         scmp_arch(policy.arch).ok_or_else(|| SeccompJsonError::UnknownArch(policy.arch.into()))?;
     let mut syscalls = vec![json!({
@@ -108,7 +108,7 @@ pub fn export(policy: &Policy) -> Result<Value, SeccompJsonError> {
 ///
 /// # Errors
 /// As [`export`].
-pub fn export_text(policy: &Policy) -> Result<String, SeccompJsonError> {
+pub(super) fn export_text(policy: &Policy) -> Result<String, SeccompJsonError> {
     let mut text = serde_json::to_string_pretty(&export(policy)?).unwrap_or_default();
     text.push('\n');
     Ok(text)

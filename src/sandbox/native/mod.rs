@@ -9,8 +9,8 @@
 //! the sandbox's pid namespace, whatever the code did to its death signal or session), then
 //! the launcher, then every process left in the cgroup, and removes the cgroup.
 
-pub mod cgroup;
-pub mod scope;
+pub(crate) mod cgroup;
+pub(crate) mod scope;
 
 use std::ffi::OsString;
 use std::os::fd::OwnedFd;
@@ -23,7 +23,7 @@ use tokio::time::Duration;
 
 use launcher::report::{self, Message};
 
-use self::cgroup::{CgroupHost, CgroupLimits, RunCgroup};
+pub use self::cgroup::{CgroupError, CgroupHost, CgroupLimits, RunCgroup};
 use crate::limits::{CPUS, MAX_FILE_BYTES, MAX_OPEN_FILES, MAX_PIDS, MEMORY_BYTES, TMP_BYTES};
 use crate::sandbox::owner::RunName;
 use crate::sandbox::{

@@ -31,11 +31,11 @@ use super::cgroup::{CgroupHost, CgroupLimits};
 use crate::limits::{CPUS, MAX_PIDS, MEMORY_BYTES};
 
 /// Set (to `1`) in the environment of a process re-executed inside a delegated scope.
-pub const IN_SCOPE_ENV: &str = "MCP_CODE_MODE_SYSTEMD_SCOPE";
+pub(crate) const IN_SCOPE_ENV: &str = "MCP_CODE_MODE_SYSTEMD_SCOPE";
 
 /// When to run inside a delegated systemd scope (`--systemd-scope`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum ScopeMode {
+pub(crate) enum ScopeMode {
     /// Only when no cgroup is writable and systemd's user manager can delegate one.
     Auto,
     /// Always; fail when systemd's user manager cannot.
@@ -46,7 +46,7 @@ pub enum ScopeMode {
 
 /// What [`decide`] needs to know about this host and process.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ScopeFacts {
+pub(crate) struct ScopeFacts {
     /// This process was already re-executed inside a delegated scope ([`IN_SCOPE_ENV`]).
     pub in_scope: bool,
     /// The host runs cgroup v2 (`cgroup.controllers` at the top of /sys/fs/cgroup).
@@ -63,7 +63,7 @@ pub struct ScopeFacts {
 
 /// What [`enter`] does.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Decision {
+pub(crate) enum Decision {
     /// Run here; the reason, for the debug log.
     Stay(String),
     /// Re-execute inside a delegated scope with this `systemd-run`.
@@ -73,7 +73,7 @@ pub enum Decision {
 }
 
 /// The decision for `mode` given `facts` (pure; see the module docs for the rules).
-pub fn decide(mode: ScopeMode, facts: &ScopeFacts) -> Decision {
+pub(crate) fn decide(mode: ScopeMode, facts: &ScopeFacts) -> Decision {
     if mode == ScopeMode::Off {
         return Decision::Stay("--systemd-scope off".into());
     }
@@ -104,7 +104,7 @@ pub fn decide(mode: ScopeMode, facts: &ScopeFacts) -> Decision {
 /// with `Delegate=yes` (systemd-run(1): `--scope` execs the command in-process;
 /// `--collect` unloads the unit even when it failed; `--quiet` drops the "Running scope as
 /// unit" line).
-pub fn scope_args(argv: &[OsString]) -> Vec<OsString> {
+pub(crate) fn scope_args(argv: &[OsString]) -> Vec<OsString> {
     let mut args: Vec<OsString> = [
         "--user",
         "--scope",
@@ -123,7 +123,7 @@ pub fn scope_args(argv: &[OsString]) -> Vec<OsString> {
 
 /// The facts of this host and process. The cgroup probe (a run cgroup made with the real
 /// limits and removed) runs only when `mode` is `auto` and nothing else rules the scope out.
-pub fn gather(mode: ScopeMode) -> ScopeFacts {
+pub(crate) fn gather(mode: ScopeMode) -> ScopeFacts {
     let mut facts = ScopeFacts {
         in_scope: std::env::var_os(IN_SCOPE_ENV).is_some_and(|v| v == "1"),
         cgroup_v2: Path::new("/sys/fs/cgroup/cgroup.controllers").exists(),
@@ -156,7 +156,7 @@ fn run_cgroup_possible(host: &CgroupHost) -> bool {
 }
 
 /// The user manager's socket under `runtime_dir`, if one exists.
-pub fn user_manager_socket(runtime_dir: Option<OsString>) -> Option<PathBuf> {
+pub(crate) fn user_manager_socket(runtime_dir: Option<OsString>) -> Option<PathBuf> {
     let dir = PathBuf::from(runtime_dir.filter(|d| !d.is_empty())?);
     ["systemd/private", "bus"]
         .into_iter()
@@ -165,7 +165,7 @@ pub fn user_manager_socket(runtime_dir: Option<OsString>) -> Option<PathBuf> {
 }
 
 /// The first executable `name` in the directories of `path`.
-pub fn find_on_path(name: &str, path: Option<OsString>) -> Option<PathBuf> {
+pub(crate) fn find_on_path(name: &str, path: Option<OsString>) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
     std::env::split_paths(&path?)
         .map(|dir| dir.join(name))
@@ -176,7 +176,7 @@ pub fn find_on_path(name: &str, path: Option<OsString>) -> Option<PathBuf> {
 
 /// Failing to enter a scope that `--systemd-scope on` asked for.
 #[derive(Debug, thiserror::Error)]
-pub enum ScopeError {
+pub(crate) enum ScopeError {
     /// The decision refused (the message says why).
     #[error("{0}")]
     Refused(String),
@@ -194,7 +194,7 @@ pub enum ScopeError {
 /// # Errors
 /// With `on`, when the scope cannot be had ([`ScopeError::Refused`]); in any mode, when
 /// exec(2) of `systemd-run` fails ([`ScopeError::Exec`]).
-pub fn enter(mode: ScopeMode) -> Result<(), ScopeError> {
+pub(crate) fn enter(mode: ScopeMode) -> Result<(), ScopeError> {
     let facts = gather(mode);
     let systemd_run = match decide(mode, &facts) {
         Decision::Stay(why) => {

@@ -14,7 +14,7 @@ use crate::serve::session::{DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_RUNS};
 
 /// `serve`'s Streamable HTTP options (all but `--http` need `--http`).
 #[derive(Args, Debug)]
-pub struct HttpArgs {
+pub(crate) struct HttpArgs {
     /// Serve MCP over Streamable HTTP on this address and port (for example
     /// 127.0.0.1:8765; the endpoint is /mcp) instead of stdio. A non-loopback address needs
     /// a token.
@@ -54,7 +54,7 @@ impl HttpArgs {
     ///
     /// # Errors
     /// The token file cannot be read, or the token is too short.
-    pub fn options(&self) -> anyhow::Result<Option<HttpOptions>> {
+    pub(crate) fn options(&self) -> anyhow::Result<Option<HttpOptions>> {
         let Some(addr) = self.http else {
             return Ok(None);
         };

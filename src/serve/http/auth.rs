@@ -18,13 +18,13 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 /// Environment variable that can hold the token instead of `--http-token-file`.
-pub const TOKEN_ENV: &str = "MCP_CODE_MODE_HTTP_TOKEN";
+pub(super) const TOKEN_ENV: &str = "MCP_CODE_MODE_HTTP_TOKEN";
 /// Shortest token accepted, in bytes (a guessable token is refused at startup).
-pub const MIN_TOKEN_BYTES: usize = 16;
+pub(super) const MIN_TOKEN_BYTES: usize = 16;
 
 /// A bearer token, kept only as its SHA-256 digest.
 #[derive(Clone)]
-pub struct BearerToken {
+pub(crate) struct BearerToken {
     digest: [u8; 32],
 }
 
@@ -36,7 +36,7 @@ impl std::fmt::Debug for BearerToken {
 
 /// Why the token could not be had.
 #[derive(Debug, thiserror::Error)]
-pub enum TokenError {
+pub(crate) enum TokenError {
     /// The file could not be read.
     #[error("failed to read the token file {path}: {source}")]
     Read {
@@ -60,7 +60,7 @@ impl BearerToken {
     ///
     /// # Errors
     /// [`TokenError::TooShort`] or [`TokenError::NotPrintable`].
-    pub fn new(text: &str) -> Result<Self, TokenError> {
+    pub(crate) fn new(text: &str) -> Result<Self, TokenError> {
         let text = text.trim();
         if text.len() < MIN_TOKEN_BYTES {
             return Err(TokenError::TooShort(text.len()));
@@ -77,7 +77,7 @@ impl BearerToken {
     ///
     /// # Errors
     /// [`TokenError`].
-    pub fn from_file(path: &Path) -> Result<Self, TokenError> {
+    pub(crate) fn from_file(path: &Path) -> Result<Self, TokenError> {
         let text = std::fs::read_to_string(path).map_err(|source| TokenError::Read {
             path: path.display().to_string(),
             source,
@@ -86,7 +86,7 @@ impl BearerToken {
     }
 
     /// Whether `presented` is this token, in time independent of `presented`.
-    pub fn matches(&self, presented: &[u8]) -> bool {
+    pub(crate) fn matches(&self, presented: &[u8]) -> bool {
         let digest: [u8; 32] = Sha256::digest(presented).into();
         digest.ct_eq(&self.digest).into()
     }
@@ -94,7 +94,7 @@ impl BearerToken {
 
 /// What an `Authorization` header value says, against `token`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
+pub(super) enum Verdict {
     /// The right token.
     Allowed,
     /// No `Authorization: Bearer` header.
@@ -105,7 +105,7 @@ pub enum Verdict {
 
 /// Check an `Authorization` header value (`None`: absent) against `token`. The scheme
 /// name is matched without regard to case (RFC 9110 section 11.1).
-pub fn check(token: &BearerToken, header: Option<&[u8]>) -> Verdict {
+pub(super) fn check(token: &BearerToken, header: Option<&[u8]>) -> Verdict {
     let Some(value) = header else {
         return Verdict::Missing;
     };
@@ -131,7 +131,7 @@ pub fn check(token: &BearerToken, header: Option<&[u8]>) -> Verdict {
 ///
 /// # Errors
 /// A message naming the address and how to give a token.
-pub fn require_token_off_loopback(
+pub(super) fn require_token_off_loopback(
     addr: &SocketAddr,
     token: Option<&BearerToken>,
 ) -> Result<(), String> {

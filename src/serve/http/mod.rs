@@ -31,8 +31,8 @@
 //! stop accepting connections. Connections stay open until then, so a client can still
 //! fetch its result or send its cancel on a new one.
 
-pub mod args;
-pub mod auth;
+pub(crate) mod args;
+mod auth;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -57,17 +57,17 @@ use super::metrics::{CONTENT_TYPE, RefusalReason};
 use super::session::Seats;
 
 /// The MCP endpoint's path.
-pub const MCP_PATH: &str = "/mcp";
+pub(crate) const MCP_PATH: &str = "/mcp";
 /// Largest request body, in bytes, by default (`--http-max-body`); larger ones get `413`.
-pub const DEFAULT_MAX_BODY_BYTES: usize = 1024 * 1024;
+pub(crate) const DEFAULT_MAX_BODY_BYTES: usize = 1024 * 1024;
 /// Time a session may go without a request before it is closed, by default.
-pub const DEFAULT_SESSION_IDLE: Duration = Duration::from_secs(600);
+pub(crate) const DEFAULT_SESSION_IDLE: Duration = Duration::from_secs(600);
 /// Time runs in flight get to finish after SIGTERM, by default.
-pub const DEFAULT_GRACE: Duration = Duration::from_secs(30);
+pub(crate) const DEFAULT_GRACE: Duration = Duration::from_secs(30);
 
 /// How `serve --http` serves.
 #[derive(Debug, Clone)]
-pub struct HttpOptions {
+pub(crate) struct HttpOptions {
     /// Address and port to listen on (port 0: any free port, logged at startup).
     pub addr: SocketAddr,
     /// The bearer token every request must carry; `None` only on a loopback address.
@@ -104,7 +104,7 @@ struct Shared {
 ///
 /// # Errors
 /// The address cannot be bound, or a non-loopback address has no token.
-pub async fn serve_http(
+pub(crate) async fn serve_http(
     server: CodeModeServer,
     options: HttpOptions,
     shutdown: impl Future<Output = ()> + Send + 'static,

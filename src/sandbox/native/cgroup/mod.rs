@@ -28,7 +28,7 @@
 
 #[cfg(test)]
 pub(crate) mod fake;
-pub mod placement;
+mod placement;
 mod run;
 mod strays;
 mod subtree;
@@ -39,14 +39,14 @@ mod v2;
 
 use std::path::{Path, PathBuf};
 
-pub use placement::{Placement, V1Hierarchy};
+pub(crate) use placement::Placement;
 pub use run::RunCgroup;
 
 /// The CFS period written with every CPU quota, in microseconds (100 ms, the kernel default).
-pub const CPU_PERIOD_US: u64 = 100_000;
+pub(crate) const CPU_PERIOD_US: u64 = 100_000;
 
 /// On cgroup v2, the leaf this process moves itself into (see the module docs).
-pub const HOST_LEAF: &str = "mcp-code-mode-host";
+pub(crate) const HOST_LEAF: &str = "mcp-code-mode-host";
 
 /// Limits for one run's cgroup.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,7 +55,7 @@ pub struct CgroupLimits {
     pub memory_bytes: u64,
     /// The most processes and threads at once.
     pub pids: u64,
-    /// Whole CPUs of bandwidth (quota = cpus x [`CPU_PERIOD_US`]).
+    /// Whole CPUs of bandwidth (quota = cpus x `CPU_PERIOD_US`).
     pub cpus: u64,
 }
 

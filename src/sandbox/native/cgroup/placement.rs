@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use super::{CgroupError, CgroupHost, HOST_LEAF};
 
 /// The v1 controllers a run cgroup uses, in the order they are reported.
-pub const V1_CONTROLLERS: [&str; 4] = ["memory", "pids", "cpu", "blkio"];
+pub(super) const V1_CONTROLLERS: [&str; 4] = ["memory", "pids", "cpu", "blkio"];
 
 /// One v1 controller we use: its hierarchy and our cgroup in it.
 #[derive(Debug, Clone, PartialEq, Eq)]
