@@ -9,10 +9,35 @@
 use std::io::Write;
 use std::path::Path;
 
+/// The two environment variables the rules read, read once per check.
+#[derive(Debug, Clone, Copy)]
+struct Env {
+    /// `CI=true` or `CI=1`, as CI services set it.
+    ci: bool,
+    /// `UPDATE_GOLDEN=1` exactly.
+    update_golden: bool,
+}
+
+impl Env {
+    fn read() -> Self {
+        Self::from_values(
+            std::env::var("CI").ok().as_deref(),
+            std::env::var("UPDATE_GOLDEN").ok().as_deref(),
+        )
+    }
+
+    fn from_values(ci: Option<&str>, update_golden: Option<&str>) -> Self {
+        Self {
+            ci: matches!(ci, Some("true" | "1")),
+            update_golden: update_golden == Some("1"),
+        }
+    }
+}
+
 /// Whether this run is CI (`CI=true` or `CI=1`, as CI services set it), where a missing host
 /// feature is a failure, not a skip.
 pub fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
+    Env::read().ci
 }
 
 /// The one skip rule. Returns `ok`. When `ok` is false: under CI ([`in_ci`]) the test fails
@@ -21,12 +46,16 @@ pub fn in_ci() -> bool {
 ///
 /// Use it as `if !require(feature_here(), "why") { return; }`.
 pub fn require(ok: bool, why: &str) -> bool {
+    require_in(Env::read(), ok, why)
+}
+
+fn require_in(env: Env, ok: bool, why: &str) -> bool {
     if !ok {
         let test = std::thread::current()
             .name()
             .unwrap_or("<unnamed test>")
             .to_owned();
-        assert!(!in_ci(), "required under CI: {test}: {why}");
+        assert!(!env.ci, "required under CI: {test}: {why}");
         // `eprintln!` is captured by the test harness; a direct write to stderr is not.
         let _ = writeln!(std::io::stderr().lock(), "SKIPPED {test}: {why}");
     }
@@ -35,21 +64,24 @@ pub fn require(ok: bool, why: &str) -> bool {
 
 /// Whether golden files are to be rewritten: `UPDATE_GOLDEN=1` exactly. Refused under CI,
 /// where a golden file is only ever compared.
-fn updating() -> bool {
-    let update = std::env::var("UPDATE_GOLDEN").is_ok_and(|v| v == "1");
+fn updating(env: Env) -> bool {
     assert!(
-        !(update && in_ci()),
+        !(env.update_golden && env.ci),
         "UPDATE_GOLDEN=1 is refused under CI: golden files are compared there, never rewritten"
     );
-    update
+    env.update_golden
 }
 
 /// The one golden-file rule: compares `actual` with the file at `path`, or rewrites the file
-/// when `UPDATE_GOLDEN=1` (see [`updating`]). Panics with the difference's first line when they
+/// when `UPDATE_GOLDEN=1` (never under CI). Panics with the difference's first line when they
 /// differ, and with the fix when the file is missing. `scripts/test` ends with
 /// `git diff --exit-code tests/golden`, so a rewrite cannot go unnoticed.
 pub fn golden(path: &Path, actual: &str) {
-    if updating() {
+    golden_in(Env::read(), path, actual);
+}
+
+fn golden_in(env: Env, path: &Path, actual: &str) {
+    if updating(env) {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
         }
@@ -88,43 +120,55 @@ pub fn golden(path: &Path, actual: &str) {
 mod tests {
     use super::*;
 
-    // These checks change the process environment; they are one test so they never race.
+    fn env(ci: &str, update: &str) -> Env {
+        Env::from_values(Some(ci), Some(update))
+    }
+
+    fn panics(f: impl FnOnce()) -> bool {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).is_err()
+    }
+
     #[test]
-    #[allow(unsafe_code)]
-    fn skips_fail_under_ci_and_update_golden_is_exactly_one_and_refused_under_ci() {
+    fn ci_is_true_or_1_and_update_golden_is_exactly_1() {
+        assert!(Env::from_values(Some("true"), None).ci);
+        assert!(Env::from_values(Some("1"), None).ci);
+        assert!(!Env::from_values(Some("false"), None).ci);
+        assert!(!Env::from_values(None, None).ci);
+        assert!(Env::from_values(None, Some("1")).update_golden);
+        assert!(!Env::from_values(None, Some("0")).update_golden);
+        assert!(!Env::from_values(None, Some("true")).update_golden);
+    }
+
+    #[test]
+    fn a_skip_fails_under_ci_and_returns_false_outside_it() {
+        for ci in ["true", "1"] {
+            assert!(panics(|| {
+                require_in(env(ci, ""), false, "x");
+            }));
+            assert!(require_in(env(ci, ""), true, "x"));
+        }
+        assert!(!require_in(
+            env("false", ""),
+            false,
+            "a skip outside CI returns false"
+        ));
+    }
+
+    #[test]
+    fn update_golden_rewrites_only_when_1_and_is_refused_under_ci() {
         let dir = std::env::temp_dir().join(format!("testkit-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let file = dir.join("g.txt");
         std::fs::write(&file, "old\n").unwrap();
-        let caught =
-            |f: &dyn Fn()| std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).is_err();
-        // SAFETY: set_var races only with other threads reading the environment; this is the
-        // only test of this crate that reads or writes CI and UPDATE_GOLDEN.
-        unsafe {
-            for ci in ["true", "1"] {
-                std::env::set_var("CI", ci);
-                assert!(caught(&|| {
-                    require(false, "x");
-                }));
-                assert!(require(true, "x"));
-            }
-            std::env::set_var("CI", "false");
-            assert!(!require(false, "a skip outside CI returns false"));
 
-            // Any value but 1 compares (and 0 does not rewrite).
-            std::env::set_var("UPDATE_GOLDEN", "0");
-            assert!(caught(&|| golden(&file, "new\n")));
-            assert_eq!(std::fs::read_to_string(&file).unwrap(), "old\n");
-            std::env::set_var("UPDATE_GOLDEN", "1");
-            golden(&file, "new\n");
-            assert_eq!(std::fs::read_to_string(&file).unwrap(), "new\n");
-            std::env::set_var("CI", "true");
-            assert!(caught(&|| golden(&file, "newer\n")));
-            assert_eq!(std::fs::read_to_string(&file).unwrap(), "new\n");
-            std::env::remove_var("UPDATE_GOLDEN");
-            golden(&file, "new\n");
-            std::env::remove_var("CI");
-        }
+        // Any value but 1 compares (and 0 does not rewrite).
+        assert!(panics(|| golden_in(env("false", "0"), &file, "new\n")));
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "old\n");
+        golden_in(env("false", "1"), &file, "new\n");
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "new\n");
+        assert!(panics(|| golden_in(env("true", "1"), &file, "newer\n")));
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "new\n");
+        golden_in(env("true", ""), &file, "new\n");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
