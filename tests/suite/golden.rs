@@ -41,19 +41,22 @@ fn check(name: &str, actual: &str) {
     assert_eq!(stored, actual, "{}", path.display());
 }
 
-#[tokio::test]
-async fn the_run_python_description_matches_its_golden_file() {
-    let b = bridge(&[]).await;
-    check(
-        "run_python_description.txt",
-        &describe(
-            &b.catalog(),
-            DEFAULT_DEADLINE_SECS,
-            DEFAULT_MAX_CALLS,
-            &b.call_timeouts(),
-        ),
+/// The run_python description of the toy server started with `args`, at the default limits.
+async fn description(args: &[&str]) -> String {
+    let b = bridge(args).await;
+    let text = describe(
+        &b.catalog(),
+        DEFAULT_DEADLINE_SECS,
+        DEFAULT_MAX_CALLS,
+        &b.call_timeouts(),
     );
     b.close().await;
+    text
+}
+
+#[tokio::test]
+async fn the_run_python_description_matches_its_golden_file() {
+    check("run_python_description.txt", &description(&[]).await);
 }
 
 #[tokio::test]
@@ -65,17 +68,10 @@ async fn hostile_stubs_match_their_golden_file() {
 
 #[tokio::test]
 async fn the_summary_fallback_matches_its_golden_file() {
-    let b = bridge(&["--many", "100"]).await;
     check(
         "summary_fallback.txt",
-        &describe(
-            &b.catalog(),
-            DEFAULT_DEADLINE_SECS,
-            DEFAULT_MAX_CALLS,
-            &b.call_timeouts(),
-        ),
+        &description(&["--many", "100"]).await,
     );
-    b.close().await;
 }
 
 /// The stubs of a real server's tools, from its `tools/list` captured once into

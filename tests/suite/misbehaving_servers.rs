@@ -167,6 +167,28 @@ fn report(output: &str) {
 /// Peak memory growth allowed in a flood case: well under what the server sends.
 const FLOOD_GROWTH_LIMIT_KIB: u64 = 96 * 1024;
 
+/// Run `probe` in a process of its own, show its report, and check that the host's peak
+/// memory grew by less than `limit_kib` while `flood` was sent.
+fn assert_memory_bounded(probe: &str, flood: &str, limit_kib: u64) {
+    let (output, growth) = in_own_process(probe);
+    report(&output);
+    eprintln!("{flood}: peak memory grew {growth} KiB");
+    assert!(growth < limit_kib, "grew {growth} KiB");
+}
+
+/// In a probe: open the floods scenario, run `flood` on its bridge, then print the peak
+/// memory growth for [`in_own_process`] to read.
+async fn measure_flood<F: std::future::Future<Output = ()>>(
+    flood: impl FnOnce(std::sync::Arc<Bridge>) -> F,
+) {
+    let scenario = Scenario::load("floods");
+    let bridge = std::sync::Arc::new(open(&scenario).await);
+    let before = peak_rss_kib();
+    flood(bridge.clone()).await;
+    eprintln!("peak-growth-kib {}", peak_rss_kib().saturating_sub(before));
+    bridge.close().await;
+}
+
 // ---------------------------------------------------------------------------------------
 // 1. Schemas
 
@@ -345,79 +367,76 @@ async fn junk_lines_crlf_and_byte_order_marks_are_skipped_around_real_messages()
 
 #[tokio::test]
 async fn a_line_of_hundreds_of_megabytes_fails_the_call_with_bounded_memory() {
-    let (output, growth) = in_own_process("probe_endless_line");
-    report(&output);
-    eprintln!("endless line (400 MB sent): peak memory grew {growth} KiB");
-    assert!(growth < FLOOD_GROWTH_LIMIT_KIB, "grew {growth} KiB");
+    assert_memory_bounded(
+        "probe_endless_line",
+        "endless line (400 MB sent)",
+        FLOOD_GROWTH_LIMIT_KIB,
+    );
 }
 
 #[tokio::test]
 #[ignore = "a probe: run alone in its own process by a_line_of_hundreds_of_megabytes_fails_the_call_with_bounded_memory"]
 async fn probe_endless_line() {
-    let scenario = Scenario::load("floods");
-    let bridge = open(&scenario).await;
-    let before = peak_rss_kib();
-    let (outcome, took) = timed(&bridge, "endless_line").await;
-    let why = refusal(outcome);
-    assert!(why.contains("over 16 MiB"), "{why}");
-    assert!(took < Duration::from_secs(10), "took {took:?}");
-    eprintln!("probe: the call failed after {took:?}: {why}");
-    eprintln!("peak-growth-kib {}", peak_rss_kib().saturating_sub(before));
-    bridge.close().await;
+    measure_flood(|bridge| async move {
+        let (outcome, took) = timed(&bridge, "endless_line").await;
+        let why = refusal(outcome);
+        assert!(why.contains("over 16 MiB"), "{why}");
+        assert!(took < Duration::from_secs(10), "took {took:?}");
+        eprintln!("probe: the call failed after {took:?}: {why}");
+    })
+    .await;
 }
 
 #[tokio::test]
 async fn heavy_stderr_is_drained_without_blocking_the_server_or_growing_memory() {
-    let (output, growth) = in_own_process("probe_heavy_stderr");
-    report(&output);
-    eprintln!("heavy stderr (100 MB): peak memory grew {growth} KiB");
-    assert!(growth < FLOOD_GROWTH_LIMIT_KIB, "grew {growth} KiB");
+    assert_memory_bounded(
+        "probe_heavy_stderr",
+        "heavy stderr (100 MB)",
+        FLOOD_GROWTH_LIMIT_KIB,
+    );
 }
 
 #[tokio::test]
 #[ignore = "a probe: run alone in its own process by heavy_stderr_is_drained_without_blocking_the_server_or_growing_memory"]
 async fn probe_heavy_stderr() {
-    let scenario = Scenario::load("floods");
-    let bridge = open(&scenario).await;
-    let before = peak_rss_kib();
-    let (outcome, took) = timed(&bridge, "noisy").await;
-    assert_eq!(outcome.unwrap(), "still here");
-    eprintln!("probe: 100 MB of stderr, answered after {took:?}");
-    eprintln!("peak-growth-kib {}", peak_rss_kib().saturating_sub(before));
-    bridge.close().await;
+    measure_flood(|bridge| async move {
+        let (outcome, took) = timed(&bridge, "noisy").await;
+        assert_eq!(outcome.unwrap(), "still here");
+        eprintln!("probe: 100 MB of stderr, answered after {took:?}");
+    })
+    .await;
 }
 
 #[tokio::test]
 async fn many_concurrent_large_responses_are_each_refused_with_bounded_memory() {
-    let (output, growth) = in_own_process("probe_concurrent_large_responses");
-    report(&output);
-    eprintln!("16 concurrent 4 MB responses: peak memory grew {growth} KiB");
-    assert!(growth < 2 * FLOOD_GROWTH_LIMIT_KIB, "grew {growth} KiB");
+    assert_memory_bounded(
+        "probe_concurrent_large_responses",
+        "16 concurrent 4 MB responses",
+        2 * FLOOD_GROWTH_LIMIT_KIB,
+    );
 }
 
 #[tokio::test]
 #[ignore = "a probe: run alone in its own process by many_concurrent_large_responses_are_each_refused_with_bounded_memory"]
 async fn probe_concurrent_large_responses() {
-    let scenario = Scenario::load("floods");
-    let bridge = open(&scenario).await;
-    let before = peak_rss_kib();
-    let budget = CallBudget::new(200);
-    let started = Instant::now();
-    let args = json!({});
-    for _ in 0..3 {
-        let calls = (0..16).map(|_| bridge.call(&budget, "big", &args));
-        for outcome in futures::future::join_all(calls).await {
-            let why = refusal(outcome);
-            assert!(why.contains("refused, not cut"), "{why}");
+    measure_flood(|bridge| async move {
+        let budget = CallBudget::new(200);
+        let started = Instant::now();
+        let args = json!({});
+        for _ in 0..3 {
+            let calls = (0..16).map(|_| bridge.call(&budget, "big", &args));
+            for outcome in futures::future::join_all(calls).await {
+                let why = refusal(outcome);
+                assert!(why.contains("refused, not cut"), "{why}");
+            }
         }
-    }
-    assert_eq!(call(&bridge, "after").await.unwrap(), "after");
-    eprintln!(
-        "probe: 48 responses of 4 MB, 16 at a time, refused in {:?}",
-        started.elapsed()
-    );
-    eprintln!("peak-growth-kib {}", peak_rss_kib().saturating_sub(before));
-    bridge.close().await;
+        assert_eq!(call(&bridge, "after").await.unwrap(), "after");
+        eprintln!(
+            "probe: 48 responses of 4 MB, 16 at a time, refused in {:?}",
+            started.elapsed()
+        );
+    })
+    .await;
 }
 
 // ---------------------------------------------------------------------------------------
