@@ -35,6 +35,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::common::{Exec, ExecOptions, exec_with, processes_named, unprivileged};
+use super::layers::PRELUDE;
 
 /// The probe classes, as directories of `tests/probes`.
 const CLASSES: [&str; 10] = [
@@ -1052,18 +1053,12 @@ fn each_probe_has_one_outcome_class_on_both_backends() {
 
 /// Run A of [`concurrent_runs_share_no_lock_and_no_watch`]: lock and watch what every run
 /// shares, report, then hold whatever it got for a while and report what its watch saw.
+/// Like every run of this section it follows [`PRELUDE`] (`t(f, *args)`: "ok" or the errno).
 const HOLDER: &str = r#"
-import ctypes, errno, fcntl, json, os, select, time
-libc = ctypes.CDLL(None, use_errno=True)
-def e(f, *a):
-    try:
-        f(*a)
-        return "ok"
-    except OSError as x:
-        return errno.errorcode.get(x.errno, str(x.errno))
+import fcntl, select, time
 shared = ["/dev/null", "/runner.py", "/usr/bin/python3"]
 files = [open(p, "rb") for p in shared]
-locks = [e(fcntl.flock, f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB) for f in files]
+locks = [t(fcntl.flock, f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB) for f in files]
 fd = libc.inotify_init1(os.O_NONBLOCK)
 watch = errno.errorcode.get(ctypes.get_errno(), "?") if fd < 0 else "ok"
 if fd >= 0:
@@ -1081,15 +1076,9 @@ print(json.dumps({"locks": locks, "watch": watch, "events": events}))
 
 /// Run B: while A holds, try the same locks without waiting, and open the watched files.
 const PROBER: &str = r#"
-import errno, fcntl, json
-def e(f, *a):
-    try:
-        f(*a)
-        return "ok"
-    except OSError as x:
-        return errno.errorcode.get(x.errno, str(x.errno))
+import fcntl
 files = [open(p, "rb") for p in ["/dev/null", "/runner.py", "/usr/bin/python3"]]
-print(json.dumps({"locks": [e(fcntl.flock, f.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB) for f in files]}))
+print(json.dumps({"locks": [t(fcntl.flock, f.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB) for f in files]}))
 "#;
 
 /// The last JSON line a run printed.
@@ -1108,25 +1097,7 @@ fn printed(r: &Exec) -> Value {
 /// did may be visible to B or to the host. Without the fix (flock and inotify allowed), B
 /// gets EWOULDBLOCK, the host's flock fails and A's watch sees B's opens.
 fn concurrent_runs_share_no_lock_and_no_watch(backend: &str) {
-    let opts = |code: &str| {
-        (
-            code.to_owned(),
-            ExecOptions {
-                backend,
-                ..Default::default()
-            },
-        )
-    };
-    let (holder, prober) = std::thread::scope(|s| {
-        let a = s.spawn(|| {
-            let (code, o) = opts(HOLDER);
-            exec_with(&code, o)
-        });
-        std::thread::sleep(Duration::from_secs(3));
-        let b = s.spawn(|| {
-            let (code, o) = opts(PROBER);
-            exec_with(&code, o)
-        });
+    let (holder, prober) = holder_and_prober(backend, HOLDER, PROBER, || {
         std::thread::sleep(Duration::from_secs(1));
         let host = Command::new("flock")
             .args(["-n", "/dev/null", "true"])
@@ -1136,7 +1107,6 @@ fn concurrent_runs_share_no_lock_and_no_watch(backend: &str) {
             host.success(),
             "the host's flock -n /dev/null failed while a run held"
         );
-        (a.join().unwrap(), b.join().unwrap())
     });
     let (a, b) = (printed(&holder), printed(&prober));
     for lock in a["locks"].as_array().expect("locks") {
@@ -1158,21 +1128,15 @@ fn concurrent_runs_share_no_lock_and_no_watch(backend: &str) {
 /// enough for a read lock), then hold them. Positive control: a write lock on its own file
 /// in /tmp, which a child tests with F_GETLK and must see.
 const RECORD_HOLDER: &str = r#"
-import errno, fcntl, json, os, struct, time
+import fcntl, struct, time
 F_OFD_GETLK, F_OFD_SETLK = 36, 37
-def e(f, *a):
-    try:
-        f(*a)
-        return "ok"
-    except OSError as x:
-        return errno.errorcode.get(x.errno, str(x.errno))
 def lock(fd, cmd, kind):
     fcntl.fcntl(fd, cmd, struct.pack("hhqqi", kind, 0, 0, 0, 0))
 shared = ["/runner.py", "/usr/bin/python3"]
 files = [os.open(p, os.O_RDONLY) for p in shared]
-locks = [e(lock, fd, fcntl.F_SETLK, fcntl.F_RDLCK) for fd in files]
+locks = [t(lock, fd, fcntl.F_SETLK, fcntl.F_RDLCK) for fd in files]
 dups = [os.open(p, os.O_RDONLY) for p in shared]
-locks += [e(lock, fd, F_OFD_SETLK, fcntl.F_RDLCK) for fd in dups]
+locks += [t(lock, fd, F_OFD_SETLK, fcntl.F_RDLCK) for fd in dups]
 own = os.open("/tmp/own", os.O_RDWR | os.O_CREAT)
 lock(own, fcntl.F_SETLK, fcntl.F_WRLCK)
 r, w = os.pipe()
@@ -1188,7 +1152,7 @@ print(json.dumps({"locks": locks, "control": control}))
 /// Run B: while A holds, ask for a write lock's conflicts on the same files with F_GETLK and
 /// F_OFD_GETLK; a conflicting lock comes back as its type, none as F_UNLCK.
 const RECORD_PROBER: &str = r#"
-import fcntl, json, os, struct
+import fcntl, struct
 F_OFD_GETLK = 36
 seen = []
 for p in ["/runner.py", "/usr/bin/python3"]:
@@ -1199,11 +1163,17 @@ for p in ["/runner.py", "/usr/bin/python3"]:
 print(json.dumps({"seen": seen}))
 "#;
 
-/// Runs `holder`, then (3 s later) `prober` while the holder still runs, on `backend`.
-fn holder_and_prober(backend: &str, holder: &str, prober: &str) -> (Exec, Exec) {
+/// Runs `holder`, then (3 s later) `prober` while the holder still runs, on `backend`, each
+/// after [`PRELUDE`]; `meanwhile` runs on this thread once the prober has started.
+fn holder_and_prober(
+    backend: &str,
+    holder: &str,
+    prober: &str,
+    meanwhile: impl FnOnce(),
+) -> (Exec, Exec) {
     let run = |code: &str| {
         exec_with(
-            code,
+            &format!("{PRELUDE}{code}"),
             ExecOptions {
                 backend,
                 ..Default::default()
@@ -1214,6 +1184,7 @@ fn holder_and_prober(backend: &str, holder: &str, prober: &str) -> (Exec, Exec) 
         let a = s.spawn(|| run(holder));
         std::thread::sleep(Duration::from_secs(3));
         let b = s.spawn(|| run(prober));
+        meanwhile();
         (a.join().unwrap(), b.join().unwrap())
     })
 }
@@ -1224,7 +1195,7 @@ fn holder_and_prober(backend: &str, holder: &str, prober: &str) -> (Exec, Exec) 
 /// (natively) or its own container root (Docker), so B sees nothing. Without the overlay
 /// (the rootfs bound as it is), B sees A's locks: "locked".
 fn concurrent_runs_see_no_record_lock_of_each_other(backend: &str) {
-    let (holder, prober) = holder_and_prober(backend, RECORD_HOLDER, RECORD_PROBER);
+    let (holder, prober) = holder_and_prober(backend, RECORD_HOLDER, RECORD_PROBER, || {});
     let (a, b) = (printed(&holder), printed(&prober));
     assert_eq!(
         a["control"], "seen",
