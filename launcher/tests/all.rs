@@ -332,24 +332,17 @@ fn a_fork_bomb_is_stopped_by_the_process_limit() {
     let out = python(
         &root,
         &["--nproc", "16"],
-        r#"
-import os, time
-n = 0
-try:
-    while n < 1000:
-        if os.fork() == 0:
-            time.sleep(30); os._exit(0)
-        n += 1
-except OSError as e:
-    print("stopped", n < 16, e.errno)
-"#,
+        &format!(
+            "{}\nn, error = fork_up_to(1000)\nprint('stopped', n < 16, error)\n",
+            testkit::FORK_UP_TO_PY
+        ),
     );
     if !require_userns(&out) {
         return;
     }
     assert_eq!(
         stdout(&out),
-        "stopped True 11\n",
+        "stopped True EAGAIN\n",
         "stderr: {}",
         String::from_utf8_lossy(&out.stderr)
     );

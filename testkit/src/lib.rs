@@ -116,6 +116,23 @@ fn golden_in(env: Env, path: &Path, actual: &str) {
     }
 }
 
+/// Python that defines `fork_up_to(limit)`: fork up to `limit` children that each sleep
+/// 30 s, and return how many were made and the errno name that stopped it (or `None`). The
+/// fork-bomb tests of the launcher and of the pids cgroup share it.
+pub const FORK_UP_TO_PY: &str = r#"
+import errno as _fork_errno, os as _fork_os, time as _fork_time
+def fork_up_to(limit):
+    n = 0
+    try:
+        while n < limit:
+            if _fork_os.fork() == 0:
+                _fork_time.sleep(30); _fork_os._exit(0)
+            n += 1
+    except OSError as e:
+        return n, _fork_errno.errorcode[e.errno]
+    return n, None
+"#;
+
 #[cfg(test)]
 mod tests {
     use super::*;

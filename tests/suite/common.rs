@@ -66,6 +66,18 @@ pub(crate) fn native_available() -> bool {
     })
 }
 
+/// The README's quick start: three concurrent `add` calls on the toy server.
+pub(crate) const QUICK_START: &str = "import asyncio, json\n\nsums = await asyncio.gather(*(add({\"a\": n, \"b\": 10}) for n in range(3)))\nprint([json.loads(s)[\"sum\"] for s in sums])\n";
+
+/// `exec` of [`QUICK_START`] exited 0 and printed exactly the result the README shows.
+pub(crate) fn assert_prints_the_quick_start_result(run: &Exec) {
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(
+        run.stdout.trim_end(),
+        r#"{"stdout": "[10, 11, 12]\n", "error": null, "truncated": false, "stopped": false}"#
+    );
+}
+
 /// The result of one `exec`: exit code, the parsed result object (if any), stderr.
 #[derive(Debug)]
 pub(crate) struct Exec {

@@ -11,9 +11,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::common::{ExecOptions, bin, docker_available, exec_with, require, toy};
-
-const QUICK_START: &str = "import asyncio, json\n\nsums = await asyncio.gather(*(add({\"a\": n, \"b\": 10}) for n in range(3)))\nprint([json.loads(s)[\"sum\"] for s in sums])\n";
+use super::common::{
+    ExecOptions, QUICK_START, assert_prints_the_quick_start_result, bin, docker_available,
+    exec_with, require, toy,
+};
 
 fn docker_ready() -> bool {
     require(
@@ -71,11 +72,7 @@ fn the_quick_start_through_docker_prints_exactly_the_result_the_readme_shows() {
         return;
     }
     let run = docker_exec(QUICK_START, &["--allow", "add"], &[]);
-    assert_eq!(run.code, 0, "{run:?}");
-    assert_eq!(
-        run.stdout.trim_end(),
-        r#"{"stdout": "[10, 11, 12]\n", "error": null, "truncated": false, "stopped": false}"#
-    );
+    assert_prints_the_quick_start_result(&run);
 }
 
 #[test]

@@ -4,10 +4,11 @@
 //! (the Python SDK) against `serve`, with the toy server and the third-party
 //! `mcp-server-time`; serve's limit on concurrent sandboxes.
 
-use super::common::{bin, exec, native_available, python_client, require, toy, venv_python};
+use super::common::{
+    QUICK_START, assert_prints_the_quick_start_result, bin, exec, native_available, python_client,
+    require, toy, venv_python,
+};
 use super::common::{native_client_ready, serve_command};
-
-const QUICK_START: &str = "import asyncio, json\n\nsums = await asyncio.gather(*(add({\"a\": n, \"b\": 10}) for n in range(3)))\nprint([json.loads(s)[\"sum\"] for s in sums])\n";
 
 #[test]
 fn the_quick_start_prints_exactly_the_result_the_readme_shows() {
@@ -15,11 +16,7 @@ fn the_quick_start_prints_exactly_the_result_the_readme_shows() {
         return;
     }
     let run = exec(QUICK_START, &["--allow", "add"]);
-    assert_eq!(run.code, 0, "{run:?}");
-    assert_eq!(
-        run.stdout.trim_end(),
-        r#"{"stdout": "[10, 11, 12]\n", "error": null, "truncated": false, "stopped": false}"#
-    );
+    assert_prints_the_quick_start_result(&run);
 }
 
 #[test]

@@ -254,19 +254,13 @@ fn join_args(run: &RunCgroup) -> Vec<String> {
         .collect()
 }
 
-const FORK_UP_TO_200: &str = r#"
-import time
-n = 0
-try:
-    while n < 200:
-        if os.fork() == 0:
-            time.sleep(30); os._exit(0)
-        n += 1
-    out["forks"] = str(n)
-except OSError as e:
-    out["forks"] = str(n)
-    out["error"] = errno.errorcode[e.errno]
-"#;
+/// Forks up to 200 children: `forks` made, and `error`, the errno that stopped it, if any.
+fn fork_up_to_200() -> String {
+    format!(
+        "{}\nn, error = fork_up_to(200)\nout['forks'] = str(n)\nif error:\n    out['error'] = error\n",
+        testkit::FORK_UP_TO_PY
+    )
+}
 
 #[test]
 fn the_pids_cgroup_stops_a_run_whose_process_rlimit_is_raised() {
@@ -285,9 +279,9 @@ fn the_pids_cgroup_stops_a_run_whose_process_rlimit_is_raised() {
     let mut args = join_args(&run);
     args.extend(["--nproc".into(), "100000".into()]);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let (joined, _) = launch(FORK_UP_TO_200, &args);
+    let (joined, _) = launch(&fork_up_to_200(), &args);
     // The control: the same raised RLIMIT_NPROC, no cgroup: nothing stops 200 forks.
-    let (alone, _) = launch(FORK_UP_TO_200, &["--nproc", "100000"]);
+    let (alone, _) = launch(&fork_up_to_200(), &["--nproc", "100000"]);
     assert_eq!(field(&alone, "forks"), "200", "{alone}");
     let forks: u64 = field(&joined, "forks").parse().unwrap_or(u64::MAX);
     assert!(forks < 16, "{joined}");

@@ -481,16 +481,22 @@ async fn a_server_killed_mid_call_fails_the_call_promptly() {
     let scenario = Scenario::load("process");
     let bridge = open(&scenario).await;
     let pid = pid_of(&call(&bridge, "pid").await.unwrap(), "pid");
+    assert_a_hanging_call_fails_promptly_when_killed(&bridge, pid).await;
+    bridge.close().await;
+}
+
+/// Call `hang`, SIGKILL `pid` 300 ms later, and check the call fails with the server's death
+/// within [`PROMPTLY`] of the kill.
+async fn assert_a_hanging_call_fails_promptly_when_killed(bridge: &Bridge, pid: u32) {
     let killer = tokio::spawn(async move {
         tokio::time::sleep(Duration::from_millis(300)).await;
         kill9(pid);
         Instant::now()
     });
-    let why = refusal(call(&bridge, "hang").await);
+    let why = refusal(call(bridge, "hang").await);
     let late = killer.await.unwrap().elapsed();
     assert!(why.contains("killed by signal 9"), "{why}");
     assert!(late < PROMPTLY, "failed {late:?} after the kill");
-    bridge.close().await;
 }
 
 #[tokio::test]
@@ -510,15 +516,7 @@ async fn a_server_whose_child_keeps_its_stdout_open_still_fails_the_call_when_it
     let bridge = open_spec(spec).await;
     let reply = call(&bridge, "pid").await.unwrap();
     let (server, shell) = (pid_of(&reply, "pid"), pid_of(&reply, "ppid"));
-    let killer = tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        kill9(shell);
-        Instant::now()
-    });
-    let why = refusal(call(&bridge, "hang").await);
-    let late = killer.await.unwrap().elapsed();
-    assert!(why.contains("killed by signal 9"), "{why}");
-    assert!(late < PROMPTLY, "failed {late:?} after the kill");
+    assert_a_hanging_call_fails_promptly_when_killed(&bridge, shell).await;
     bridge.close().await;
     kill9(server);
 }
