@@ -221,6 +221,11 @@ impl CodeModeServer {
         self.in_flight.load(std::sync::atomic::Ordering::SeqCst)
     }
 
+    /// Whether this session has ended (or the process is shutting down).
+    pub(crate) fn ended(&self) -> bool {
+        self.disconnected.is_cancelled()
+    }
+
     /// Cancel every run of every session now (shutdown, after its grace period).
     pub fn cancel_all_runs(&self) {
         self.disconnected.cancel();

@@ -19,7 +19,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::CodeModeServer;
-use super::tasks::{Tasks, add_capability, is_task_message, mark_task_support};
+use super::tasks::{Tasks, is_task_message, patch_answer};
 use crate::lines::{LineRead, read_line};
 
 /// Longest client line looked at for task requests, in bytes (a task-augmented call carries
@@ -47,13 +47,14 @@ where
     let (to_rmcp, rmcp_in) = tokio::io::duplex(PIPE_BYTES);
     let (rmcp_out, from_rmcp) = tokio::io::duplex(PIPE_BYTES);
     let (replies, replied) = mpsc::unbounded_channel();
-    let tasks = Tasks::new(server.clone(), replies);
+    let tasks = Tasks::new(&server);
     let disconnected = server.disconnected.clone();
     // Both end with this future, also when it is dropped (a signal ends the service).
     let _reader = AbortOnDrop(tokio::spawn(read_client(
         input,
         to_rmcp,
         tasks,
+        replies,
         disconnected.clone(),
     )));
     let mut writer = AbortOnDrop(tokio::spawn(write_client(output, from_rmcp, replied)));
@@ -86,6 +87,7 @@ async fn read_client<R: AsyncRead + Unpin>(
     input: R,
     mut to_rmcp: DuplexStream,
     tasks: Tasks,
+    replies: mpsc::UnboundedSender<Value>,
     disconnected: CancellationToken,
 ) {
     let mut reader = BufReader::with_capacity(64 * 1024, input);
@@ -100,7 +102,10 @@ async fn read_client<R: AsyncRead + Unpin>(
                     && let Ok(message) = serde_json::from_slice::<Value>(&line)
                     && is_task_message(&message)
                 {
-                    tasks.handle(&message);
+                    let replies = replies.clone();
+                    tasks.handle(&message, move |answer| {
+                        let _ = replies.send(answer);
+                    });
                     continue;
                 }
                 line.push(b'\n');
@@ -187,14 +192,7 @@ fn patch(line: &[u8]) -> Vec<u8> {
     let Ok(mut message) = serde_json::from_slice::<Value>(line) else {
         return line.to_vec();
     };
-    let Some(result) = message.get_mut("result") else {
-        return line.to_vec();
-    };
-    if result.get("serverInfo").is_some() && result.get("protocolVersion").is_some() {
-        add_capability(result);
-    } else if result.get("tools").is_some_and(Value::is_array) {
-        mark_task_support(result);
-    } else {
+    if !patch_answer(&mut message) {
         return line.to_vec();
     }
     let mut out = serde_json::to_vec(&message).unwrap_or_else(|_| line.to_vec());

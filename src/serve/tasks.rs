@@ -3,7 +3,8 @@
 //! for the whole run.
 //!
 //! The wire shapes are [`crate::mcp_tasks`] (rmcp 3.11 has only a later draft's, see there);
-//! [`super::stdio`] routes the messages here before rmcp reads them. What a client sees:
+//! [`super::stdio`] and, over Streamable HTTP, [`super::http::tasks`] route the messages
+//! here before rmcp reads them. What a client sees:
 //! - run_python is listed with `execution.taskSupport: "optional"`, and the server's
 //!   capabilities carry `tasks` (list, cancel, `requests.tools.call`);
 //! - `tools/call` with `task` answers at once with the task (status `working`, a
@@ -35,7 +36,7 @@ use std::time::{Duration, Instant};
 
 use rmcp::model::{CustomNotification, ProgressToken, ServerNotification};
 use serde_json::{Value, json};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::{CodeModeServer, TOOL_NAME};
@@ -67,12 +68,11 @@ struct Entry {
     terminal: watch::Sender<bool>,
 }
 
-/// The tasks of one client connection, and where their answers go.
+/// The tasks of one client connection (stdio) or session (Streamable HTTP).
 #[derive(Clone)]
 pub(super) struct Tasks {
     server: CodeModeServer,
     entries: Arc<Mutex<Vec<Entry>>>,
-    replies: mpsc::UnboundedSender<Value>,
     ids: Arc<std::sync::atomic::AtomicU64>,
 }
 
@@ -90,30 +90,25 @@ pub(super) fn is_task_message(message: &Value) -> bool {
 }
 
 impl Tasks {
-    /// Tasks running on `server`, answering through `replies` (whole JSON-RPC responses).
-    pub(super) fn new(server: CodeModeServer, replies: mpsc::UnboundedSender<Value>) -> Self {
+    /// Tasks running on `server` (a clone that does not keep an HTTP session alive is
+    /// kept, so the session's end cancels its tasks).
+    pub(super) fn new(server: &CodeModeServer) -> Self {
         Self {
             server: server.detached(),
             entries: Arc::default(),
-            replies,
             ids: Arc::default(),
         }
     }
 
-    /// Answer one request for which [`is_task_message`] holds, through the channel given
-    /// to [`Self::new`]; a `tasks/result` that must wait is answered later, from a task of
-    /// its own.
-    pub(super) fn handle(&self, message: &Value) {
-        let replies = self.replies.clone();
-        self.handle_with(message, move |answer| {
-            let _ = replies.send(answer);
-        });
+    /// Whether the session these tasks belong to has ended.
+    pub(super) fn ended(&self) -> bool {
+        self.server.ended()
     }
 
     /// Answer one request for which [`is_task_message`] holds by calling `reply` with the
     /// whole JSON-RPC response: before returning, except for a `tasks/result` that must
     /// wait, which calls it later from a task of its own.
-    pub(super) fn handle_with(&self, message: &Value, reply: impl FnOnce(Value) + Send + 'static) {
+    pub(super) fn handle(&self, message: &Value, reply: impl FnOnce(Value) + Send + 'static) {
         let id = message.get("id").cloned().unwrap_or(Value::Null);
         let params = message.get("params").cloned().unwrap_or(Value::Null);
         let method = message.get("method").and_then(Value::as_str).unwrap_or("");
@@ -403,4 +398,21 @@ pub(super) fn add_capability(result: &mut Value) {
     {
         capabilities.insert("tasks".into(), mcp_tasks::server_capability());
     }
+}
+
+/// `message` (a JSON-RPC message of rmcp's) with run_python's task support added, when it is
+/// the answer to `initialize` (the `tasks` capability) or `tools/list` (`execution`); `false`
+/// when it is neither and was left as it is.
+pub(super) fn patch_answer(message: &mut Value) -> bool {
+    let Some(result) = message.get_mut("result") else {
+        return false;
+    };
+    if result.get("serverInfo").is_some() && result.get("protocolVersion").is_some() {
+        add_capability(result);
+    } else if result.get("tools").is_some_and(Value::is_array) {
+        mark_task_support(result);
+    } else {
+        return false;
+    }
+    true
 }

@@ -28,17 +28,17 @@ use super::common::{bin, example, native_client_ready, venv_python};
 const TOKEN: &str = "test-token-0123456789abcdef";
 
 /// One `serve --http 127.0.0.1:0` process wrapping the toy server.
-struct Served {
+pub(super) struct Served {
     child: Child,
     addr: String,
     log: Arc<Mutex<String>>,
-    journal: PathBuf,
+    pub(super) journal: PathBuf,
     token: Option<String>,
     _dir: tempfile::TempDir,
 }
 
 impl Served {
-    fn start(args: &[&str], token: Option<&str>) -> Self {
+    pub(super) fn start(args: &[&str], token: Option<&str>) -> Self {
         Self::launch(args, token, |command, journal| {
             command
                 .arg("--")
@@ -103,11 +103,11 @@ impl Served {
         }
     }
 
-    fn url(&self) -> String {
+    pub(super) fn url(&self) -> String {
         format!("http://{}/mcp", self.addr)
     }
 
-    fn log(&self) -> String {
+    pub(super) fn log(&self) -> String {
         self.log.lock().unwrap().clone()
     }
 
@@ -141,7 +141,7 @@ impl Served {
     }
 
     /// One raw HTTP/1.1 request; the status and the whole response text.
-    fn request(
+    pub(super) fn request(
         &self,
         method: &str,
         path: &str,
@@ -182,7 +182,7 @@ impl Served {
     }
 
     /// A raw `initialize` POST with `extra` headers (the token added when set).
-    fn initialize(&self, extra: &[(&str, &str)]) -> (u16, String) {
+    pub(super) fn initialize(&self, extra: &[(&str, &str)]) -> (u16, String) {
         let bearer = self.token.as_ref().map(|t| format!("Bearer {t}"));
         let mut headers = vec![
             ("Content-Type", "application/json"),
@@ -233,7 +233,7 @@ impl Drop for Served {
 
 const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#;
 
-fn session_id(response: &str) -> Option<String> {
+pub(super) fn session_id(response: &str) -> Option<String> {
     response.lines().find_map(|l| {
         let (name, value) = l.split_once(':')?;
         name.eq_ignore_ascii_case("mcp-session-id")

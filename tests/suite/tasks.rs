@@ -8,11 +8,17 @@
 //! - a wrapped tool whose `taskSupport` is `"required"` (`tests/clients/ts/task_server.mjs`,
 //!   served by the SDK's own task store) is called as a task, and the task is cancelled
 //!   when the run is cancelled, the call times out or the run's deadline passes;
-//!   `"optional"` stays a plain call.
+//!   `"optional"` stays a plain call; a wrapped task that asks for input fails its call and
+//!   is cancelled;
+//! - a task run sends progress under its call's token and `notifications/tasks/status`;
+//! - over `serve --http` the same: a task is polled, fetched and cancelled, its notifications
+//!   come on the session's stream, an ended session cancels its task runs, and a task
+//!   request passes rmcp's Origin and session checks.
 
 use serde_json::Value;
 
 use super::common::{bin, example};
+use super::http_serving::{Served, session_id};
 use super::ts_client::{client_dir, ready};
 
 /// Which server `serve` wraps.
@@ -208,4 +214,126 @@ fn a_wrapped_task_that_asks_for_input_fails_the_call_and_is_cancelled() {
         journal.contains("cancelled "),
         "the server's task store holds it cancelled: {journal}"
     );
+}
+
+/// What `tasks.mjs SCENARIO` printed against `serve --http` wrapping the toy server, and
+/// the toy server's journal.
+fn over_http(name: &str) -> (Value, String) {
+    let served = Served::start(&[], None);
+    let dir = client_dir().expect("the TypeScript client");
+    let out = std::process::Command::new("node")
+        .arg(dir.join("tasks.mjs"))
+        .arg(name)
+        .arg(&served.journal)
+        .arg("--")
+        .arg(served.url())
+        .output()
+        .expect("run node");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let parsed = serde_json::from_str(stdout.lines().last().unwrap_or("")).unwrap_or_else(|e| {
+        panic!(
+            "tasks.mjs {name} printed no JSON ({e}): {stdout}\nstderr: {}\nserve: {}",
+            String::from_utf8_lossy(&out.stderr),
+            served.log()
+        )
+    });
+    (
+        parsed,
+        std::fs::read_to_string(&served.journal).unwrap_or_default(),
+    )
+}
+
+#[test]
+fn run_python_called_as_a_task_over_http_is_polled_and_its_result_fetched() {
+    if !ready() {
+        return;
+    }
+    let (out, _) = over_http("run-as-task");
+    assert_eq!(
+        out["task_capability"]["requests"]["tools"]["call"],
+        serde_json::json!({}),
+        "{out}"
+    );
+    assert_eq!(out["execution"]["taskSupport"], "optional", "{out}");
+    assert_eq!(out["messages"][0], "taskCreated", "{out}");
+    assert_eq!(out["stdout"], "task done\n", "{out}");
+    assert_eq!(out["related_task"], true, "{out}");
+    assert_eq!(out["status"], "completed", "{out}");
+    assert_eq!(out["listed"], serde_json::json!(["completed"]), "{out}");
+}
+
+#[test]
+fn tasks_cancel_over_http_kills_the_run_and_frees_the_slot() {
+    if !ready() {
+        return;
+    }
+    let (out, journal) = over_http("cancel-task");
+    assert_eq!(out["cancel_status"], "cancelled", "{out}");
+    assert!(journal.contains("cancelled "), "{journal}");
+    assert!(!journal.contains("after-cancel"), "{journal}");
+    for refused in ["result_error", "cancel_again", "unknown"] {
+        assert_eq!(out[refused]["code"], -32602, "{refused}: {out}");
+    }
+    assert_eq!(out["next_stdout"], "next\n", "{out}");
+}
+
+#[test]
+fn a_task_run_over_http_sends_progress_and_its_status_on_the_sessions_stream() {
+    if !ready() {
+        return;
+    }
+    let (out, _) = over_http("task-notes");
+    let messages: Vec<&str> = out["progress"]
+        .as_array()
+        .expect("progress")
+        .iter()
+        .filter_map(|p| p[1].as_str())
+        .collect();
+    assert_eq!(messages.first(), Some(&"the sandbox started"), "{out}");
+    assert!(messages.contains(&"echo"), "{out}");
+    assert_eq!(out["statuses"], serde_json::json!(["completed"]), "{out}");
+}
+
+#[test]
+fn an_http_session_that_ends_cancels_its_task_runs() {
+    if !ready() {
+        return;
+    }
+    let (out, journal) = over_http("end-session");
+    assert!(out["upstream_cancelled_s"].as_f64().is_some(), "{out}");
+    assert!(
+        !journal.contains("after-cancel"),
+        "the sandbox was killed, not only its call: {journal}"
+    );
+}
+
+#[test]
+fn a_task_request_over_http_passes_the_same_origin_and_session_checks() {
+    let served = Served::start(&[], None);
+    let (status, text) = served.initialize(&[]);
+    assert_eq!(status, 200, "{text}");
+    let session = session_id(&text).expect("a session id");
+    let list = r#"{"jsonrpc":"2.0","id":7,"method":"tasks/list"}"#;
+    let headers = |extra: &[(&'static str, &'static str)]| {
+        let mut h = vec![
+            ("Content-Type", "application/json"),
+            ("Accept", "application/json, text/event-stream"),
+            ("MCP-Protocol-Version", "2025-11-25"),
+        ];
+        h.extend_from_slice(extra);
+        h
+    };
+    let mut with_session = headers(&[]);
+    with_session.push(("Mcp-Session-Id", &session));
+    let (status, text) = served.request("POST", "/mcp", &with_session, list);
+    assert_eq!(status, 200, "{text}");
+    assert!(text.contains(r#""tasks":[]"#), "{text}");
+    let mut foreign = with_session.clone();
+    foreign.push(("Origin", "http://evil.example"));
+    let (status, text) = served.request("POST", "/mcp", &foreign, list);
+    assert_eq!(status, 403, "{text}");
+    let mut unknown = headers(&[]);
+    unknown.push(("Mcp-Session-Id", "no-such-session"));
+    let (status, text) = served.request("POST", "/mcp", &unknown, list);
+    assert_eq!(status, 404, "{text}");
 }

@@ -4,7 +4,9 @@
 //!
 //! Routes:
 //! - `POST/GET/DELETE /mcp`: MCP. Each `initialize` opens a session (`Mcp-Session-Id`) with its
-//!   own taint and run slots ([`super::session`]).
+//!   own taint and run slots ([`super::session`]). run_python may be called as a task; task
+//!   requests are answered by [`tasks`], after rmcp's checks, and a session's task runs end
+//!   with it.
 //! - `GET /healthz`: `200` when ready (every wrapped server running and a sandbox started),
 //!   `503` when live but not ready (starting, a wrapped server down, or shutting down); the
 //!   JSON body says which, naming each server that is down with why (`servers_unavailable`).
@@ -33,6 +35,7 @@
 
 pub(crate) mod args;
 mod auth;
+pub(crate) mod tasks;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -52,6 +55,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use self::auth::{BearerToken, Verdict};
+use self::tasks::SessionTasks;
 use super::CodeModeServer;
 use super::metrics::{CONTENT_TYPE, RefusalReason};
 use super::session::Seats;
@@ -124,10 +128,18 @@ pub(crate) async fn serve_http(
         stopping: AtomicBool::new(false),
     });
     let sessions = CancellationToken::new();
-    let mcp = mcp_service(&server, &options, &local, seats, sessions.clone());
+    let manager = Arc::new(session_manager(&options));
+    let tasks = Arc::new(SessionTasks::new(manager.clone(), options.max_body_bytes));
+    let mcp = mcp_service(&server, &options, &local, seats, manager, sessions.clone());
+    // The tasks layer is inside the guard: a task request passes the token and session
+    // checks first.
     let guarded = Router::new()
         .route_service(MCP_PATH, mcp)
         .route("/metrics", get(metrics))
+        .layer(axum::middleware::from_fn_with_state(
+            tasks,
+            self::tasks::route,
+        ))
         .layer(axum::middleware::from_fn_with_state(shared.clone(), guard));
     let app = Router::new()
         .route("/healthz", get(healthz))
@@ -188,11 +200,23 @@ pub(crate) async fn serve_http(
     Ok(())
 }
 
+/// rmcp's session store, sessions closed after `--session-idle` without a request.
+fn session_manager(options: &HttpOptions) -> LocalSessionManager {
+    let mut manager = LocalSessionManager::default();
+    manager.session_config = {
+        let mut c = SessionConfig::default();
+        c.keep_alive = Some(options.session_idle);
+        c
+    };
+    manager
+}
+
 fn mcp_service(
     server: &CodeModeServer,
     options: &HttpOptions,
     local: &SocketAddr,
     seats: Seats,
+    manager: Arc<LocalSessionManager>,
     sessions: CancellationToken,
 ) -> StreamableHttpService<CodeModeServer, LocalSessionManager> {
     let mut config = StreamableHttpServerConfig::default()
@@ -205,12 +229,6 @@ fn mcp_service(
     } else if !local.ip().is_loopback() {
         config = config.disable_allowed_hosts();
     }
-    let mut manager = LocalSessionManager::default();
-    manager.session_config = {
-        let mut c = SessionConfig::default();
-        c.keep_alive = Some(options.session_idle);
-        c
-    };
     let base = server.clone();
     let runs = options.session_runs;
     StreamableHttpService::new(
@@ -218,9 +236,11 @@ fn mcp_service(
             let session = seats.seat(runs).ok_or_else(|| {
                 std::io::Error::other(format!("the session cap ({}) is reached", seats.max()))
             })?;
-            Ok(base.for_http_session(session))
+            let server = base.for_http_session(session);
+            self::tasks::note_created(&server);
+            Ok(server)
         },
-        Arc::new(manager),
+        manager,
         config,
     )
 }

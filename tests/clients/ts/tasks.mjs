@@ -21,6 +21,9 @@
 //   task-notes      run_python as a task with `onprogress`, calling `echo` and then sleeping
 //                   5 s: the progress notifications ([progress, message]) and the statuses
 //                   of the notifications/tasks/status received.
+//   end-session     (over HTTP) run_python as a task awaiting `slow` (30 s, then `echo` in a
+//                   `finally`); once the call reached the server, the client ends its
+//                   session (DELETE): the time until the server saw its call cancelled.
 //   asks-input      a run awaiting task_server's `ask`, whose task goes to input_required:
 //                   the run's error, once the server saw tasks/cancel.
 //
@@ -166,6 +169,18 @@ const scenarios = {
     const end = now() + 5;
     while (!statuses.includes("completed") && now() < end) await new Promise((r) => setTimeout(r, 50));
     return { progress, statuses, stdout: result?.structuredContent?.stdout ?? null };
+  },
+  async "end-session"(client) {
+    const code = "try:\n    await slow({'seconds': 30})\nfinally:\n    await echo({'text': 'after-cancel'})";
+    const messages = stream(client, code);
+    const first = await messages.next();
+    await journalShows("call slow");
+    const started = now();
+    await transport.terminateSession();
+    const upstream = await journalShows("cancelled ", 10);
+    // Give a surviving sandbox time to reach `finally`.
+    await new Promise((r) => setTimeout(r, 1000));
+    return { first: first.value.type, upstream_cancelled_s: upstream - started };
   },
   async "asks-input"(client) {
     const result = await run(client, "print(await ask({'text': 'which one?'}))", { timeout: 120000 });
