@@ -176,11 +176,13 @@ impl CodeModeServer {
         }
     }
 
-    /// A clone that does not keep the session alive (`_session_end`): what a task
-    /// layer keeps, so that the tasks of an ended session are cancelled.
+    /// A clone that does not keep the session alive (`_session_end`) or its seat under the
+    /// session cap: what a task layer keeps, so that the tasks of an ended session are
+    /// cancelled and its seat freed.
     pub(crate) fn detached(&self) -> Self {
         Self {
             _session_end: None,
+            session: self.session.unseat(),
             ..self.clone()
         }
     }

@@ -34,6 +34,15 @@ pub struct Session {
 }
 
 impl Session {
+    /// The same session without its seat: what a task layer keeps, so that the seat is
+    /// freed when the session's own service ends.
+    pub(crate) fn unseat(&self) -> Self {
+        Self {
+            _seat: None,
+            ..self.clone()
+        }
+    }
+
     /// A session with `runs` run slots, outside any cap (stdio's one session).
     pub fn unseated(runs: usize) -> Self {
         Self {
