@@ -16,7 +16,9 @@ use serde_json::Value;
 use super::refusal::{CallError, Refusal};
 use super::{Bridge, CallBudget};
 use crate::governance::approval::{Answer, ApprovalRequest, Approver, NOBODY_TO_ASK};
-use crate::governance::audit::{Approval, AuditLog, CallRecord, Decision, Record, Verdict};
+use crate::governance::audit::{
+    Approval, AuditLog, CallRecord, Decision, RUN_ENDED, Record, Verdict,
+};
 
 /// The governance side of one run's [`CallBudget`]: the run's identity in the audit log
 /// and who approves the calls that need it.
@@ -80,6 +82,66 @@ pub(super) struct CallTrace {
     pub(super) approval: Option<Approval>,
     /// Bytes of the result's text and its `isError`, when the server answered.
     pub(super) result: Option<(usize, bool)>,
+    /// When a person was asked, while no answer has come.
+    pub(super) asking: Option<Instant>,
+}
+
+/// One call's audit record in the making. [`Bridge::call`] writes it when the call is over;
+/// when the run ends first and the call's future is dropped, `Drop` writes it: `reason`
+/// [`RUN_ENDED`], and an approval still waiting for its answer as [`Decision::Unanswered`].
+struct PendingRecord<'a> {
+    /// The log, until the record is written.
+    log: Option<Arc<AuditLog>>,
+    budget: &'a CallBudget,
+    py_name: &'a str,
+    args: &'a Value,
+    seq: u32,
+    started: Instant,
+    trace: CallTrace,
+}
+
+impl PendingRecord<'_> {
+    fn record(&self, log: &AuditLog, reason: Option<String>) -> Record {
+        let (server, tool) = match &self.trace.target {
+            Some((server, tool)) => (Some(server.clone()), tool.clone()),
+            None => (None, self.py_name.to_owned()),
+        };
+        let approval = match (self.trace.asking, &self.trace.approval) {
+            (Some(asked), _) => Some(Approval {
+                decision: Decision::Unanswered,
+                wait_ms: millis(asked),
+            }),
+            (None, approval) => approval.clone(),
+        };
+        Record::Call(CallRecord {
+            run: self.budget.tag.run.clone(),
+            session: self.budget.tag.session.clone(),
+            seq: self.seq,
+            server,
+            tool,
+            args: log.args_field(self.args),
+            verdict: if self.trace.sent {
+                Verdict::Sent
+            } else {
+                Verdict::Refused
+            },
+            reason,
+            approval,
+            duration_ms: millis(self.started),
+            result_bytes: self.trace.result.map(|(bytes, _)| bytes),
+            is_error: self.trace.result.map(|(_, is_error)| is_error),
+        })
+    }
+}
+
+impl Drop for PendingRecord<'_> {
+    fn drop(&mut self) {
+        if let Some(log) = self.log.take() {
+            let record = self.record(&log, Some(RUN_ENDED.to_owned()));
+            // A failure is remembered by the log and fails the run when it is required.
+            let _ = log.write(&record);
+        }
+    }
 }
 
 impl Bridge {
@@ -95,39 +157,30 @@ impl Bridge {
         py_name: &str,
         args: &Value,
     ) -> Result<String, CallError> {
-        let started = Instant::now();
         let seq = budget.tag.seq.fetch_add(1, Ordering::SeqCst) + 1;
-        let mut trace = CallTrace::default();
-        let outcome = self.check_and_send(budget, py_name, args, &mut trace).await;
-        let Some(log) = self.audit() else {
+        // Written when the call is over, or, when the run ends first (its deadline, a
+        // cancel) and this future is dropped, by the guard's `Drop`.
+        let mut pending = PendingRecord {
+            log: self.audit().cloned(),
+            budget,
+            py_name,
+            args,
+            seq,
+            started: Instant::now(),
+            trace: CallTrace::default(),
+        };
+        let outcome = self
+            .check_and_send(budget, py_name, args, &mut pending.trace)
+            .await;
+        let Some(log) = pending.log.take() else {
             return outcome;
         };
-        let (server, tool) = match trace.target {
-            Some((server, tool)) => (Some(server), tool),
-            None => (None, py_name.to_owned()),
+        let reason = match &outcome {
+            Err(e @ CallError::Refused(_)) => Some(e.message()),
+            Err(e @ CallError::HostFault(_)) => Some(e.message()),
+            Ok(_) | Err(CallError::ToolFailed(_)) => None,
         };
-        let record = Record::Call(CallRecord {
-            run: budget.tag.run.clone(),
-            session: budget.tag.session.clone(),
-            seq,
-            server,
-            tool,
-            args: log.args_field(args),
-            verdict: if trace.sent {
-                Verdict::Sent
-            } else {
-                Verdict::Refused
-            },
-            reason: match &outcome {
-                Err(e @ CallError::Refused(_)) => Some(e.message()),
-                Err(e @ CallError::HostFault(_)) => Some(e.message()),
-                Ok(_) | Err(CallError::ToolFailed(_)) => None,
-            },
-            approval: trace.approval,
-            duration_ms: millis(started),
-            result_bytes: trace.result.map(|(bytes, _)| bytes),
-            is_error: trace.result.map(|(_, is_error)| is_error),
-        });
+        let record = pending.record(&log, reason);
         match log.write(&record) {
             Err(e) if log.required() => Err(CallError::Refused(Refusal::AuditFailed {
                 tool: py_name.to_owned(),
@@ -148,6 +201,7 @@ impl Bridge {
         trace: &mut CallTrace,
     ) -> Result<(), CallError> {
         let asked = Instant::now();
+        trace.asking = Some(asked);
         let answer = match &budget.tag.approver {
             Some(approver) => {
                 approver
@@ -175,6 +229,7 @@ impl Bridge {
                 Err(CallError::Refused(Refusal::NotApproved { why })),
             ),
         };
+        trace.asking = None;
         trace.approval = Some(Approval {
             decision,
             wait_ms: millis(asked),

@@ -6,9 +6,14 @@
 //! schema, the call budget, the private-data rule), so nobody is asked about a call that
 //! would be refused anyway; the run's deadline keeps running while the person decides.
 
+use std::sync::Arc;
+
 use futures::future::BoxFuture;
-use rmcp::model::{ElicitRequestParams, ElicitationAction, ElicitationSchema};
-use rmcp::service::{ElicitationMode, Peer, RoleServer};
+use rmcp::model::{
+    CancelledNotificationParam, ClientResult, ElicitRequest, ElicitRequestParams,
+    ElicitationAction, ElicitationSchema, MetaObject, RequestId, RequestMetaObject, ServerRequest,
+};
+use rmcp::service::{ElicitationMode, Peer, PeerRequestOptions, RoleServer};
 use serde_json::Value;
 
 use crate::sandbox::escape_controls;
@@ -68,22 +73,69 @@ pub trait Approver: Send + Sync + std::fmt::Debug {
 pub(crate) const NOBODY_TO_ASK: &str = "needs a person's approval (--approve), and this run has no MCP client to ask (exec, or run_python called as a task); the call was not sent";
 
 /// The MCP client of one `run_python` request, asked with `elicitation/create`.
-#[derive(Clone, Debug)]
+///
+/// A request still unanswered when the run ends (its deadline, a cancel) is withdrawn with
+/// `notifications/cancelled` (spec 2025-06-18 "Cancellation"), so the client can take the
+/// question off the screen; the call is never sent.
+#[derive(Clone)]
 pub(crate) struct ElicitingClient {
     peer: Peer<RoleServer>,
+    related_task: Option<String>,
+    waiting: Option<Arc<dyn Fn(bool) + Send + Sync>>,
+}
+
+impl std::fmt::Debug for ElicitingClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ElicitingClient")
+            .field("related_task", &self.related_task)
+            .finish_non_exhaustive()
+    }
 }
 
 impl ElicitingClient {
     /// Ask through this peer (the request context's).
     pub(crate) fn new(peer: Peer<RoleServer>) -> Self {
-        Self { peer }
+        Self {
+            peer,
+            related_task: None,
+            waiting: None,
+        }
     }
 }
 
+/// Calls `waiting(false)` and withdraws the request when dropped before it is answered.
+struct Pending {
+    peer: Peer<RoleServer>,
+    id: Option<RequestId>,
+    waiting: Option<Arc<dyn Fn(bool) + Send + Sync>>,
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        if let Some(waiting) = self.waiting.take() {
+            waiting(false);
+        }
+        let Some(id) = self.id.take() else {
+            return;
+        };
+        let peer = self.peer.clone();
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let cancelled = CancelledNotificationParam::new(Some(id), Some(WITHDRAWN.into()));
+                let _ = peer.notify_cancelled(cancelled).await;
+            });
+        }
+    }
+}
+
+/// The `reason` of the `notifications/cancelled` that withdraws an unanswered request.
+pub(crate) const WITHDRAWN: &str = "the run ended before anyone answered; the call was not sent";
+
 impl Approver for ElicitingClient {
     fn approve(&self, request: ApprovalRequest) -> BoxFuture<'static, Answer> {
-        let peer = self.peer.clone();
+        let this = self.clone();
         Box::pin(async move {
+            let peer = &this.peer;
             if !peer
                 .supported_elicitation_modes()
                 .contains(&ElicitationMode::Form)
@@ -100,13 +152,53 @@ impl Approver for ElicitingClient {
                 message: request.message(),
                 requested_schema: schema,
             };
-            match peer.create_elicitation(params).await {
-                Ok(result) => match result.action {
+            let mut options = PeerRequestOptions::no_options();
+            options.meta = this.related_task.as_ref().map(|task_id| {
+                let mut meta = serde_json::Map::new();
+                meta.insert(
+                    crate::mcp_tasks::RELATED_TASK_META_KEY.into(),
+                    serde_json::json!({ "taskId": task_id }),
+                );
+                RequestMetaObject(MetaObject(meta))
+            });
+            let mut pending = Pending {
+                peer: peer.clone(),
+                id: None,
+                waiting: this.waiting.clone(),
+            };
+            if let Some(waiting) = &pending.waiting {
+                waiting(true);
+            }
+            let sent = peer
+                .send_request_with_option(
+                    ServerRequest::ElicitRequest(ElicitRequest::new(params)),
+                    options,
+                )
+                .await;
+            let answer = match sent {
+                Ok(handle) => {
+                    pending.id = Some(handle.id.clone());
+                    let answer = handle.await_response().await;
+                    pending.id = None;
+                    answer
+                }
+                Err(e) => Err(e),
+            };
+            drop(pending);
+            match answer {
+                Ok(ClientResult::ElicitResult(result)) => match result.action {
                     ElicitationAction::Accept => Answer::Accept,
                     ElicitationAction::Decline => Answer::Decline,
                     // Cancel, and any action a later protocol adds: not an acceptance.
                     _ => Answer::Cancel,
                 },
+                Ok(other) => {
+                    tracing::warn!("elicitation/create was answered with {other:?}");
+                    Answer::Unavailable(format!(
+                        "{} needs a person's approval (--approve), and the MCP client's answer was not an elicitation result; the call was not sent",
+                        request.tool
+                    ))
+                }
                 Err(e) => {
                     tracing::warn!("elicitation/create failed: {e}");
                     Answer::Unavailable(format!(

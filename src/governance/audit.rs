@@ -33,6 +33,12 @@ pub(crate) const SCHEMA_VERSION: u32 = 1;
 /// (arguments and code can hold secrets).
 pub(crate) const FILE_MODE: u32 = 0o600;
 
+/// The `reason` of a call record whose call the run's end cut short (its deadline, a
+/// cancel): written when the call's future is dropped, after an approval left unanswered
+/// or while the server had not answered.
+pub(crate) const RUN_ENDED: &str =
+    "the run ended (its deadline, a cancel or a stop) before this call was over";
+
 /// How a call's arguments are recorded (`--audit-args`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -335,6 +341,9 @@ pub enum Decision {
     /// Nobody could be asked: the client did not declare the elicitation capability, or
     /// there is no client (`exec`), or the request failed; the reason is the call's.
     Unavailable,
+    /// The run ended (its deadline, a cancel) while the person had not answered; the
+    /// request was withdrawn and the call never sent.
+    Unanswered,
 }
 
 /// The approval step of a call that needed one.

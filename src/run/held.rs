@@ -412,6 +412,12 @@ async fn serve_cell(
         }
     };
     calls.abort_all();
+    // The aborted calls' futures are dropped before the run ends, so the audit records of
+    // calls cut short come before its run_end (bridge::governed).
+    let _ = tokio::time::timeout(Duration::from_secs(1), async {
+        while calls.join_next().await.is_some() {}
+    })
+    .await;
     outcome
 }
 

@@ -1,8 +1,9 @@
 //! Governance end to end: approval through MCP elicitation (a Python SDK client that
-//! accepts, declines, cancels, or declares no elicitation capability), read-only mode on
-//! annotated tools, the audit log of a run (sent, refused and approved calls), a run replayed
-//! from its log, a log that survives a SIGKILLed `serve`, and `--audit-required` failing
-//! closed on a full disk.
+//! accepts, declines, cancels, never answers before the deadline, or declares no elicitation
+//! capability), the stubs of tools that ask first, read-only mode on annotated tools, the
+//! audit log of a run (sent, refused and approved calls), `--audit-args` and `--audit-code`,
+//! a run replayed from its log, a log that survives a SIGKILLed `serve`, and
+//! `--audit-required` failing closed on a full disk.
 //!
 //! The wrapped server is `scripted_server` on `tests/scenarios/annotated.json`, whose `log`
 //! records every message it receives: a call that was never sent is absent from it.
@@ -27,6 +28,12 @@ struct Fixture {
 }
 
 impl Fixture {
+    /// A fresh fixture when the native backend and the Python SDK client can run here
+    /// (else the test is skipped).
+    fn ready() -> Option<Self> {
+        native_client_ready().then(Self::new)
+    }
+
     fn new() -> Self {
         let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/scenarios/annotated.json");
         let mut scenario: Value =
@@ -81,6 +88,27 @@ impl Fixture {
     fn records(&self) -> Vec<Value> {
         records(&self.audit)
     }
+
+    /// The approving client in `mode` runs `code` once through
+    /// `serve ARGS… --audit AUDIT -- scripted_server annotated.json`.
+    fn run_approved(&self, mode: &str, code: &str, args: &[&str]) -> Value {
+        let audit = self.audit.display().to_string();
+        let mut args = args.to_vec();
+        args.extend(["--audit", &audit]);
+        approving_client(mode, code, &self.serve(&args))
+    }
+
+    /// `exec ARGS… CODE -- scripted_server annotated.json`.
+    fn exec(&self, code: &str, args: &[&str]) -> super::common::Exec {
+        exec_with(
+            code,
+            ExecOptions {
+                args: args.iter().map(|a| a.to_string()).collect(),
+                server: self.server(),
+                ..Default::default()
+            },
+        )
+    }
 }
 
 fn records(path: &Path) -> Vec<Value> {
@@ -129,16 +157,8 @@ fn printed(reply: &Value) -> String {
 
 #[test]
 fn approval_accepted_sends_the_call_after_asking_with_server_tool_and_arguments() {
-    if !native_client_ready() {
-        return;
-    }
-    let f = Fixture::new();
-    let audit = f.audit.display().to_string();
-    let reply = approving_client(
-        "accept",
-        WRITE,
-        &f.serve(&["--approve", "write_note", "--audit", &audit]),
-    );
+    let Some(f) = Fixture::ready() else { return };
+    let reply = f.run_approved("accept", WRITE, &["--approve", "write_note"]);
     assert_eq!(printed(&reply), "done\n", "{reply}");
     let asked = reply["asked"].as_array().unwrap();
     assert_eq!(asked.len(), 1, "{reply}");
@@ -162,13 +182,8 @@ fn approval_accepted_sends_the_call_after_asking_with_server_tool_and_arguments(
 }
 
 fn refused_after_asking(mode: &str, decision: &str) {
-    let f = Fixture::new();
-    let audit = f.audit.display().to_string();
-    let reply = approving_client(
-        mode,
-        WRITE,
-        &f.serve(&["--approve", "write_note", "--audit", &audit]),
-    );
+    let Some(f) = Fixture::ready() else { return };
+    let reply = f.run_approved(mode, WRITE, &["--approve", "write_note"]);
     assert_eq!(
         printed(&reply),
         "ToolError: declined by the user\n",
@@ -189,30 +204,18 @@ fn refused_after_asking(mode: &str, decision: &str) {
 
 #[test]
 fn approval_declined_raises_declined_by_the_user_and_sends_nothing() {
-    if native_client_ready() {
-        refused_after_asking("decline", "declined");
-    }
+    refused_after_asking("decline", "declined");
 }
 
 #[test]
 fn approval_cancelled_raises_declined_by_the_user_and_sends_nothing() {
-    if native_client_ready() {
-        refused_after_asking("cancel", "cancelled");
-    }
+    refused_after_asking("cancel", "cancelled");
 }
 
 #[test]
 fn approval_without_the_elicitation_capability_is_refused_saying_so_and_never_sent() {
-    if !native_client_ready() {
-        return;
-    }
-    let f = Fixture::new();
-    let audit = f.audit.display().to_string();
-    let reply = approving_client(
-        "none",
-        WRITE,
-        &f.serve(&["--approve", "write_note", "--audit", &audit]),
-    );
+    let Some(f) = Fixture::ready() else { return };
+    let reply = f.run_approved("none", WRITE, &["--approve", "write_note"]);
     let out = printed(&reply);
     assert!(
         out.starts_with("ToolError:") && out.contains("did not declare the elicitation capability"),
@@ -228,15 +231,12 @@ fn approval_without_the_elicitation_capability_is_refused_saying_so_and_never_se
 
 #[test]
 fn approval_is_not_asked_for_a_call_the_budget_refuses() {
-    if !native_client_ready() {
-        return;
-    }
-    let f = Fixture::new();
+    let Some(f) = Fixture::ready() else { return };
     let code = "await read_note({'id': 1})\ntry:\n    await write_note({'id': 1})\nexcept ToolError as e:\n    print('ToolError:', e)";
-    let reply = approving_client(
+    let reply = f.run_approved(
         "accept",
         code,
-        &f.serve(&["--approve", "write_note", "--max-calls", "1"]),
+        &["--approve", "write_note", "--max-calls", "1"],
     );
     assert!(
         printed(&reply).contains("budget of 1 tool calls is spent"),
@@ -248,12 +248,9 @@ fn approval_is_not_asked_for_a_call_the_budget_refuses() {
 
 #[test]
 fn approval_of_destructive_tools_asks_for_every_tool_not_annotated_read_only() {
-    if !native_client_ready() {
-        return;
-    }
-    let f = Fixture::new();
+    let Some(f) = Fixture::ready() else { return };
     let code = "print(await read_note({'id': 1}))\nprint(await delete_note({'id': 1}))\nprint(await unannotated({}))";
-    let reply = approving_client("accept", code, &f.serve(&["--approve-destructive"]));
+    let reply = f.run_approved("accept", code, &["--approve-destructive"]);
     assert_eq!(printed(&reply), "done\ndone\ndone\n", "{reply}");
     let asked: Vec<&str> = reply["asked"]
         .as_array()
@@ -266,13 +263,76 @@ fn approval_of_destructive_tools_asks_for_every_tool_not_annotated_read_only() {
 }
 
 #[test]
+fn approval_still_pending_at_the_deadline_ends_the_run_withdraws_the_question_and_is_audited() {
+    let Some(f) = Fixture::ready() else { return };
+    let code = format!("print('asking')\n{WRITE}");
+    let reply = f.run_approved(
+        "wait",
+        &code,
+        &["--approve", "write_note", "--deadline", "3"],
+    );
+    let result = &reply["structured"];
+    assert_eq!(result["stopped"], true, "{reply}");
+    assert!(
+        result["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("deadline"),
+        "{reply}"
+    );
+    assert_eq!(printed(&reply), "asking\n", "{reply}");
+    assert_eq!(reply["asked"].as_array().unwrap().len(), 1, "{reply}");
+    assert_eq!(
+        reply["withdrawn"], true,
+        "the question was left open: {reply}"
+    );
+    assert!(f.calls_received().is_empty(), "{:?}", f.calls_received());
+    let records = f.records();
+    let kinds: Vec<&str> = records
+        .iter()
+        .map(|r| r["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["run_start", "call", "run_end"], "{records:?}");
+    let call = &records[1];
+    assert_eq!(call["verdict"], "refused", "{call}");
+    assert_eq!(
+        call["reason"],
+        "the run ended (its deadline, a cancel or a stop) before this call was over",
+        "{call}"
+    );
+    assert_eq!(call["approval"]["decision"], "unanswered", "{call}");
+    assert_eq!(records[2]["outcome"], "stopped");
+}
+
+#[test]
+fn approval_is_marked_in_the_stub_and_tools_entry_of_each_tool_that_asks_first() {
+    let Some(f) = Fixture::ready() else { return };
+    let reply = f.run_approved(
+        "none",
+        "print(TOOLS['write_note'])\nprint('--')\nprint(TOOLS['read_note'])",
+        &["--approve", "write_note"],
+    );
+    let out = printed(&reply);
+    let (write, read) = out.split_once("--").unwrap();
+    assert!(write.contains("[asks first]"), "{out}");
+    assert!(!read.contains("[asks first]"), "{out}");
+    let description = reply["description"].as_str().unwrap();
+    let stub = description
+        .split("async def ")
+        .find(|s| s.starts_with("write_note("))
+        .unwrap();
+    assert!(stub.contains("[asks first]"), "{description}");
+    assert_eq!(
+        description.matches("[asks first]").count(),
+        1,
+        "{description}"
+    );
+}
+
+#[test]
 fn read_only_mode_keeps_only_tools_annotated_read_only_and_says_how_many_it_hid() {
-    if !native_client_ready() {
-        return;
-    }
-    let f = Fixture::new();
-    let code = "print(sorted(TOOLS))";
-    let reply = approving_client("none", code, &f.serve(&["--read-only"]));
+    let Some(f) = Fixture::ready() else { return };
+    let reply = f.run_approved("none", "print(sorted(TOOLS))", &["--read-only"]);
     assert_eq!(printed(&reply), "['read_note']\n", "{reply}");
     let description = reply["description"].as_str().unwrap();
     assert!(
@@ -285,17 +345,10 @@ fn read_only_mode_keeps_only_tools_annotated_read_only_and_says_how_many_it_hid(
 
 #[test]
 fn read_only_mode_refuses_a_hidden_tool_before_it_is_sent() {
-    if !native_client_ready() {
-        return;
-    }
-    let f = Fixture::new();
-    let run = exec_with(
+    let Some(f) = Fixture::ready() else { return };
+    let run = f.exec(
         "try:\n    await globals()['delete_note']({'id': 1})\nexcept KeyError:\n    print('absent')",
-        ExecOptions {
-            args: vec!["--read-only".into()],
-            server: f.server(),
-            ..Default::default()
-        },
+        &["--read-only"],
     );
     assert_eq!(run.printed(), "absent\n", "{run:?}");
     assert!(f.calls_received().is_empty());
@@ -307,16 +360,8 @@ const MIXED: &str = "print(await read_note({'id': 7}))\ntry:\n    await read_not
 
 #[test]
 fn audit_records_a_run_with_sent_refused_and_approved_calls() {
-    if !native_client_ready() {
-        return;
-    }
-    let f = Fixture::new();
-    let audit = f.audit.display().to_string();
-    let reply = approving_client(
-        "accept",
-        MIXED,
-        &f.serve(&["--approve", "write_note", "--audit", &audit]),
-    );
+    let Some(f) = Fixture::ready() else { return };
+    let reply = f.run_approved("accept", MIXED, &["--approve", "write_note"]);
     assert_eq!(printed(&reply), "done\nrefused\nrefused\ndone\n", "{reply}");
     use std::os::unix::fs::MetadataExt;
     assert_eq!(std::fs::metadata(&f.audit).unwrap().mode() & 0o777, 0o600);
@@ -409,21 +454,9 @@ fn call_trace(records: &[Value]) -> Vec<(Value, Value, Value, Value)> {
 
 #[test]
 fn audit_log_replays_a_run_from_its_recorded_code_with_the_same_calls() {
-    if !native_client_ready() {
-        return;
-    }
-    let f = Fixture::new();
+    let Some(f) = Fixture::ready() else { return };
     let code = "for i in range(3):\n    print(await read_note({'id': i}))\ntry:\n    await write_note({'id': 'x'})\nexcept ToolError:\n    print('refused')";
-    let exec = |audit: &Path, code: &str| {
-        exec_with(
-            code,
-            ExecOptions {
-                args: vec!["--audit".into(), audit.display().to_string()],
-                server: f.server(),
-                ..Default::default()
-            },
-        )
-    };
+    let exec = |audit: &Path, code: &str| f.exec(code, &["--audit", &audit.display().to_string()]);
     let first = exec(&f.audit, code);
     assert_eq!(first.printed(), "done\ndone\ndone\nrefused\n", "{first:?}");
     let original = f.records();
@@ -451,10 +484,7 @@ fn send(stdin: &mut impl Write, message: Value) {
 
 #[test]
 fn audit_log_survives_a_serve_killed_mid_run_every_complete_record_parses() {
-    if !native_client_ready() {
-        return;
-    }
-    let f = Fixture::new();
+    let Some(f) = Fixture::ready() else { return };
     let audit = f.audit.display().to_string();
     let command = f.serve(&["--audit", &audit, "--audit-args", "full"]);
     let mut child = Command::new(&command[0])
@@ -509,14 +539,7 @@ fn audit_log_survives_a_serve_killed_mid_run_every_complete_record_parses() {
     assert_eq!(before[0]["kind"], "run_start");
     assert!(of_kind(&before, "run_end").is_empty());
     // The next process appends after whatever was torn, on a line of its own.
-    let run = exec_with(
-        "print(await read_note({'id': 1}))",
-        ExecOptions {
-            args: vec!["--audit".into(), audit.clone()],
-            server: f.server(),
-            ..Default::default()
-        },
-    );
+    let run = f.exec("print(await read_note({'id': 1}))", &["--audit", &audit]);
     assert_eq!(run.printed(), "done\n", "{run:?}");
     let after = f.records();
     assert_eq!(
@@ -529,23 +552,9 @@ fn audit_log_survives_a_serve_killed_mid_run_every_complete_record_parses() {
 
 #[test]
 fn audit_required_fails_closed_on_a_full_disk_and_sends_nothing() {
-    if !native_client_ready() {
-        return;
-    }
-    let f = Fixture::new();
-    let run = |extra: &[&str]| {
-        let mut args = vec!["--audit".to_owned(), "/dev/full".to_owned()];
-        args.extend(extra.iter().map(|a| a.to_string()));
-        exec_with(
-            "print(await read_note({'id': 1}))",
-            ExecOptions {
-                args,
-                server: f.server(),
-                ..Default::default()
-            },
-        )
-    };
-    let required = run(&["--audit-required"]);
+    let Some(f) = Fixture::ready() else { return };
+    let code = "print(await read_note({'id': 1}))";
+    let required = f.exec(code, &["--audit", "/dev/full", "--audit-required"]);
     assert!(required.stopped(), "{required:?}");
     assert!(
         required.error().contains("/dev/full") && required.error().contains("--audit-required"),
@@ -553,7 +562,7 @@ fn audit_required_fails_closed_on_a_full_disk_and_sends_nothing() {
     );
     assert!(f.calls_received().is_empty(), "{:?}", f.calls_received());
     // Without --audit-required the failure is reported and the run goes on.
-    let lenient = run(&[]);
+    let lenient = f.exec(code, &["--audit", "/dev/full"]);
     assert_eq!(lenient.printed(), "done\n", "{lenient:?}");
     assert!(
         lenient.stderr.contains("No space left on device"),
@@ -563,26 +572,48 @@ fn audit_required_fails_closed_on_a_full_disk_and_sends_nothing() {
 }
 
 #[test]
+fn audit_args_full_or_off_and_audit_code_off_shape_the_records() {
+    let Some(f) = Fixture::ready() else { return };
+    let code = "print(await read_note({'id': 3}))";
+    let audit = f.audit.display().to_string();
+    let full = f.exec(
+        code,
+        &[
+            "--audit",
+            &audit,
+            "--audit-args",
+            "full",
+            "--audit-code",
+            "off",
+        ],
+    );
+    assert_eq!(full.printed(), "done\n", "{full:?}");
+    let records = f.records();
+    let start = of_kind(&records, "run_start")[0];
+    assert!(start.get("code").is_none(), "{start}");
+    assert_eq!(start["code_sha256"], sha256_hex(code.as_bytes()));
+    assert_eq!(of_kind(&records, "call")[0]["args"], json!({"id": 3}));
+    std::fs::remove_file(&f.audit).unwrap();
+    let off = f.exec(code, &["--audit", &audit, "--audit-args", "off"]);
+    assert_eq!(off.printed(), "done\n", "{off:?}");
+    let records = f.records();
+    assert_eq!(of_kind(&records, "run_start")[0]["code"], code);
+    let call = of_kind(&records, "call")[0];
+    assert!(call.get("args").is_none(), "{call}");
+    assert_eq!(call["verdict"], "sent", "{call}");
+}
+
+#[test]
 fn audit_log_that_cannot_be_opened_stops_startup() {
     let f = Fixture::new();
-    let run = exec_with(
-        "print(1)",
-        ExecOptions {
-            args: vec!["--audit".into(), "/nonexistent-dir/audit.jsonl".into()],
-            server: f.server(),
-            ..Default::default()
-        },
-    );
+    let run = f.exec("print(1)", &["--audit", "/nonexistent-dir/audit.jsonl"]);
     assert_eq!(run.code, 2, "{run:?}");
     assert!(run.stderr.contains("cannot be opened"), "{run:?}");
 }
 
 #[test]
 fn a_config_file_sets_read_only_and_approval_per_server_and_the_audit_log() {
-    if !native_client_ready() {
-        return;
-    }
-    let f = Fixture::new();
+    let Some(f) = Fixture::ready() else { return };
     let server = f.server();
     let config = json!({
         "audit": {"file": "config-audit.jsonl", "args": "full"},

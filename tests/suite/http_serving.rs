@@ -6,8 +6,8 @@
 //! - requests without the right bearer token get 401 with a challenge; a public address
 //!   without a token, or a short token, is refused at startup;
 //! - a foreign `Origin` gets 403; an allowed one passes;
-//! - two sessions in one process each have their own private-data taint, and their own
-//!   run slots;
+//! - two sessions in one process each have their own private-data taint, their own run
+//!   slots, and their own session id in the audit log;
 //! - the session cap answers 503 past it, and a closed session frees its seat;
 //! - an idle session expires (404 after), and frees its seat;
 //! - a body over the cap gets 413;
@@ -494,6 +494,48 @@ fn two_sessions_in_one_process_each_have_their_own_taint() {
         "{out}"
     );
     assert_eq!(out["b_add"], "{\"sum\": 3}\n", "{out}");
+}
+
+#[test]
+fn each_http_session_has_its_own_session_id_in_the_audit_log() {
+    if !native_client_ready() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let audit = dir.path().join("audit.jsonl");
+    let audit_arg = audit.display().to_string();
+    let served = Served::start(&["--private", "secret", "--audit", &audit_arg], None);
+    // Session A runs `secret` then `add`; session B runs `add`.
+    let out = served.client("taint", &[]);
+    assert_eq!(out["a_secret"], "s3cr3t\n", "{out}");
+    let records: Vec<Value> = std::fs::read_to_string(&audit)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let starts: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["kind"] == "run_start")
+        .collect();
+    let session_of = |code: &str| {
+        starts
+            .iter()
+            .filter(|r| r["code"].as_str().unwrap_or_default().contains(code))
+            .map(|r| r["session"].as_str().unwrap().to_owned())
+            .collect::<Vec<_>>()
+    };
+    let secret = session_of("secret");
+    let add = session_of("add(");
+    assert_eq!(secret.len(), 1, "{records:?}");
+    assert_eq!(add.len(), 2, "{records:?}");
+    // A's two runs share its session; B's run has another.
+    assert!(add.contains(&secret[0]), "{records:?}");
+    assert!(add.iter().any(|s| *s != secret[0]), "{records:?}");
+    // Every record of a run carries the session of its run_start.
+    for record in &records {
+        let start = starts.iter().find(|s| s["run"] == record["run"]).unwrap();
+        assert_eq!(record["session"], start["session"], "{record}");
+    }
 }
 
 #[test]

@@ -243,6 +243,7 @@ impl Catalog {
                     input_schema: &schema,
                     output_schema: output.as_ref(),
                     private,
+                    approve,
                 };
                 let entry = CatalogTool {
                     server: index,

@@ -37,7 +37,12 @@ pub(super) struct StubInput<'a> {
     pub output_schema: Option<&'a Value>,
     /// Whether the tool is labelled private.
     pub private: bool,
+    /// Whether each call waits for a person's approval (`--approve`).
+    pub approve: bool,
 }
+
+/// The stub line of a tool whose calls wait for a person's approval.
+pub const ASKS_FIRST_LINE: &str = "[asks first]: each call waits for a person's approval through the MCP client (the run's deadline keeps running); a declined call raises ToolError(\"declined by the user\").";
 
 /// Cut `text` to at most `max` bytes on a character boundary.
 pub(super) fn cut_bytes(text: &str, max: usize) -> &str {
@@ -142,6 +147,11 @@ pub(super) fn stub(input: &StubInput<'_>) -> String {
     if input.private {
         out.push_str("    [private]: its results may hold private data; after calling it only private tools can be called.\n");
     }
+    if input.approve {
+        out.push_str("    ");
+        out.push_str(ASKS_FIRST_LINE);
+        out.push('\n');
+    }
     out.push_str(&super::params::params_block(input.input_schema));
     if let Some(output) = input.output_schema {
         out.push_str("    returns: ");
@@ -161,6 +171,9 @@ pub(super) fn summary(input: &StubInput<'_>) -> String {
     let mut line = format!("{}({})", input.name, names.join(", "));
     if input.private {
         line.push_str(" [private]");
+    }
+    if input.approve {
+        line.push_str(" [asks first]");
     }
     let description = kept_description(input.description);
     if let Some(first) = description.lines().map(str::trim).find(|l| !l.is_empty()) {
@@ -193,6 +206,7 @@ mod tests {
             input_schema: &schema,
             output_schema: None,
             private: false,
+            approve: false,
         };
         assert_eq!(
             stub(&input),
@@ -211,6 +225,7 @@ mod tests {
             input_schema: &schema,
             output_schema: None,
             private: false,
+            approve: false,
         };
         let s = stub(&input);
         assert!(s.len() < MAX_DESCRIPTION_BYTES + 200);
@@ -227,6 +242,7 @@ mod tests {
             input_schema: &schema,
             output_schema: None,
             private: false,
+            approve: false,
         };
         let s = stub(&input);
         assert_eq!(s.matches("\"\"\"").count(), 2, "{s}");
@@ -242,6 +258,7 @@ mod tests {
             input_schema: &schema,
             output_schema: None,
             private: true,
+            approve: false,
         };
         let s = stub(&input);
         assert!(s.contains(r#""from"?: Any"#), "{s}");
@@ -262,6 +279,7 @@ mod tests {
             input_schema: &schema,
             output_schema: Some(&output),
             private: false,
+            approve: false,
         };
         assert!(stub(&input).contains("    returns: JSON {\"sum\": int}\n"));
     }
@@ -278,9 +296,33 @@ mod tests {
             input_schema: &schema,
             output_schema: None,
             private: false,
+            approve: false,
         };
         let s = stub(&input);
         assert!(s.contains("... (450 more)"));
         assert!(s.len() < 2000);
+    }
+
+    #[test]
+    fn a_tool_whose_calls_wait_for_approval_says_so_in_its_stub_and_summary() {
+        let schema = add_schema();
+        let mut input = StubInput {
+            name: "delete",
+            description: Some("Delete a file."),
+            input_schema: &schema,
+            output_schema: None,
+            private: false,
+            approve: true,
+        };
+        let asks = stub(&input);
+        assert!(asks.contains(&format!("    {ASKS_FIRST_LINE}\n")), "{asks}");
+        assert!(
+            asks.contains("ToolError(\"declined by the user\")"),
+            "{asks}"
+        );
+        assert!(summary(&input).starts_with("delete(a, b) [asks first]: "));
+        input.approve = false;
+        assert!(!stub(&input).contains("[asks first]"));
+        assert!(!summary(&input).contains("[asks first]"));
     }
 }
