@@ -42,7 +42,7 @@ pub(super) struct StubInput<'a> {
 }
 
 /// The stub line of a tool whose calls wait for a person's approval.
-pub const ASKS_FIRST_LINE: &str = "[asks first]: each call waits for a person's approval through the MCP client (the run's deadline keeps running); a declined call raises ToolError(\"declined by the user\").";
+pub(crate) const ASKS_FIRST_LINE: &str = "[asks first]: each call waits for a person's approval through the MCP client (the run's deadline keeps running); a declined call raises ToolError(\"declined by the user\").";
 
 /// Cut `text` to at most `max` bytes on a character boundary.
 pub(super) fn cut_bytes(text: &str, max: usize) -> &str {
