@@ -154,16 +154,25 @@ fn a_cancelled_run_cancels_the_task_of_its_wrapped_call() {
     assert!(!journal.contains("finished"), "{journal}");
 }
 
+/// The `gives-up` scenario under serve's `serve_args`: checks the task was cancelled and
+/// returns the run's error and the wrapped server's journal.
+fn given_up(serve_args: &[&str]) -> (String, String) {
+    let (out, journal) = scenario("gives-up", serve_args, Wrapped::TaskServer);
+    assert!(journal.contains("tasks/cancel"), "{out}\n{journal}");
+    (
+        out["error"].as_str().unwrap_or_default().to_owned(),
+        journal,
+    )
+}
+
 #[test]
 fn a_call_timeout_cancels_the_task_of_its_wrapped_call() {
     if !ready() {
         return;
     }
-    let (out, journal) = scenario("gives-up", &["--call-timeout", "2"], Wrapped::TaskServer);
-    let error = out["error"].as_str().unwrap_or_default();
-    assert!(error.contains("did not answer within 2 s"), "{out}");
+    let (error, journal) = given_up(&["--call-timeout", "2"]);
+    assert!(error.contains("did not answer within 2 s"), "{error}");
     assert!(journal.contains("tasks/get"), "polled first: {journal}");
-    assert!(journal.contains("tasks/cancel"), "{journal}");
 }
 
 #[test]
@@ -171,10 +180,8 @@ fn the_run_deadline_cancels_the_task_of_its_wrapped_call() {
     if !ready() {
         return;
     }
-    let (out, journal) = scenario("gives-up", &["--deadline", "3"], Wrapped::TaskServer);
-    let error = out["error"].as_str().unwrap_or_default();
-    assert!(error.contains("deadline"), "{out}");
-    assert!(journal.contains("tasks/cancel"), "{journal}");
+    let (error, _) = given_up(&["--deadline", "3"]);
+    assert!(error.contains("deadline"), "{error}");
 }
 
 #[test]

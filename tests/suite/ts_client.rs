@@ -18,7 +18,7 @@ use serde_json::Value;
 use super::common::{bin, example, native_available, require, target_dir};
 
 /// A directory holding steer.mjs, tasks.mjs, task_server.mjs (and http.mjs, for
-/// tests/suite/http_serving.rs) with the pinned SDK installed beside them; `None` when node
+/// tests/suite/http_serving.rs), with common.mjs they share and the pinned SDK installed beside them; `None` when node
 /// or npm is missing or the install failed.
 pub(super) fn client_dir() -> Option<PathBuf> {
     static DIR: OnceLock<Option<PathBuf>> = OnceLock::new();
@@ -28,6 +28,7 @@ pub(super) fn client_dir() -> Option<PathBuf> {
         let files = [
             "package.json",
             "package-lock.json",
+            "common.mjs",
             "steer.mjs",
             "http.mjs",
             "tasks.mjs",

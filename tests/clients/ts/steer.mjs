@@ -14,52 +14,18 @@
 //   leave     start a run that starts a child (its command line names JOURNAL's directory),
 //             calls `echo`, then sleeps 60 s; close the client once the call reached the
 //             server; serve's pid and how long closing took (the SDK waits for the exit).
-import { readFileSync } from "node:fs";
 import { basename, dirname } from "node:path";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { cancelMidCall, journalShows as shows, now, run } from "./common.mjs";
 
 const sep = process.argv.indexOf("--");
 const [scenario, journal] = process.argv.slice(2, sep);
 const command = process.argv.slice(sep + 1);
-const now = () => performance.now() / 1000;
-
-async function journalShows(text, within = 60, count = 1) {
-  const end = now() + within;
-  while (now() < end) {
-    try {
-      if (readFileSync(journal, "utf8").split(text).length > count) return;
-    } catch {}
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`the journal never showed ${text}`);
-}
-
-const run = (client, code, options = {}) =>
-  client.callTool({ name: "run_python", arguments: { code } }, undefined, options);
+const journalShows = (text, within, count) => shows(journal, text, within, count);
 
 const scenarios = {
-  async cancel(client) {
-    const controller = new AbortController();
-    const pending = run(client, "await slow({'seconds': 30})\nawait echo({'text': 'after-cancel'})", {
-      signal: controller.signal,
-    }).then(
-      () => "answered",
-      (e) => `rejected: ${e.name}`,
-    );
-    await journalShows("call slow");
-    const started = now();
-    controller.abort("the user changed their mind");
-    const outcome = await pending;
-    const cancelled = now();
-    const next = await run(client, "print('next')");
-    return {
-      outcome,
-      cancel_returned_s: cancelled - started,
-      next_stdout: next.structuredContent.stdout,
-      next_after_cancel_s: now() - cancelled,
-    };
-  },
+  cancel: (client) => cancelMidCall(client, journal),
   async progress(client) {
     const seen = [];
     const start = now();

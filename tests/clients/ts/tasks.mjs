@@ -29,30 +29,16 @@
 //
 // SERVE_COMMAND may instead be one http:// URL of a running `serve --http` (JOURNAL is then
 // the journal of the server it wraps).
-import { readFileSync } from "node:fs";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { CallToolResultSchema, TaskStatusNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
+import { abortOnceReached, journalShows as shows, now, run } from "./common.mjs";
 
 const sep = process.argv.indexOf("--");
 const [scenario, journal] = process.argv.slice(2, sep);
 const command = process.argv.slice(sep + 1);
-const now = () => performance.now() / 1000;
-
-async function journalShows(text, within = 60) {
-  const end = now() + within;
-  while (now() < end) {
-    try {
-      if (readFileSync(journal, "utf8").includes(text)) return now();
-    } catch {}
-    await new Promise((r) => setTimeout(r, 20));
-  }
-  throw new Error(`the journal never showed ${text}`);
-}
-
-const run = (client, code, options = {}) =>
-  client.callTool({ name: "run_python", arguments: { code } }, undefined, options);
+const journalShows = (text, within) => shows(journal, text, within);
 
 const stream = (client, code) =>
   client.experimental.tasks.callToolStream(
@@ -135,17 +121,8 @@ const scenarios = {
     return { stdout: result.structuredContent.stdout, error: result.structuredContent.error };
   },
   async "abort-required"(client) {
-    const controller = new AbortController();
-    const pending = run(client, "await research({'text': 'slow', 'seconds': 30})", {
-      signal: controller.signal,
-    }).then(
-      () => "answered",
-      (e) => `rejected: ${e.name}`,
-    );
-    await journalShows("tools/call research task");
-    const started = now();
-    controller.abort("the user changed their mind");
-    const outcome = await pending;
+    const code = "await research({'text': 'slow', 'seconds': 30})";
+    const { outcome, started } = await abortOnceReached(client, journal, code, "tools/call research task");
     const seen = await journalShows("tasks/cancel");
     await journalShows("cancelled ");
     return { outcome, cancel_reached_server_s: seen - started };
