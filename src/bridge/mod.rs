@@ -23,7 +23,7 @@ pub(crate) use governed::millis;
 pub use catalog::names::python_name;
 pub use catalog::{Catalog, CatalogError, Selection, ServerTools};
 pub use refusal::{CallError, Refusal};
-pub use upstream::{DEFAULT_ENV, RESTART_COOLDOWN, ServerSpec};
+pub use upstream::{DEFAULT_ENV, RESTART_COOLDOWN, RemoteSpec, RemoteTransport, ServerSpec};
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};

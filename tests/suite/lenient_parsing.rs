@@ -1,29 +1,106 @@
 //! Lenient about what wrapped servers send, strict about what they may do (issue 11): a
-//! malformed optional field never costs a tool, a server or a text.
+//! malformed optional field never costs a tool, a server or a text, whether the server is
+//! local or remote.
 //!
 //! `scripted_server` on `tests/scenarios/lenient.json` answers `initialize` with fields of
 //! the wrong type, lists tools with string hints and wrong-typed optional fields, and
 //! answers calls with content blocks whose annotations, names or extra fields are off. The
-//! bridge must start, keep every tool, and hand each text over. The repairs themselves are
-//! unit-tested in src/bridge/upstream/lenient.rs; the schema rules in
-//! src/bridge/catalog/schema.rs.
+//! bridge must start, keep every tool, and hand each text over. Each case runs on stdio and
+//! over Streamable HTTP, where `tests/clients/scripted_http_server.py` replays the same
+//! scenario with every answer as a JSON body, then as an SSE event. The repairs themselves
+//! are unit-tested in src/bridge/upstream/lenient.rs (lenient_http.rs for HTTP); the schema
+//! rules in src/bridge/catalog/schema.rs.
 
-use mcp_code_mode::bridge::{Bridge, CallBudget, CallError};
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+
+use mcp_code_mode::bridge::{
+    Bridge, CallBudget, CallError, RemoteSpec, RemoteTransport, ServerSpec,
+};
 use serde_json::json;
 
 use super::misbehaving_servers::{Scenario, entry};
 
-async fn open() -> (Scenario, Bridge) {
-    let scenario = Scenario::load("lenient");
-    let bridge = Bridge::open(vec![entry(scenario.spec())], false)
-        .await
-        .unwrap_or_else(|e| panic!("a server with odd optional fields did not start: {e}"));
-    (scenario, bridge)
+/// How the scripted server is reached.
+#[derive(Clone, Copy, Debug)]
+enum Via {
+    Stdio,
+    /// Streamable HTTP, each answer an `application/json` body.
+    HttpJson,
+    /// Streamable HTTP, each answer one event of a `text/event-stream` body.
+    HttpSse,
 }
 
-#[tokio::test]
-async fn odd_optional_fields_cost_no_tool_and_no_server() {
-    let (_scenario, bridge) = open().await;
+const REMOTE: [Via; 2] = [Via::HttpJson, Via::HttpSse];
+
+/// The scripted server and, over HTTP, its process (killed on drop).
+struct Server {
+    scenario: Scenario,
+    http: Option<Child>,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(child) = &mut self.http {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Start the HTTP replay of `scenario` (kept in `server`, so a failed test leaves no
+/// process behind); the spec returned reaches it at its port.
+fn http_spec(server: &mut Server, mode: &str) -> ServerSpec {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/clients/scripted_http_server.py");
+    let python = ["/usr/bin/python3", "python3"]
+        .into_iter()
+        .find(|p| !p.starts_with('/') || std::path::Path::new(p).exists())
+        .unwrap_or("python3");
+    let child = server.http.insert(
+        Command::new(python)
+            .arg(script)
+            .arg(&server.scenario.spec().args[0])
+            .arg(mode)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start python3 for the scripted HTTP server"),
+    );
+    let mut port = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut port)
+        .expect("read the port");
+    ServerSpec {
+        name: "scripted".into(),
+        remote: Some(RemoteSpec {
+            url: format!("http://127.0.0.1:{}/mcp", port.trim()),
+            headers: Vec::new(),
+            transport: RemoteTransport::StreamableHttp,
+        }),
+        ..ServerSpec::default()
+    }
+}
+
+async fn open(via: Via) -> (Server, Bridge) {
+    let mut server = Server {
+        scenario: Scenario::load("lenient"),
+        http: None,
+    };
+    let spec = match via {
+        Via::Stdio => server.scenario.spec(),
+        Via::HttpJson => http_spec(&mut server, "json"),
+        Via::HttpSse => http_spec(&mut server, "sse"),
+    };
+    let bridge = Bridge::open(vec![entry(spec)], false)
+        .await
+        .unwrap_or_else(|e| {
+            panic!("{via:?}: a server with odd optional fields did not start: {e}")
+        });
+    (server, bridge)
+}
+
+async fn every_tool_is_kept(via: Via) {
+    let (_server, bridge) = open(via).await;
     let catalog = bridge.catalog();
     for name in [
         "hinted",
@@ -34,45 +111,91 @@ async fn odd_optional_fields_cost_no_tool_and_no_server() {
         "extra_fields",
         "odd_result",
         "any_object",
+        "not_json",
         "external_ref",
     ] {
-        assert!(catalog.get(name).is_some(), "{name} was left out");
+        assert!(catalog.get(name).is_some(), "{via:?}: {name} was left out");
     }
     // What could be read is kept: the description of a tool with odd fields.
     let stub = &catalog.get("odd_fields").unwrap().stub;
-    assert!(stub.contains("Fields of the wrong type."), "{stub}");
+    assert!(
+        stub.contains("Fields of the wrong type."),
+        "{via:?}: {stub}"
+    );
     bridge.close().await;
 }
 
 #[tokio::test]
-async fn texts_with_odd_annotations_or_fields_reach_the_code() {
-    let (_scenario, bridge) = open().await;
+async fn odd_optional_fields_cost_no_tool_and_no_server() {
+    every_tool_is_kept(Via::Stdio).await;
+}
+
+#[tokio::test]
+async fn a_remote_server_with_odd_optional_fields_keeps_every_tool() {
+    for via in REMOTE {
+        every_tool_is_kept(via).await;
+    }
+}
+
+async fn every_text_arrives(via: Via) {
+    let (_server, bridge) = open(via).await;
     let budget = CallBudget::new(20);
     let call = |tool: &'static str| {
         let (bridge, budget) = (&bridge, &budget);
         async move { bridge.call(budget, tool, &json!({})).await }
     };
-    assert_eq!(call("priority_text").await.unwrap(), "important\nhalf");
-    assert_eq!(call("audience_text").await.unwrap(), "for the system");
+    assert_eq!(
+        call("priority_text").await.unwrap(),
+        "important\nhalf",
+        "{via:?}"
+    );
+    assert_eq!(
+        call("audience_text").await.unwrap(),
+        "for the system",
+        "{via:?}"
+    );
     assert_eq!(
         call("nameless_link").await.unwrap(),
-        "[resource link: file:///data/report.csv (file:///data/report.csv)]"
+        "[resource link: file:///data/report.csv (file:///data/report.csv)]",
+        "{via:?}"
     );
     assert_eq!(
         call("extra_fields").await.unwrap(),
-        "kept\n7\n[image: image/png, 4 bytes of base64]"
+        "kept\n7\n[image: image/png, 4 bytes of base64]",
+        "{via:?}"
     );
     // `isError: "true"` is an error, not a success.
     assert_eq!(
         call("odd_result").await,
-        Err(CallError::ToolFailed("failed politely".into()))
+        Err(CallError::ToolFailed("failed politely".into())),
+        "{via:?}"
     );
+    // An answer that is not JSON (NaN) fails its call at once; the server stays usable.
+    let started = std::time::Instant::now();
+    assert!(call("not_json").await.is_err(), "{via:?}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(10),
+        "{via:?}: the call waited for its timeout"
+    );
+    assert_eq!(call("any_object").await.unwrap(), "any", "{via:?}");
     bridge.close().await;
 }
 
 #[tokio::test]
+async fn texts_with_odd_annotations_or_fields_reach_the_code() {
+    every_text_arrives(Via::Stdio).await;
+}
+
+#[tokio::test]
+async fn texts_from_a_remote_server_with_odd_annotations_or_fields_reach_the_code() {
+    for via in REMOTE {
+        every_text_arrives(via).await;
+    }
+}
+
+#[tokio::test]
 async fn an_object_schema_without_properties_accepts_any_object() {
-    let (_scenario, bridge) = open().await;
+    let (_server, bridge) = open(Via::Stdio).await;
     let budget = CallBudget::new(20);
     let args = json!({"anything": [1, 2], "at": {"all": true}});
     assert_eq!(
@@ -90,7 +213,7 @@ async fn an_object_schema_without_properties_accepts_any_object() {
 
 #[tokio::test]
 async fn an_external_ref_keeps_its_tool_and_the_rest_of_the_schema_is_checked() {
-    let (_scenario, bridge) = open().await;
+    let (_server, bridge) = open(Via::Stdio).await;
     let budget = CallBudget::new(20);
     let ok = json!({"n": 1, "cfg": {"whatever": "the remote schema says"}});
     assert_eq!(

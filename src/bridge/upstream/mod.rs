@@ -28,6 +28,7 @@
 
 mod json_scan;
 mod lenient;
+mod lenient_http;
 mod remote;
 mod repair;
 pub(crate) mod result;

@@ -3,7 +3,9 @@
 //!
 //! The entry's `headers` go with every request (an `Authorization: Bearer …` token, an API
 //! key). The bridge checks, the call budget and the private-data rule are the same as for a
-//! local server: only the transport differs. Responses are bounded by rmcp: one JSON body or
+//! local server: only the transport differs. What the server sends is repaired as a local
+//! server's lines are (`lenient_http.rs`), so a malformed optional field costs nothing here
+//! either. Responses are bounded by rmcp: one JSON body or
 //! SSE event at most [`MAX_RESPONSE_BYTES`]. The HTTP+SSE transport of protocol 2024-11-05
 //! (`"type": "sse"`) has no client in rmcp 3.11, so such an entry fails to start with a reason
 //! that says so (and, unless `--strict`, the other servers start).
@@ -15,6 +17,7 @@ use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 
+use super::lenient_http::LenientHttpClient;
 use super::{
     BridgeClient, RemoteSpec, RemoteTransport, STARTUP_TIMEOUT, ServerSpec, UpstreamError,
 };
@@ -67,7 +70,9 @@ pub(super) async fn connect(
     config.custom_headers = headers;
     config.max_json_response_size = MAX_RESPONSE_BYTES;
     config.max_sse_event_size = MAX_RESPONSE_BYTES;
-    let transport = StreamableHttpClientTransport::from_config(config);
+    let client_http = LenientHttpClient::new()
+        .map_err(|e| failed(spec, format!("cannot set up an HTTP client: {e}")))?;
+    let transport = StreamableHttpClientTransport::with_client(client_http, config);
     match tokio::time::timeout(STARTUP_TIMEOUT, client.serve(transport)).await {
         Ok(Ok(session)) => Ok(session),
         Ok(Err(e)) => Err(failed(

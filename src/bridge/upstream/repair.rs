@@ -42,6 +42,30 @@ pub(super) fn id_key(id: &Value) -> Option<String> {
     }
 }
 
+/// Record what the outgoing message `value` is, so its answer can be repaired: a request
+/// by its id and method; `notifications/cancelled` forgets the request it cancels (no answer
+/// is awaited any more, and a late one passes unrepaired).
+pub(super) fn expect_answer(pending: &PendingMap, value: &Value) {
+    let method = value.get("method").and_then(Value::as_str);
+    if method == Some("notifications/cancelled")
+        && let Some(key) = value.pointer("/params/requestId").and_then(id_key)
+        && let Ok(mut p) = pending.lock()
+    {
+        p.remove(&key);
+    }
+    if let (Some(method), Some(key)) = (method, value.get("id").and_then(id_key)) {
+        let kind = match method {
+            "initialize" => Pending::Initialize,
+            "tools/list" => Pending::ListTools,
+            "tools/call" => Pending::CallTool,
+            _ => Pending::Other,
+        };
+        if let Ok(mut p) = pending.lock() {
+            p.insert(key, kind);
+        }
+    }
+}
+
 /// What one line from the server comes to.
 pub(super) enum Decoded {
     /// A message for rmcp.

@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
 
-use super::repair::{Decoded, Pending, PendingMap, decode, id_key, unparsable_line};
+use super::repair::{Decoded, Pending, PendingMap, decode, expect_answer, id_key, unparsable_line};
 use super::tasks::{LineWriter, RawRequests, TaskTools, record_task_support};
 use crate::lines::{LineRead, read_line};
 
@@ -341,27 +341,7 @@ where
         let pending = self.pending.clone();
         async move {
             let value = serde_json::to_value(&item).map_err(std::io::Error::other)?;
-            if value.get("method").and_then(Value::as_str) == Some("notifications/cancelled")
-                && let Some(key) = value.pointer("/params/requestId").and_then(id_key)
-                && let Ok(mut p) = pending.lock()
-            {
-                // No answer is awaited any more; a late one passes unrepaired.
-                p.remove(&key);
-            }
-            if let (Some(method), Some(key)) = (
-                value.get("method").and_then(Value::as_str),
-                value.get("id").and_then(id_key),
-            ) {
-                let kind = match method {
-                    "initialize" => Pending::Initialize,
-                    "tools/list" => Pending::ListTools,
-                    "tools/call" => Pending::CallTool,
-                    _ => Pending::Other,
-                };
-                if let Ok(mut p) = pending.lock() {
-                    p.insert(key, kind);
-                }
-            }
+            expect_answer(&pending, &value);
             let mut line = serde_json::to_vec(&value).map_err(std::io::Error::other)?;
             line.push(b'\n');
             let mut w = writer.lock().await;
