@@ -16,7 +16,7 @@ One invocation measures, on this machine and at this load:
   SDK client (the baseline); the bridge's own share is the difference per call;
 - memory: serve's RSS (and peak), and each idle pooled sandbox (runner RSS, launcher RSS,
   and the cgroup's memory usage; docker: the container's usage).
-Targets (issue 10) are printed beside the numbers; nothing here fails on a miss.
+Targets are printed beside the numbers; nothing here fails on a miss.
 """
 
 import asyncio

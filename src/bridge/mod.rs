@@ -1,7 +1,7 @@
 //! The bridge: the host side that holds the wrapped servers and checks every call.
 //!
-//! Every call from the sandbox passes these checks in order (README "How a call works",
-//! DESIGN.md step 3): known name (only kept tools exist) → arguments an object of at most
+//! Every call from the sandbox passes these checks in order (README "How a call works"):
+//! known name (only kept tools exist) → arguments an object of at most
 //! 16 KiB → JSON Schema → the run's call budget → the private-data rule; only then does it go
 //! to the wrapped server, with its call timeout ([`CallTimeouts`]: `--call-timeout`, default
 //! 30 s, or the server entry's own `timeout`). The budget and the private-data rule are

@@ -1,6 +1,6 @@
-//! Lenient about what wrapped servers send, strict about what they may do (issue 11): a
-//! malformed optional field never costs a tool, a server or a text, whether the server is
-//! local or remote.
+//! Lenient about what wrapped servers send, strict about what they may do: a malformed
+//! optional field never costs a tool, a server or a text, whether the server is local or
+//! remote.
 //!
 //! `scripted_server` on `tests/scenarios/lenient.json` answers `initialize` with fields of
 //! the wrong type, lists tools with string hints and wrong-typed optional fields, and

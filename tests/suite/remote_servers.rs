@@ -1,4 +1,4 @@
-//! Remote servers over Streamable HTTP (issue 11): a Python SDK server on 127.0.0.1
+//! Remote servers over Streamable HTTP: a Python SDK server on 127.0.0.1
 //! (`tests/clients/http_server.py`) that wants a bearer token, configured as a client writes
 //! it (`url`, `headers` with `${VAR}`), behind the same bridge checks as a local server.
 

@@ -1,4 +1,4 @@
-//! Starting wrapped servers (issue 11): servers start at once, one that fails leaves the
+//! Starting wrapped servers: servers start at once, one that fails leaves the
 //! others working and is retried by later runs, `--strict` keeps all or nothing, a server
 //! without tools starts with none, `list_changed` is read again, and `serve`/`exec` take the
 //! server command without `--`.

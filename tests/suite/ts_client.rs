@@ -4,7 +4,7 @@
 //! leaving mid-run, progress, and a run longer than the client's request timeout that
 //! completes because progress resets the timeout.
 //!
-//! The case is a 65 s run under the SDK's default 60 s timeout. The test keeps the
+//! The case to cover is a 65 s run under the SDK's default 60 s timeout. The test keeps the
 //! same relation at a CI-friendly length: a 12 s run under a 5 s timeout (above the 4 s
 //! heartbeat, as 60 s is), and the same run without `resetTimeoutOnProgress` fails at 5 s,
 //! so the test can tell the two apart.
