@@ -45,7 +45,7 @@ pub const MAX_FILE_BYTES: u64 = launcher::args::defaults::FSIZE;
 /// CPUs one sandbox may use.
 pub const CPUS: u64 = 1;
 /// Disk reads, and disk writes, one sandbox may make per second on each of the host's
-/// disks, in bytes ([`crate::sandbox::disks`]): what reaches a disk is rootfs pages the page
+/// disks, in bytes (`src/sandbox/disks.rs`): what reaches a disk is rootfs pages the page
 /// cache lacks and `O_DIRECT` reads; cached reads are not counted.
 pub const DISK_BYTES_PER_SEC: u64 = 32 * 1024 * 1024;
 /// Disk read, and write, operations one sandbox may make per second on each disk.

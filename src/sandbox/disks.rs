@@ -25,7 +25,7 @@ pub struct BlockDevice {
 /// The whole disks listed in `sys_block` (the host's is `/sys/block`), sorted by name.
 /// A directory whose `dev` file is missing or not `MAJOR:MINOR` is skipped; an unreadable
 /// `sys_block` gives none.
-pub fn whole_disks(sys_block: &Path) -> Vec<BlockDevice> {
+pub(crate) fn whole_disks(sys_block: &Path) -> Vec<BlockDevice> {
     let Ok(entries) = std::fs::read_dir(sys_block) else {
         return Vec::new();
     };

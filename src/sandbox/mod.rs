@@ -4,7 +4,7 @@
 //! its stdin/stdout, its stderr drained by the host (bounded). The MCP layer knows only this
 //! trait; `native` spawns our launcher, `docker` runs the same rootfs as an image.
 
-pub mod disks;
+pub(crate) mod disks;
 pub mod docker;
 mod held_limits;
 pub mod native;
