@@ -1,7 +1,4 @@
 //! Helpers shared by the suite: paths to the binaries, running `exec`, loud skips.
-
-#![allow(dead_code)]
-
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
