@@ -1,4 +1,5 @@
 //! Helpers shared by the suite: paths to the binaries, running `exec`, loud skips.
+
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
