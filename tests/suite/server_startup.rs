@@ -247,6 +247,80 @@ fn serve_tells_its_client_when_the_wrapped_tools_change() {
     );
 }
 
+#[tokio::test]
+async fn a_client_on_protocol_2026_07_28_hears_of_changed_tools_through_subscriptions_listen() {
+    // Clients of protocol 2026-07-28 have no session to be told in: they ask with
+    // `subscriptions/listen`, and serve sends `notifications/tools/list_changed` on that
+    // subscription when a wrapped server's tools change (the run_python description lists
+    // them).
+    use rmcp::ClientServiceExt;
+    use rmcp::model::{
+        CallToolRequestParams, ProtocolVersion, ServerNotification, SubscriptionFilter,
+    };
+    if !native_client_ready() {
+        return;
+    }
+    let scenario = Scenario::load("list_changed");
+    let spec = scenario.spec();
+    let mut serve = tokio::process::Command::new(bin())
+        .args(["serve", "--pool", "0", "--"])
+        .arg(&spec.command)
+        .args(&spec.args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start serve");
+    let pipes = (
+        serve.stdout.take().expect("stdout"),
+        serve.stdin.take().expect("stdin"),
+    );
+    let client = ()
+        .serve_with_lifecycle(
+            pipes,
+            rmcp::ClientLifecycleMode::Discover {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            },
+        )
+        .await
+        .expect("server/discover on protocol 2026-07-28");
+    let tools_changed = SubscriptionFilter::builder().tools_list_changed().build();
+    let mut subscription = client
+        .listen(tools_changed.clone())
+        .await
+        .expect("subscriptions/listen");
+    assert_eq!(subscription.acknowledged(), &tools_changed);
+    let description = |tools: Vec<rmcp::model::Tool>| {
+        tools
+            .first()
+            .and_then(|t| t.description.clone())
+            .unwrap_or_default()
+            .to_string()
+    };
+    let before = description(client.list_all_tools().await.expect("tools/list"));
+    assert!(before.contains("old_tool"), "{before}");
+    let code = json!({"code": "print(await change({}))"});
+    let call = CallToolRequestParams::new("run_python")
+        .with_arguments(code.as_object().cloned().unwrap_or_default());
+    client.call_tool(call).await.expect("run_python");
+    let heard = tokio::time::timeout(Duration::from_secs(20), subscription.next())
+        .await
+        .expect("notified within 20 s")
+        .expect("the subscription is readable")
+        .expect("a notification, not the end of the subscription");
+    assert!(
+        matches!(heard, ServerNotification::ToolListChangedNotification(_)),
+        "{heard:?}"
+    );
+    let after = description(client.list_all_tools().await.expect("tools/list"));
+    assert!(
+        after.contains("new_tool") && !after.contains("old_tool"),
+        "{after}"
+    );
+    let _ = client.cancel().await;
+}
+
 #[test]
 fn exec_takes_the_server_command_without_a_double_dash() {
     // The MCP Inspector CLI drops `--`: everything from the first positional argument on is
