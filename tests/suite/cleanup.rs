@@ -80,6 +80,12 @@ fn hundred_runs(backend: &str, pool: u32) -> u32 {
             // A daemon in its own session, and a child left running: both named `marker`.
             0 => format!("import ctypes, os\nif os.fork() == 0:\n    os.setsid()\n    ctypes.CDLL(None).prctl(15, {marker:?}.encode(), 0, 0, 0)\n    import time\n    while True: time.sleep(1)\nwhile True: pass"),
             1 => format!("import subprocess\nsubprocess.Popen(['/usr/bin/python3', '-c', 'import ctypes, time; ctypes.CDLL(None).prctl(15, b\"{marker}\", 0, 0, 0); time.sleep(600)'])\nprint('left a child')"),
+            // The last pooled run lasts until the pool has refilled, so serve ends with
+            // sandboxes idle in its pool, not only with starts under way.
+            _ if i == 99 && pool > 0 => format!(
+                "import time\ntime.sleep({})\nprint({i})",
+                if backend == "docker" { 5 } else { 2 }
+            ),
             _ => format!("print({i})"),
         });
     }

@@ -6,10 +6,19 @@
 //! a pooled sandbox is ready, and the sandboxes themselves are serve's launcher children
 //! (native) or its containers (docker).
 //!
-//! Checked once to fail without their rule (native): with the take's version and liveness
-//! checks and the idle watch removed from run/pool.rs, the catalog test fails (no stale
-//! sandbox is ever thrown away) and the killed-member test fails (the dead sandbox stays
-//! listed).
+//! Each test was checked to fail, on both backends, with its rule taken out of the code
+//! (the mutations are described in the commit that added this paragraph):
+//! - a finished pooled run's sandbox kept for the next run: the /tmp, globals and
+//!   namespace tests fail;
+//! - the idle watch and the take's liveness check removed: the killed-member test fails
+//!   (the death is never seen while idle); with the cold retry of a pooled sandbox that died
+//!   unheard removed too, its run fails;
+//! - the idle watch, the check at `ready` and the take's catalog-version check removed: both
+//!   catalog tests fail (a stale sandbox serves a run without `new_tool`);
+//! - the deadline counted from the sandbox's start instead of its take: the deadline test
+//!   fails;
+//! - idle pooled sandboxes left alone when the pool closes: the test of every way serve ends
+//!   and the pooled 100-run tests in cleanup.rs fail (cgroups, containers left).
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
@@ -19,6 +28,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::common::{bin, require, toy, venv_python};
+use super::misbehaving_servers::Scenario;
 
 /// Longest wait for the pool to reach a state (a Docker container start under load).
 const PATIENCE: Duration = Duration::from_secs(60);
@@ -27,7 +37,8 @@ const PATIENCE: Duration = Duration::from_secs(60);
 struct Served {
     backend: String,
     driver: Child,
-    stdin: ChildStdin,
+    /// The driver's input; `None` once closed (the client disconnects).
+    stdin: Option<ChildStdin>,
     stdout: BufReader<ChildStdout>,
     log: PathBuf,
     pid_file: PathBuf,
@@ -35,6 +46,11 @@ struct Served {
 
 impl Served {
     fn start(backend: &str, args: &[&str]) -> Self {
+        Self::wrapping(backend, args, &toy())
+    }
+
+    /// `serve` on `backend` with `args`, wrapping the server `server` (its command line).
+    fn wrapping(backend: &str, args: &[&str], server: &[String]) -> Self {
         let python = venv_python().expect("venv python");
         let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/clients/pool_driver.py");
         let tag = format!("{}-{:?}", std::process::id(), std::thread::current().id())
@@ -59,7 +75,7 @@ impl Served {
             .args(["serve", "--backend", backend])
             .args(args)
             .arg("--")
-            .args(toy())
+            .args(server)
             .env("MCP_CODE_MODE_LOG", "info,rmcp=warn")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped());
@@ -69,7 +85,7 @@ impl Served {
         let mut served = Self {
             backend: backend.into(),
             driver,
-            stdin,
+            stdin: Some(stdin),
             stdout,
             log,
             pid_file,
@@ -91,8 +107,9 @@ impl Served {
 
     /// Call run_python with `code`; the whole reply (structured, is_error, meta).
     fn run(&mut self, code: &str) -> Value {
-        writeln!(self.stdin, "{}", Value::from(code)).expect("write the driver");
-        self.stdin.flush().expect("flush");
+        let stdin = self.stdin.as_mut().expect("the client is still connected");
+        writeln!(stdin, "{}", Value::from(code)).expect("write the driver");
+        stdin.flush().expect("flush");
         self.reply()
     }
 
@@ -154,6 +171,23 @@ impl Served {
                 })
                 .map(|c| c.to_string())
                 .collect()
+        }
+    }
+
+    /// Wait until serve holds exactly `count` sandboxes (those of finished runs are gone);
+    /// their ids.
+    fn wait_sandboxes(&self, count: usize) -> Vec<String> {
+        let start = Instant::now();
+        loop {
+            let held = self.sandboxes();
+            if held.len() == count {
+                return held;
+            }
+            assert!(
+                start.elapsed() < PATIENCE,
+                "serve holds {held:?}, not {count} sandboxes"
+            );
+            std::thread::sleep(Duration::from_millis(20));
         }
     }
 
@@ -294,18 +328,33 @@ fn the_next_pooled_run_has_its_own_pid_namespace_and_cgroup(backend: &str) {
 }
 
 fn a_pool_member_killed_while_idle_is_replaced_and_the_run_succeeds(backend: &str) {
+    // serve logs this when a sandbox goes idle in the pool (not when it is handed straight
+    // to a run that waits for it).
+    const LISTED: &str = "pooled sandbox ready idle=";
+    const SEEN_IDLE: &str = "pooled sandbox thrown away: it died while idle";
     let mut served = Served::start(backend, &["--pool", "1"]);
-    served.wait_ready(1);
-    let idle = served.sandboxes();
-    assert_eq!(idle.len(), 1, "one pooled sandbox: {idle:?}");
+    // Killed and left alone: the pool sees the death while the sandbox is idle, throws it
+    // away and starts another before any run asks.
+    served.wait_logged(LISTED, 1);
+    let idle = served.wait_sandboxes(1);
+    served.kill_idle(&idle[0]);
+    served.wait_logged(SEEN_IDLE, 1);
+    served.wait_logged(LISTED, 2);
+    let replaced = served.run("print('replaced')");
+    assert!(
+        pooled(&replaced) && stdout(&replaced) == "replaced\n",
+        "{replaced}"
+    );
+    // Killed just before a run asks for it: the run still succeeds (the death is seen at
+    // the take, or when the sandbox ends without a word and the run starts cold).
+    served.wait_logged(LISTED, 3);
+    let idle = served.wait_sandboxes(1);
     served.kill_idle(&idle[0]);
     let run = served.run("print('still fine')");
     assert_eq!(stdout(&run), "still fine\n", "{run}");
     assert_eq!(run["is_error"], false, "{run}");
-    // The dead one was replaced: a later run is pooled again.
-    served.wait_logged("pooled sandbox thrown away", 1);
-    let ready = served.logged("pooled sandbox ready");
-    served.wait_ready(ready.max(2));
+    // And the pool refills: the next run is pooled again.
+    served.wait_logged(LISTED, 4);
     let later = served.run("print('pooled')");
     assert!(pooled(&later) && stdout(&later) == "pooled\n", "{later}");
 }
@@ -339,6 +388,32 @@ fn a_catalog_change_replaces_the_pooled_sandboxes(backend: &str) {
     assert_eq!(stdout(&after), "{\"sum\": 4}\n", "{after}");
 }
 
+/// A wrapped server's `notifications/tools/list_changed` (tests/scenarios/list_changed.json:
+/// its `change` tool swaps `old_tool` for `new_tool` and says so) makes every pooled sandbox
+/// holding the old catalog stale: none of them serves a run again, and the pool refills with
+/// sandboxes that hold the new one.
+fn a_list_changed_from_a_wrapped_server_replaces_the_pooled_sandboxes(backend: &str) {
+    let scenario = Scenario::load("list_changed");
+    let spec = scenario.spec();
+    let server: Vec<String> = std::iter::once(spec.command).chain(spec.args).collect();
+    let mut served = Served::wrapping(backend, &["--pool", "2"], &server);
+    served.wait_ready(2);
+    let changed = served.run("print(await change({}))");
+    assert_eq!(stdout(&changed), "changed\n", "{changed}");
+    // The other pooled sandbox was started with the old catalog; the very next run must not
+    // get it, whether it is pooled or cold.
+    const NEW_CATALOG: &str = "print(await new_tool({}), 'old_tool' in globals())";
+    let next = served.run(NEW_CATALOG);
+    assert_eq!(stdout(&next), "new False\n", "{next}");
+    served.wait_logged("thrown away: the catalog changed", 1);
+    // Sandboxes ready from now on hold the new catalog; the next run takes one.
+    let ready = served.logged("pooled sandbox ready");
+    served.wait_ready(ready + 1);
+    let later = served.run(NEW_CATALOG);
+    assert!(pooled(&later), "{later}");
+    assert_eq!(stdout(&later), "new False\n", "{later}");
+}
+
 fn the_deadline_counts_from_the_take_not_from_the_pool_start(backend: &str) {
     let mut served = Served::start(backend, &["--pool", "1", "--deadline", "2"]);
     served.wait_ready(1);
@@ -368,10 +443,32 @@ fn serve_ended_right_after_runs_leaves_no_sandbox_behind(backend: &str) {
         let run = served.run(lingering);
         assert_eq!(stdout(&run), "done\n", "{run}");
     }
+    end_and_check_nothing_is_left(&mut served, "TERM");
+}
+
+/// Every way `serve` ends (its client disconnects; SIGTERM, SIGINT, SIGHUP) ends the
+/// sandboxes idle in its pool: none of their processes, cgroups or containers is left.
+fn every_way_serve_ends_kills_its_idle_pooled_sandboxes(backend: &str) {
+    for how in ["disconnect", "TERM", "INT", "HUP"] {
+        let mut served = Served::start(backend, &["--pool", "2"]);
+        served.wait_ready(2);
+        let run = served.run("print('one run')");
+        assert_eq!(stdout(&run), "one run\n", "{run}");
+        // The pool is full again and its sandboxes wait, idle, when serve ends.
+        served.wait_ready(3);
+        served.wait_sandboxes(2);
+        end_and_check_nothing_is_left(&mut served, how);
+    }
+}
+
+/// End serve `how` ("disconnect": its client closes the session; else the signal's name),
+/// wait until it has exited, and check that nothing of the sandboxes it held is left: no
+/// process (native), no run cgroup (native), no container (docker).
+fn end_and_check_nothing_is_left(served: &mut Served, how: &str) {
     let pid = served.serve_pid();
-    // What serve holds now: the pooled sandboxes and those of the runs still ending.
+    // What serve holds now: the pooled sandboxes and those of runs still ending.
     let held = served.sandboxes();
-    let processes: Vec<u32> = if backend == "docker" {
+    let processes: Vec<u32> = if served.backend == "docker" {
         Vec::new()
     } else {
         held.iter()
@@ -379,17 +476,25 @@ fn serve_ended_right_after_runs_leaves_no_sandbox_behind(backend: &str) {
             .flat_map(|launcher| std::iter::once(launcher).chain(children(launcher)))
             .collect()
     };
-    let killed = Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
-        .status()
-        .expect("kill");
-    assert!(killed.success(), "SIGTERM to serve {pid}");
+    if how == "disconnect" {
+        served.stdin = None;
+    } else {
+        let signal = format!("-{how}");
+        let sent = Command::new("kill")
+            .args([signal.as_str(), &pid.to_string()])
+            .status()
+            .expect("kill");
+        assert!(sent.success(), "SIG{how} to serve {pid}");
+    }
     let start = Instant::now();
     while alive(pid) {
-        assert!(start.elapsed() < PATIENCE, "serve {pid} did not exit");
+        assert!(
+            start.elapsed() < PATIENCE,
+            "serve {pid} did not exit ({how})"
+        );
         std::thread::sleep(Duration::from_millis(5));
     }
-    let left: Vec<String> = if backend == "docker" {
+    let left: Vec<String> = if served.backend == "docker" {
         served.sandboxes()
     } else {
         processes
@@ -406,7 +511,7 @@ fn serve_ended_right_after_runs_leaves_no_sandbox_behind(backend: &str) {
     assert_eq!(
         left,
         Vec::<String>::new(),
-        "left behind when serve exited (it held {held:?}); serve's log:\n{}",
+        "left behind when serve ended ({how}; it held {held:?}); serve's log:\n{}",
         served.log_text()
     );
 }
@@ -446,7 +551,9 @@ on_both_backends!(
     the_next_pooled_run_has_its_own_pid_namespace_and_cgroup,
     a_pool_member_killed_while_idle_is_replaced_and_the_run_succeeds,
     a_catalog_change_replaces_the_pooled_sandboxes,
+    a_list_changed_from_a_wrapped_server_replaces_the_pooled_sandboxes,
     the_deadline_counts_from_the_take_not_from_the_pool_start,
     twenty_runs_back_to_back_with_a_pool_of_two_all_succeed,
     serve_ended_right_after_runs_leaves_no_sandbox_behind,
+    every_way_serve_ends_kills_its_idle_pooled_sandboxes,
 );
