@@ -12,6 +12,7 @@ pub mod description;
 pub(crate) mod http;
 mod metrics;
 mod progress;
+mod sep_tasks;
 mod session;
 mod stdio;
 mod tasks;
@@ -19,9 +20,10 @@ mod tasks;
 use std::sync::Arc;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListToolsResult, PaginatedRequestParams, ProgressToken, ProtocolVersion, ServerCapabilities,
-    ServerConfig, SubscriptionFilter, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
+    GetTaskParams, GetTaskResult, Implementation, ListToolsResult, PaginatedRequestParams,
+    ProgressToken, ProtocolVersion, ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
+    UpdateTaskParams,
 };
 use rmcp::service::{NotificationContext, Peer, RequestContext, RoleServer, SubscriptionContext};
 use rmcp::{ErrorData as McpError, ServerHandler};
@@ -80,6 +82,8 @@ pub struct CodeModeServer {
     /// service, which rmcp drops when the session ends (`DELETE`, idle expiry, shutdown),
     /// so the session's task runs end with it. `None` on stdio and in task layers' clones.
     _session_end: Option<Arc<tokio_util::sync::DropGuard>>,
+    /// This session's tasks of the SEP-2663 tasks extension ([`sep_tasks`]).
+    extension_tasks: rmcp::task_manager::TaskManager,
 }
 
 /// The run_python tool definition for `bridge` with these run options.
@@ -149,6 +153,7 @@ impl CodeModeServer {
             draining: CancellationToken::new(),
             peer: Arc::default(),
             _session_end: None,
+            extension_tasks: sep_tasks::new_manager(),
         }
     }
 
@@ -160,6 +165,7 @@ impl CodeModeServer {
             disconnected: self.disconnected.child_token(),
             peer: Arc::default(),
             _session_end: None,
+            extension_tasks: sep_tasks::new_manager(),
             ..self.clone()
         }
     }
@@ -466,6 +472,7 @@ impl ServerHandler for CodeModeServer {
         let capabilities = ServerCapabilities::builder()
             .enable_tools()
             .enable_tool_list_changed()
+            .enable_tasks()
             .build();
         let mut config = ServerConfig::new(capabilities);
         config.server_info = Implementation::new("mcp-code-mode", env!("CARGO_PKG_VERSION"));
@@ -545,6 +552,30 @@ impl ServerHandler for CodeModeServer {
         Ok(ListToolsResult::with_all_items(vec![tool]))
     }
 
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, McpError> {
+        self.extension_get(&request)
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.extension_update(request)
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.extension_cancel(&request)
+    }
+
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
@@ -573,6 +604,14 @@ impl ServerHandler for CodeModeServer {
                     "mcp-code-mode is shutting down and takes no new runs; run it again in a new session (another replica takes it)",
                 ),
             ])));
+        }
+        if context
+            .client_capabilities()
+            .is_some_and(|c| c.supports_tasks())
+        {
+            return Ok(CallToolResponse::Task(
+                self.start_extension_task(code.to_owned()),
+            ));
         }
         // One token for the run: cancelled by the client's notifications/cancelled for
         // this request (rmcp cancels `context.ct`) or by the client going away.

@@ -101,6 +101,7 @@ async fn read_client<R: AsyncRead + Unpin>(
                 if may_be_task(&line)
                     && let Ok(message) = serde_json::from_slice::<Value>(&line)
                     && is_task_message(&message)
+                    && tasks.claims(&message)
                 {
                     let replies = replies.clone();
                     tasks.handle(&message, move |answer| {

@@ -100,6 +100,29 @@ impl Tasks {
         }
     }
 
+    /// Whether [`Self::handle`] takes `message` (one for which [`is_task_message`] holds):
+    /// all but a `tasks/get` or `tasks/cancel` of a task id not held here from a client that
+    /// declared the SEP-2663 extension (or has not initialized: 2026-07-28 has no
+    /// `initialize`), which may be one of the tasks rmcp keeps ([`super::sep_tasks`]) and
+    /// goes on to rmcp.
+    pub(super) fn claims(&self, message: &Value) -> bool {
+        let method = message.get("method").and_then(Value::as_str);
+        if !matches!(method, Some(mcp_tasks::GET | mcp_tasks::CANCEL)) {
+            return true;
+        }
+        let Some(task_id) = message.pointer("/params/taskId").and_then(Value::as_str) else {
+            return true;
+        };
+        let known = self.lock().iter().any(|e| e.task.task_id == task_id);
+        // A client that initialized without declaring the extension gets this layer's
+        // answer (-32602 for an unknown id), as 2025-11-25 says.
+        let extension_client = self.server.peer().is_none_or(|peer| {
+            peer.peer_info()
+                .is_some_and(|info| info.capabilities.supports_tasks())
+        });
+        known || !extension_client
+    }
+
     /// Whether the session these tasks belong to has ended.
     pub(super) fn ended(&self) -> bool {
         self.server.ended()

@@ -12,6 +12,7 @@ mod docker_backend;
 mod doctor;
 /// The main job: `exec` and `serve` with real MCP clients.
 mod end_to_end;
+mod extension_tasks;
 /// Golden files of generated contracts.
 mod golden;
 /// Audit log, read-only mode, approval through elicitation.

@@ -106,6 +106,16 @@ impl SessionTasks {
         }
     }
 
+    /// Whether a request of session `id` is a task request answered here
+    /// ([`Tasks::claims`]).
+    fn claims(&self, id: &str, message: &Value) -> bool {
+        is_task_message(message)
+            && self
+                .lock()
+                .get(id)
+                .is_none_or(|tasks| tasks.claims(message))
+    }
+
     fn add(&self, id: String, server: &CodeModeServer) {
         let mut sessions = self.lock();
         sessions.retain(|_, tasks| !tasks.ended());
@@ -146,7 +156,7 @@ pub(crate) async fn route(
         .map(str::to_owned);
     let request = Request::from_parts(parts, Body::from(bytes));
     match (message, session, method.as_deref()) {
-        (Some(message), Some(session), _) if is_task_message(&message) => {
+        (Some(message), Some(session), _) if tasks.claims(&session, &message) => {
             let checked = next.run(as_ping(&request)).await;
             if !checked.status().is_success() {
                 return checked;
