@@ -310,7 +310,7 @@ id: 1\ndata: {\"jsonrpc\":\"2.0\",\"id\":0,\"result\":{\"protocolVersion\":\"202
             out.starts_with("id: 0\nretry: 3000\ndata: \n\nid: 1\ndata: {"),
             "{out}"
         );
-        let data = out.lines().nth(4).unwrap().strip_prefix("data: ").unwrap();
+        let data = out.lines().nth(5).unwrap().strip_prefix("data: ").unwrap();
         let message: Value = serde_json::from_str(data).unwrap();
         assert_eq!(
             message["result"]["capabilities"]["tasks"]["requests"]["tools"]["call"],
