@@ -1,7 +1,8 @@
 """The sandbox side of mcp-code-mode: runs the model's code, one cell at a time.
 
 Started inside the sandbox as ``/usr/bin/python3 -I -S -B /runner.py`` with fd 0 = the
-protocol from the host, fd 1 = the protocol to the host, fd 2 = a diagnostics pipe.
+protocol from the host (a socket natively; on Docker a pipe, relayed onto a socket by a
+child: see _relay_host_input), fd 1 = the protocol to the host, fd 2 = a diagnostics pipe.
 The protocol is newline-delimited UTF-8 JSON, one object per line:
 
   host -> runner   {"type":"start","tools":[{"name","stub","summary","private","params"}...],
@@ -74,6 +75,57 @@ for _fd in (0, 1, 2):
     os.dup2(_null, _fd)
 if _null > 2:
     os.close(_null)
+
+
+def _relay_host_input(pipe):
+    """The descriptor to read the host's lines from, given the one they arrive on.
+
+    Natively that is a socket whose sending side is shut down: it cannot be opened by path
+    (ENXIO) nor written. On Docker it is a pipe that runc made the sandbox user's, and the
+    code runs in this process: it could reopen /proc/self/fd/N of the pipe for writing (and
+    chmod it back if we took the write bit away) and forge host lines to its own runner.
+    So a child holds the pipe and copies it onto such a socket. The child first makes
+    itself non-dumpable (prctl PR_SET_DUMPABLE 0, the one setting the seccomp filter
+    allows), which closes its /proc/PID/fd to every other process of the sandbox (same uid,
+    no CAP_SYS_PTRACE); no process can make it dumpable again, and it runs no code but this
+    loop. If that fails, the child exits and the runner ends at once rather than run with
+    the pipe reachable. The child is the runner's: the code's os.wait() may see it (it ends
+    when the host closes its input)."""
+    import stat
+
+    if not stat.S_ISFIFO(os.fstat(pipe).st_mode):
+        return pipe
+    import socket
+
+    ours, theirs = socket.socketpair()
+    if os.fork() == 0:
+        try:
+            import ctypes
+
+            if ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0) != 0:  # PR_SET_DUMPABLE
+                os.write(DIAG, b"runner: the input relay cannot make itself non-dumpable\n")
+                _real_exit(1)
+            out = theirs.fileno()
+            low, high = sorted((pipe, out))
+            os.closerange(3, low)
+            os.closerange(low + 1, high)
+            os.closerange(high + 1, os.sysconf("SC_OPEN_MAX"))
+            while True:
+                view = memoryview(os.read(pipe, 65536))
+                if not view:
+                    break
+                while view:
+                    view = view[os.write(out, view):]
+        except BaseException:
+            _real_exit(1)
+        _real_exit(0)
+    theirs.close()
+    ours.shutdown(socket.SHUT_WR)
+    os.close(pipe)
+    return ours.detach()
+
+
+PROTO_IN = _relay_host_input(PROTO_IN)
 
 
 

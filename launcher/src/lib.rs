@@ -14,6 +14,7 @@ use std::path::Path;
 pub mod args;
 pub mod capabilities;
 pub mod cgroups;
+pub mod devices;
 pub mod exec;
 pub mod failure;
 pub mod fds;
@@ -140,6 +141,10 @@ pub fn run(cfg: &Config, reporter: &report::Reporter) -> Result<i32, LaunchError
     cgroups::join(&cfg.cgroup_procs, sys_pid())?;
     // (Fail early, with the fix, if the rootfs has nothing to mount on.)
     mounts::check_rootfs(&cfg.rootfs)?;
+    // 1b. A root caller makes the sandbox's device nodes anew in a mount namespace of the
+    //     launcher's own, so no lock on them is shared with the host or another run; anyone
+    //     else binds the host's (devices.rs).
+    devices::make_own();
     // 2. Clone into new user/mount/pid/net/ipc/uts/cgroup namespaces (a root caller first
     //    sheds its supplementary groups, which setgroups "deny" would freeze in).
     let (uid, gid) = idmap::caller();

@@ -302,20 +302,15 @@ const EXPECT: &[Expect] = &[
         "proto/silence_by_dup",
         &["stopped:ended", "stopped:deadline"],
     ),
-    // Native: the host's input is a socket whose sending side is shut down (EPIPE); Docker:
-    // a pipe's read end (EBADF).
-    e(
-        "proto/write_to_host_input",
-        &["native=denied:EPIPE", "docker=denied:EBADF"],
-    ),
-    // Native: a socket cannot be opened by path (ENXIO). Docker: a known difference, no host
-    // effect: runc hands the container a stdin pipe owned by the sandbox's uid, which may
-    // reopen it (and chmod it back if the runner took the write bit away), so the code can
-    // write lines to its own runner, which it could patch in memory anyway; the host's
-    // checks of every line the runner sends are unchanged (docs/threat-model.md).
+    // The host's input is a socket whose sending side is shut down (EPIPE): natively the
+    // launcher's stdin; on Docker the runner's relay child copies runc's stdin pipe onto one.
+    e("proto/write_to_host_input", &["denied:EPIPE"]),
+    // A socket cannot be opened by path (ENXIO). On Docker the pipe runc made the sandbox
+    // user's is held only by the runner's non-dumpable relay child, whose /proc/PID/fd the
+    // code cannot open (reopen_host_input tries that too).
     e(
         "proto/reopen_host_input",
-        &["native=denied:ENXIO", "docker=allowed"],
+        &["denied:ENXIO", "docker=denied:EACCES"],
     ),
     // The code's own exit 125, whatever its stderr says: never the host's startup failure.
     e("proto/forged_launcher_failure", &["stopped:status"]),
@@ -1030,13 +1025,8 @@ fn every_probe_file_has_one_expectation() {
 #[test]
 fn each_probe_has_one_outcome_class_on_both_backends() {
     // The kernel, not the backend, decides krn/uprobe_syscalls (killed from Linux 6.11);
-    // proto/reopen_host_input and env/kernel_cmdline_and_tty are recorded Docker
-    // differences (see their rows).
-    let differ = [
-        "krn/uprobe_syscalls",
-        "proto/reopen_host_input",
-        "env/kernel_cmdline_and_tty",
-    ];
+    // env/kernel_cmdline_and_tty is a recorded Docker difference (see its row).
+    let differ = ["krn/uprobe_syscalls", "env/kernel_cmdline_and_tty"];
     for x in EXPECT.iter().filter(|x| !differ.contains(&x.probe)) {
         let classes: std::collections::BTreeSet<&str> = x
             .accept
@@ -1132,7 +1122,8 @@ import fcntl, struct, time
 F_OFD_GETLK, F_OFD_SETLK = 36, 37
 def lock(fd, cmd, kind):
     fcntl.fcntl(fd, cmd, struct.pack("hhqqi", kind, 0, 0, 0, 0))
-shared = ["/runner.py", "/usr/bin/python3"]
+shared = __SHARED__
+nodes = [[os.stat(p).st_dev, os.stat(p).st_ino] for p in shared if p.startswith("/dev/")]
 files = [os.open(p, os.O_RDONLY) for p in shared]
 locks = [t(lock, fd, fcntl.F_SETLK, fcntl.F_RDLCK) for fd in files]
 dups = [os.open(p, os.O_RDONLY) for p in shared]
@@ -1146,7 +1137,7 @@ if os.fork() == 0:
     os._exit(0)
 control = os.read(r, 16).decode()
 time.sleep(7)
-print(json.dumps({"locks": locks, "control": control}))
+print(json.dumps({"locks": locks, "control": control, "nodes": nodes}))
 "#;
 
 /// Run B: while A holds, ask for a write lock's conflicts on the same files with F_GETLK and
@@ -1155,7 +1146,7 @@ const RECORD_PROBER: &str = r#"
 import fcntl, struct
 F_OFD_GETLK = 36
 seen = []
-for p in ["/runner.py", "/usr/bin/python3"]:
+for p in __SHARED__:
     fd = os.open(p, os.O_RDONLY)
     for cmd in (fcntl.F_GETLK, F_OFD_GETLK):
         got = fcntl.fcntl(fd, cmd, struct.pack("hhqqi", fcntl.F_WRLCK, 0, 0, 0, 0))
@@ -1189,13 +1180,28 @@ fn holder_and_prober(
     })
 }
 
-/// ISO between runs, record locks: run A read-locks rootfs files (process-owned and
-/// open-file-description locks) and holds them; run B, at the same time, asks F_GETLK and
-/// F_OFD_GETLK whether a write lock would conflict. Each run's root is its own overlay
-/// (natively) or its own container root (Docker), so B sees nothing. Without the overlay
-/// (the rootfs bound as it is), B sees A's locks: "locked".
+/// ISO between runs, record locks: run A read-locks rootfs files and device nodes
+/// (process-owned and open-file-description locks) and holds them; run B, at the same time,
+/// asks F_GETLK and F_OFD_GETLK whether a write lock would conflict. Each run's root is its
+/// own overlay (natively) or its own container root (Docker), and its device nodes are its
+/// own (a root caller's native launcher makes them, `launcher::devices`; Docker makes each
+/// container's), so B sees nothing and A's nodes are not the host's inodes. Without the
+/// overlay (the rootfs bound as it is), B saw A's locks on the rootfs files: "locked"; with
+/// the host's nodes bound, on `/dev/null` and `/dev/zero`. An unprivileged caller cannot make
+/// device nodes: its runs share the host's, so they are left out there (docs/threat-model.md).
 fn concurrent_runs_see_no_record_lock_of_each_other(backend: &str) {
-    let (holder, prober) = holder_and_prober(backend, RECORD_HOLDER, RECORD_PROBER, || {});
+    let own_nodes = backend == "docker" || !unprivileged();
+    let mut shared = vec!["/runner.py", "/usr/bin/python3"];
+    if own_nodes {
+        shared.extend(["/dev/null", "/dev/zero"]);
+    }
+    let shared = json!(shared).to_string();
+    let (holder, prober) = holder_and_prober(
+        backend,
+        &RECORD_HOLDER.replace("__SHARED__", &shared),
+        &RECORD_PROBER.replace("__SHARED__", &shared),
+        || {},
+    );
     let (a, b) = (printed(&holder), printed(&prober));
     assert_eq!(
         a["control"], "seen",
@@ -1206,6 +1212,17 @@ fn concurrent_runs_see_no_record_lock_of_each_other(backend: &str) {
     }
     for seen in b["seen"].as_array().expect("seen") {
         assert_eq!(seen, "unlocked", "run B saw run A's record lock: {b}");
+    }
+    for (node, inside) in ["/dev/null", "/dev/zero"]
+        .iter()
+        .zip(a["nodes"].as_array().expect("nodes"))
+    {
+        let host = std::fs::metadata(node).unwrap();
+        assert_ne!(
+            inside,
+            &json!([host.dev(), host.ino()]),
+            "{node} in run A is the host's inode"
+        );
     }
 }
 

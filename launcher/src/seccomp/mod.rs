@@ -20,8 +20,8 @@ mod policy;
 mod tests;
 
 pub use self::policy::{
-    CLONE_NEW_ANY, FCNTLS, IOCTLS, LOW_32, PR_SET_SECCOMP, PRCTLS, REFUSED, SECCOMP_MODE_FILTER,
-    SOCKOPTS, policy,
+    CLONE_NEW_ANY, FCNTLS, IOCTLS, LOW_32, PR_SET_DUMPABLE, PR_SET_SECCOMP, PRCTLS, REFUSED,
+    SECCOMP_MODE_FILTER, SOCKOPTS, policy,
 };
 
 /// How an argument is compared. Only masked equality is used (allow iff equal).

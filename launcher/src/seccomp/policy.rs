@@ -342,8 +342,9 @@ const ALLOW: &[&str] = &[
 /// itself calls none (strace of threads, asyncio, subprocess and sqlite3); the C library may
 /// name anonymous mappings (PR_SET_VMA) and threads (PR_SET_NAME); the rest only read.
 /// Never PR_SET_PDEATHSIG (clearing it would let the sandbox outlive its launcher),
-/// PR_SET_CHILD_SUBREAPER, PR_SET_DUMPABLE, PR_SET_MM, PR_SET_SECCOMP, PR_CAP_AMBIENT,
-/// PR_SET_SECUREBITS, PR_SET_NO_NEW_PRIVS or PR_SET_PTRACER.
+/// PR_SET_CHILD_SUBREAPER, PR_SET_DUMPABLE other than off ([`PR_SET_DUMPABLE`]), PR_SET_MM,
+/// PR_SET_SECCOMP (but one more filter), PR_CAP_AMBIENT, PR_SET_SECUREBITS,
+/// PR_SET_NO_NEW_PRIVS or PR_SET_PTRACER.
 pub const PRCTLS: &[(&str, u64)] = &[
     ("PR_GET_PDEATHSIG", 2),
     ("PR_GET_DUMPABLE", 3),
@@ -354,6 +355,13 @@ pub const PRCTLS: &[(&str, u64)] = &[
     ("PR_GET_NO_NEW_PRIVS", 39),
     ("PR_SET_VMA", 0x5356_4d41),
 ];
+
+/// prctl(2) option that sets whether a process is dumpable (include/uapi/linux/prctl.h),
+/// allowed only with 0 (`SUID_DUMP_DISABLE`): a process that turns it off is one the others
+/// of its uid cannot open through /proc (`/proc/PID/fd`, `mem`; ptrace(2), "Ptrace access
+/// mode checking"), and no process may turn it back on. runner.py's relay of the host's
+/// input on Docker needs it.
+pub const PR_SET_DUMPABLE: u64 = 4;
 
 /// prctl(2) option that adds a seccomp filter (include/uapi/linux/prctl.h).
 pub const PR_SET_SECCOMP: u64 = 22;
@@ -448,6 +456,13 @@ pub fn policy() -> Policy {
             syscall: "personality",
             args: vec![low32(0, 0xffff_ffff)],
             why: "personality(2): `unsigned int persona`; only the query 0xffffffff",
+        },
+        Rule {
+            syscall: "prctl",
+            args: vec![low32(0, PR_SET_DUMPABLE), low32(1, 0)],
+            why: "prctl(PR_SET_DUMPABLE, 0): a process makes itself non-dumpable, which only \
+                  closes its /proc files to the rest of the sandbox; runner.py's relay of the \
+                  host's input on Docker does, so the code cannot reopen that pipe",
         },
         Rule {
             syscall: "prctl",

@@ -212,6 +212,7 @@ fn the_death_signal_cannot_be_cleared_but_a_thread_can_be_named() {
             ),
             raw_syscall(libc::SYS_prctl, [libc::PR_SET_CHILD_SUBREAPER as u64, 1, 0]),
             raw_syscall(libc::SYS_prctl, [libc::PR_SET_DUMPABLE as u64, 1, 0]),
+            raw_syscall(libc::SYS_prctl, [libc::PR_SET_DUMPABLE as u64, 2, 0]),
         ];
         // Positive controls: naming a thread, and reading the death signal back.
         let named = raw_syscall(
@@ -231,6 +232,30 @@ fn the_death_signal_cannot_be_cleared_but_a_thread_can_be_named() {
             0
         } else {
             eprintln!("{denied:?} {named:?} {read:?} {sig}");
+            1
+        }
+    });
+    assert_eq!(exit, Exit::Code(0));
+}
+
+#[test]
+fn a_process_may_make_itself_non_dumpable_but_never_dumpable_again() {
+    let exit = sandboxed(|| {
+        let dumpable = || raw_syscall(libc::SYS_prctl, [libc::PR_GET_DUMPABLE as u64, 0, 0]);
+        let before = dumpable();
+        let off = raw_syscall(libc::SYS_prctl, [libc::PR_SET_DUMPABLE as u64, 0, 0]);
+        let after = dumpable();
+        let on = raw_syscall(libc::SYS_prctl, [libc::PR_SET_DUMPABLE as u64, 1, 0]);
+        // High bits above the 32 the kernel reads do not make 1 look like 0.
+        let high = raw_syscall(
+            libc::SYS_prctl,
+            [libc::PR_SET_DUMPABLE as u64, 1 << 32 | 1, 0],
+        );
+        if before == Ok(1) && off.is_ok() && after == Ok(0) && on == Err(SENTINEL) && high.is_err()
+        {
+            0
+        } else {
+            eprintln!("{before:?} {off:?} {after:?} {on:?} {high:?}");
             1
         }
     });

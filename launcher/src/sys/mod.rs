@@ -251,6 +251,14 @@ pub(crate) fn mount(
     .map(drop)
 }
 
+/// mknod(2) of a character device `path` with the number `rdev` and permission bits
+/// `mode` (the umask still applies; the caller sets the mode afterwards).
+pub(crate) fn mknod_char(path: &Path, mode: libc::mode_t, rdev: libc::dev_t) -> io::Result<()> {
+    let path = path_c(path)?;
+    // SAFETY: `path` is a NUL-terminated string that outlives the call; the rest are integers.
+    check(unsafe { libc::mknod(path.as_ptr(), libc::S_IFCHR | mode, rdev) }).map(drop)
+}
+
 /// umount2(2).
 pub(crate) fn umount2(target: &Path, flags: libc::c_int) -> io::Result<()> {
     let target = path_c(target)?;
