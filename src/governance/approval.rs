@@ -68,9 +68,9 @@ pub trait Approver: Send + Sync + std::fmt::Debug {
     fn approve(&self, request: ApprovalRequest) -> BoxFuture<'static, Answer>;
 }
 
-/// The reason when there is nobody to ask at all (`exec`, a run_python task, a library
-/// caller without an approver).
-pub(crate) const NOBODY_TO_ASK: &str = "needs a person's approval (--approve), and this run has no MCP client to ask (exec, or run_python called as a task); the call was not sent";
+/// The reason when there is nobody to ask at all (`exec`, a library caller without an
+/// approver, a task whose session's client has not initialized).
+pub(crate) const NOBODY_TO_ASK: &str = "needs a person's approval (--approve), and this run has no MCP client to ask (exec has none); the call was not sent";
 
 /// The MCP client of one `run_python` request, asked with `elicitation/create`.
 ///
@@ -100,6 +100,21 @@ impl ElicitingClient {
             related_task: None,
             waiting: None,
         }
+    }
+
+    /// Ask on behalf of the task `task_id` (a run_python called as a task, MCP 2025-11-25
+    /// basic/utilities/tasks "Input Required Status"): each request carries
+    /// `_meta["io.modelcontextprotocol/related-task"] = {"taskId": task_id}`, and
+    /// `waiting(true)` is called before it goes out (the task turns `input_required`),
+    /// `waiting(false)` once it is answered or withdrawn (back to `working`).
+    pub(crate) fn for_task(
+        mut self,
+        task_id: impl Into<String>,
+        waiting: Arc<dyn Fn(bool) + Send + Sync>,
+    ) -> Self {
+        self.related_task = Some(task_id.into());
+        self.waiting = Some(waiting);
+        self
     }
 }
 

@@ -15,6 +15,7 @@ mod progress;
 mod sep_tasks;
 mod session;
 mod stdio;
+mod task_approval;
 mod tasks;
 
 use std::sync::Arc;
@@ -33,7 +34,7 @@ use tokio_util::sync::CancellationToken;
 
 use self::description::describe;
 use crate::bridge::Bridge;
-use crate::governance::approval::ElicitingClient;
+use crate::governance::approval::{Approver, ElicitingClient};
 use crate::run::pool::Pool;
 use crate::run::{CANCELLED, CallEnd, RunEvent, RunOptions, Steering};
 use crate::sandbox::Backend;
@@ -259,13 +260,15 @@ impl CodeModeServer {
 
     /// Run `code` as the task of a task-augmented call ([`tasks`]): as a plain call runs,
     /// cancelled by `cancel` (`tasks/cancel`, the client going away), with progress under
-    /// `progress_token` (the call's own) when it carried one and the client has initialized.
+    /// `progress_token` (the call's own) when it carried one and the client has initialized;
+    /// calls that need approval are asked of `approver` ([`task_approval`]).
     /// A server shutting down refuses it like a plain call.
     async fn run_task(
         &self,
         code: &str,
         cancel: CancellationToken,
         progress_token: Option<ProgressToken>,
+        approver: Arc<dyn Approver>,
     ) -> CallToolResult {
         if self.draining.is_cancelled() {
             return CallToolResult::error(vec![ContentBlock::text(
@@ -280,9 +283,8 @@ impl CodeModeServer {
             cancel,
             events: Some(events),
             taint: self.session.taint.clone(),
-            // A task has no request to ask the client through: calls that need approval
-            // are refused, saying so.
-            approver: None,
+            // Asked through the session's client, the question naming the task.
+            approver: Some(approver),
             session: Some(self.session.id.clone()),
         };
         let result = self.run(code, &steering).await;

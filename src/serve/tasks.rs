@@ -29,7 +29,8 @@
 //!   `_meta`), as a plain call's run sends them ([`super::progress`]): the token stays valid
 //!   for the task's whole life;
 //! - `notifications/tasks/status` (params: the task) when the task becomes terminal
-//!   (completed, or cancelled).
+//!   (completed, or cancelled), and when a call that needs approval turns it
+//!   `input_required` and its answer turns it `working` again ([`super::task_approval`]).
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -39,6 +40,7 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use super::task_approval::TaskApprover;
 use super::{CodeModeServer, TOOL_NAME};
 use crate::mcp_tasks::{
     self, CreateTaskResult, RELATED_TASK_META_KEY, Task, TaskIdParams, TaskMetadata, TaskStatus,
@@ -241,11 +243,39 @@ impl Tasks {
         tracing::info!(task = %task.task_id, "run_python started as a task");
         let (this, code, task_id) = (self.clone(), code.to_owned(), task.task_id.clone());
         tokio::spawn(async move {
-            let result = this.server.run_task(&code, cancel, progress_token).await;
+            let approver = Arc::new(TaskApprover::new(this.clone(), task_id.clone()));
+            let result = this
+                .server
+                .run_task(&code, cancel, progress_token, approver)
+                .await;
             let value = serde_json::to_value(&result).unwrap_or(Value::Null);
             this.finish(&task_id, value, result.is_error == Some(true));
         });
         serde_json::to_value(CreateTaskResult { task }).map_err(|e| (INTERNAL_ERROR, e.to_string()))
+    }
+
+    /// The session's client, once it has initialized.
+    pub(super) fn peer(&self) -> Option<rmcp::service::Peer<rmcp::service::RoleServer>> {
+        self.server.peer()
+    }
+
+    /// The task waits for a person's answer (`input_required`), or no longer does
+    /// (`working`); a terminal task stays as it is. The client is told either way.
+    pub(super) fn input_required(&self, task_id: &str, waiting: bool) {
+        let mut entries = self.lock();
+        if let Some(entry) = entries.iter_mut().find(|e| e.task.task_id == task_id)
+            && !entry.task.status.is_terminal()
+        {
+            entry.task.status = if waiting {
+                TaskStatus::InputRequired
+            } else {
+                TaskStatus::Working
+            };
+            entry.task.status_message =
+                waiting.then(|| "waiting for a person to approve a tool call".to_owned());
+            entry.task.last_updated_at = mcp_tasks::now_iso8601();
+            self.notify_status(&entry.task);
+        }
     }
 
     /// Record the run's result, unless the task was cancelled meanwhile.

@@ -1,6 +1,7 @@
 //! Governance end to end: approval through MCP elicitation (a Python SDK client that
 //! accepts, declines, cancels, never answers before the deadline, or declares no elicitation
-//! capability), the stubs of tools that ask first, read-only mode on annotated tools, the
+//! capability; the TypeScript SDK's task client for run_python called as a task, asked with
+//! the related task while the task is `input_required`), the stubs of tools that ask first, read-only mode on annotated tools, the
 //! audit log of a run (sent, refused and approved calls), `--audit-args` and `--audit-code`,
 //! a run replayed from its log, a log that survives a SIGKILLed `serve`, and
 //! `--audit-required` failing closed on a full disk.
@@ -302,6 +303,128 @@ fn approval_still_pending_at_the_deadline_ends_the_run_withdraws_the_question_an
     );
     assert_eq!(call["approval"]["decision"], "unanswered", "{call}");
     assert_eq!(records[2]["outcome"], "stopped");
+}
+
+/// What `approve_task.mjs ANSWER CODE` (the TypeScript SDK, which has 2025-11-25 tasks)
+/// printed after running `code` as a task against `target`: a serve command, or the URL of
+/// a `serve --http`.
+fn approve_as_task(answer: &str, code: &str, target: &[String]) -> Value {
+    let dir = super::ts_client::client_dir().expect("the TypeScript client");
+    let out = Command::new("node")
+        .arg(dir.join("approve_task.mjs"))
+        .args([answer, code, "--"])
+        .args(target)
+        .output()
+        .expect("run node");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(stdout.lines().last().unwrap_or("")).unwrap_or_else(|e| {
+        panic!(
+            "approve_task.mjs printed no JSON ({e}): {stdout}\nstderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+impl Fixture {
+    /// `serve --approve write_note --audit AUDIT -- scripted_server annotated.json`.
+    fn serve_approving(&self) -> Vec<String> {
+        let audit = self.audit.display().to_string();
+        self.serve(&["--approve", "write_note", "--audit", &audit])
+    }
+}
+
+/// What the task client saw of an accepted approval: asked once about write_note, with the
+/// run's task as the related task, while the task was `input_required`; the statuses went
+/// input_required, working, completed; the call was sent and its record says accepted.
+fn assert_accepted_as_task(f: &Fixture, out: &Value) {
+    assert_eq!(out["stdout"], "done\n", "{out}");
+    let asked = out["asked"].as_array().unwrap();
+    assert_eq!(asked.len(), 1, "{out}");
+    assert!(
+        asked[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("\"write_note\""),
+        "{out}"
+    );
+    assert_eq!(asked[0]["related_task"], true, "{out}");
+    assert_eq!(asked[0]["status"], "input_required", "{out}");
+    let statuses: Vec<&str> = out["statuses"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(
+        statuses,
+        ["input_required", "working", "completed"],
+        "{out}"
+    );
+    assert_eq!(f.calls_received(), ["write_note"]);
+    let records = f.records();
+    assert_eq!(
+        of_kind(&records, "call")[0]["approval"]["decision"],
+        "accepted"
+    );
+}
+
+#[test]
+fn approval_of_a_call_from_a_task_run_asks_with_the_related_task_while_it_is_input_required() {
+    if !super::ts_client::ready() {
+        return;
+    }
+    let f = Fixture::new();
+    let out = approve_as_task("accept", WRITE, &f.serve_approving());
+    assert_accepted_as_task(&f, &out);
+}
+
+#[test]
+fn approval_of_a_call_from_a_task_run_over_http_asks_on_the_sessions_stream() {
+    if !super::ts_client::ready() {
+        return;
+    }
+    let f = Fixture::new();
+    let audit = f.audit.display().to_string();
+    let served = super::http_serving::Served::launch(
+        &["--approve", "write_note", "--audit", &audit],
+        None,
+        |command, _journal| {
+            command.arg("--").args(f.server());
+        },
+    );
+    let out = approve_as_task("accept", WRITE, &[served.url()]);
+    assert_accepted_as_task(&f, &out);
+}
+
+#[test]
+fn approval_declined_from_a_task_run_raises_declined_and_a_client_without_elicitation_is_refused() {
+    if !super::ts_client::ready() {
+        return;
+    }
+    let f = Fixture::new();
+    let declined = approve_as_task("decline", WRITE, &f.serve_approving());
+    assert_eq!(
+        declined["stdout"], "ToolError: declined by the user\n",
+        "{declined}"
+    );
+    assert_eq!(
+        declined["asked"][0]["status"], "input_required",
+        "{declined}"
+    );
+    let unable = approve_as_task("none", WRITE, &f.serve_approving());
+    let out = unable["stdout"].as_str().unwrap_or_default();
+    assert!(
+        out.contains("did not declare the elicitation capability"),
+        "{unable}"
+    );
+    assert!(unable["asked"].as_array().unwrap().is_empty(), "{unable}");
+    assert!(f.calls_received().is_empty(), "{:?}", f.calls_received());
+    let records = f.records();
+    let decisions: Vec<&Value> = of_kind(&records, "call")
+        .iter()
+        .map(|c| &c["approval"]["decision"])
+        .collect();
+    assert_eq!(decisions, [&json!("declined"), &json!("unavailable")]);
 }
 
 #[test]

@@ -50,7 +50,7 @@ impl Served {
 
     /// `serve --http` with `args`, the wrapped servers given by `servers` (which gets the
     /// command and a journal path it may hand to the toy server).
-    fn launch(
+    pub(super) fn launch(
         args: &[&str],
         token: Option<&str>,
         servers: impl FnOnce(&mut Command, &std::path::Path),

@@ -17,9 +17,10 @@ use serde_json::Value;
 
 use super::common::{bin, example, native_available, require, target_dir};
 
-/// A directory holding steer.mjs, tasks.mjs, task_server.mjs (and http.mjs, for
-/// tests/suite/http_serving.rs), with common.mjs they share and the pinned SDK installed beside them; `None` when node
-/// or npm is missing or the install failed.
+/// A directory holding steer.mjs, tasks.mjs, task_server.mjs, approve_task.mjs (for
+/// tests/suite/governance.rs) and http.mjs (for tests/suite/http_serving.rs), with
+/// common.mjs they share and the pinned SDK installed beside them; `None` when node or npm
+/// is missing or the install failed.
 pub(super) fn client_dir() -> Option<PathBuf> {
     static DIR: OnceLock<Option<PathBuf>> = OnceLock::new();
     DIR.get_or_init(|| {
@@ -33,6 +34,7 @@ pub(super) fn client_dir() -> Option<PathBuf> {
             "http.mjs",
             "tasks.mjs",
             "task_server.mjs",
+            "approve_task.mjs",
         ];
         let same = |file: &str| {
             std::fs::read(source.join(file)).ok() == std::fs::read(dir.join(file)).ok()
