@@ -30,7 +30,7 @@ use crate::bridge::catalog::{PrivateLabels, Selection};
 use crate::bridge::upstream::{RemoteSpec, RemoteTransport, ServerSpec};
 
 /// Keys this program reads from an entry.
-pub const ENTRY_KEYS: &[&str] = &[
+pub(super) const ENTRY_KEYS: &[&str] = &[
     "command",
     "args",
     "env",
@@ -55,7 +55,7 @@ pub const ENTRY_KEYS: &[&str] = &[
 /// Sources: Cline (`autoApprove`, `networkTimeout`), Roo Code and Kilo Code (`alwaysAllow`, `watchPaths`), VS Code (`dev`,
 /// `gallery`, `version`, `sandboxEnabled`, `sandbox`), Cursor and many registries
 /// (`description`, `name`, `icon`).
-pub const ACCEPTED_KEYS: &[&str] = &[
+pub(super) const ACCEPTED_KEYS: &[&str] = &[
     "autoApprove",
     "alwaysAllow",
     "networkTimeout",

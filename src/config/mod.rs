@@ -25,8 +25,6 @@ use serde_json::Value;
 
 use crate::bridge::ServerEntry;
 
-pub use entry::{ACCEPTED_KEYS, ENTRY_KEYS};
-
 /// Why a config file was refused; every message names the entry and key at fault.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum ConfigError {

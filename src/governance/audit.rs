@@ -164,11 +164,6 @@ impl AuditLog {
         })
     }
 
-    /// The options it was opened with.
-    pub fn options(&self) -> &AuditOptions {
-        &self.options
-    }
-
     /// The log file.
     pub fn path(&self) -> &Path {
         &self.options.path

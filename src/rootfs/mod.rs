@@ -17,8 +17,6 @@ mod host;
 mod tree;
 mod verify;
 
-pub use verify::{REQUIRED_MODULES, unshare_available};
-
 use std::fmt;
 use std::fs;
 use std::path::{Path, PathBuf};

@@ -4,9 +4,18 @@
 use super::*;
 use std::os::unix::fs::PermissionsExt;
 
+/// Whether `unshare --user --map-root-user --root=/` works on this host.
+fn unshare_available() -> bool {
+    std::process::Command::new("unshare")
+        .args(["--user", "--map-root-user", "--root=/", "true"])
+        .env_clear()
+        .output()
+        .is_ok_and(|out| out.status.success())
+}
+
 fn unshare_or_skip() -> bool {
     testkit::require(
-        verify::unshare_available(),
+        unshare_available(),
         "`unshare --user --map-root-user --root=/` does not work on this host",
     )
 }

@@ -38,15 +38,6 @@ fn run_inside_with(
     })
 }
 
-/// Whether `unshare --user --map-root-user --root=/` works on this host.
-pub fn unshare_available() -> bool {
-    Command::new("unshare")
-        .args(["--user", "--map-root-user", "--root=/", "true"])
-        .env_clear()
-        .output()
-        .is_ok_and(|out| out.status.success())
-}
-
 fn tail(bytes: &[u8]) -> String {
     let text = String::from_utf8_lossy(bytes);
     let lines: Vec<&str> = text.trim().lines().collect();
@@ -125,7 +116,7 @@ pub(crate) fn precompile(root: &Path, version: &str) -> Result<(), RootfsError> 
 }
 
 /// Modules the runner needs; the build fails without any of them.
-pub const REQUIRED_MODULES: &[&str] = &[
+pub(super) const REQUIRED_MODULES: &[&str] = &[
     "asyncio",
     "json",
     "socket",

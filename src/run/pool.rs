@@ -163,7 +163,6 @@ impl Shared {
 pub struct Pool {
     bridge: Arc<Bridge>,
     backend: Arc<dyn Backend>,
-    size: usize,
     shared: Arc<Shared>,
     closed: watch::Sender<bool>,
     slots: Mutex<JoinSet<()>>,
@@ -195,22 +194,11 @@ impl Pool {
         Self {
             bridge,
             backend,
-            size,
             shared,
             closed,
             slots: Mutex::new(slots),
             endings: TaskTracker::new(),
         }
-    }
-
-    /// The number of slots.
-    pub fn size(&self) -> usize {
-        self.size
-    }
-
-    /// The backend the sandboxes come from.
-    pub fn backend(&self) -> &Arc<dyn Backend> {
-        &self.backend
     }
 
     /// What the pool did so far.

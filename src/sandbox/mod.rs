@@ -39,17 +39,12 @@ pub enum SandboxError {
     /// socket (control characters escaped when shown).
     #[error("failed to start the sandbox: {}", escape_controls(&.0.message))]
     Launch(launcher::LaunchFailure),
-    /// The rootfs could not be prepared.
-    #[error("failed to prepare the rootfs: {0}")]
-    Rootfs(String),
 }
 
 /// A way to start sandboxes.
 pub trait Backend: Send + Sync {
     /// Start one sandbox running runner.py, ready for the `start` message.
     fn spawn(&self) -> BoxFuture<'_, Result<Sandbox, SandboxError>>;
-    /// A short name (`native`, `docker`).
-    fn name(&self) -> &'static str;
 }
 
 /// Facts about how a sandbox ended, for the run's error text.

@@ -475,10 +475,6 @@ impl Backend for DockerBackend {
             })
         })
     }
-
-    fn name(&self) -> &'static str {
-        "docker"
-    }
 }
 
 struct DockerControl {

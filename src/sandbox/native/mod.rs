@@ -197,10 +197,6 @@ impl Backend for NativeBackend {
             })
         })
     }
-
-    fn name(&self) -> &'static str {
-        "native"
-    }
 }
 
 /// Reads the launcher's report socket on a thread of its own until end of file (every
