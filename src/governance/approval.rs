@@ -69,8 +69,9 @@ pub trait Approver: Send + Sync + std::fmt::Debug {
 }
 
 /// The reason when there is nobody to ask at all (`exec`, a library caller without an
-/// approver, a task whose session's client has not initialized).
-pub(crate) const NOBODY_TO_ASK: &str = "needs a person's approval (--approve), and this run has no MCP client to ask (exec has none); the call was not sent";
+/// approver, a task whose session's client has not initialized, a run_python task of the
+/// 2026-07-28 tasks extension).
+pub(crate) const NOBODY_TO_ASK: &str = "needs a person's approval (--approve), and this run has no MCP client to ask (exec, or run_python as a 2026-07-28 extension task); the call was not sent";
 
 /// The MCP client of one `run_python` request, asked with `elicitation/create`.
 ///

@@ -261,14 +261,15 @@ impl CodeModeServer {
     /// Run `code` as the task of a task-augmented call ([`tasks`]): as a plain call runs,
     /// cancelled by `cancel` (`tasks/cancel`, the client going away), with progress under
     /// `progress_token` (the call's own) when it carried one and the client has initialized;
-    /// calls that need approval are asked of `approver` ([`task_approval`]).
+    /// calls that need approval are asked of `approver` ([`task_approval`]), or refused
+    /// without one.
     /// A server shutting down refuses it like a plain call.
     async fn run_task(
         &self,
         code: &str,
         cancel: CancellationToken,
         progress_token: Option<ProgressToken>,
-        approver: Arc<dyn Approver>,
+        approver: Option<Arc<dyn Approver>>,
     ) -> CallToolResult {
         if self.draining.is_cancelled() {
             return CallToolResult::error(vec![ContentBlock::text(
@@ -283,8 +284,9 @@ impl CodeModeServer {
             cancel,
             events: Some(events),
             taint: self.session.taint.clone(),
-            // Asked through the session's client, the question naming the task.
-            approver: Some(approver),
+            // 2025-11-25 tasks ask through the session's client, the question naming the
+            // task; without an approver such calls are refused, saying so.
+            approver,
             session: Some(self.session.id.clone()),
         };
         let result = self.run(code, &steering).await;

@@ -10,8 +10,9 @@
 //! plain result, as before. `tasks/get` answers the task with its result inlined once it is
 //! `completed` (a run that raised or was stopped is still `completed`, with `isError`);
 //! `tasks/cancel` kills the run as a request cancel does and the task ends `cancelled`;
-//! `tasks/update` has nothing to answer (a run never asks its client for input: calls that
-//! need approval are refused in task runs, as in 2025-11-25 task runs). The 2025-11-25
+//! `tasks/update` has nothing to answer (a run of this extension never asks its client for
+//! input: calls that need approval are refused, while 2025-11-25 task runs ask through
+//! `input_required`, [`super::task_approval`]). The 2025-11-25
 //! tasks of [`super::tasks`] are kept apart: their ids are their own, and a `tasks/get` or
 //! `tasks/cancel` for an id they do not hold reaches rmcp. Task runs of this extension send
 //! no progress notifications.
@@ -43,7 +44,8 @@ impl CodeModeServer {
                         cancel.cancel();
                     })
                 };
-                let result: CallToolResult = server.run_task(&code, cancel, None).await;
+                // No approver: a call that needs approval is refused (see the module doc).
+                let result: CallToolResult = server.run_task(&code, cancel, None, None).await;
                 watch.abort();
                 if context.is_cancel_requested() {
                     tracing::info!(task = %context.task_id(), "run_python task cancelled by the client");

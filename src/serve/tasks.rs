@@ -42,6 +42,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::task_approval::TaskApprover;
 use super::{CodeModeServer, TOOL_NAME};
+use crate::governance::approval::Approver;
 use crate::mcp_tasks::{
     self, CreateTaskResult, RELATED_TASK_META_KEY, Task, TaskIdParams, TaskMetadata, TaskStatus,
 };
@@ -243,10 +244,11 @@ impl Tasks {
         tracing::info!(task = %task.task_id, "run_python started as a task");
         let (this, code, task_id) = (self.clone(), code.to_owned(), task.task_id.clone());
         tokio::spawn(async move {
-            let approver = Arc::new(TaskApprover::new(this.clone(), task_id.clone()));
+            let approver: Arc<dyn Approver> =
+                Arc::new(TaskApprover::new(this.clone(), task_id.clone()));
             let result = this
                 .server
-                .run_task(&code, cancel, progress_token, approver)
+                .run_task(&code, cancel, progress_token, Some(approver))
                 .await;
             let value = serde_json::to_value(&result).unwrap_or(Value::Null);
             this.finish(&task_id, value, result.is_error == Some(true));
