@@ -248,6 +248,28 @@ fn approval_is_not_asked_for_a_call_the_budget_refuses() {
 }
 
 #[test]
+fn approval_is_not_asked_for_a_call_the_private_data_rule_refuses() {
+    let Some(f) = Fixture::ready() else { return };
+    let code = "await read_note({'id': 1})\ntry:\n    await write_note({'id': 1})\nexcept ToolError as e:\n    print('ToolError:', e)";
+    let reply = f.run_approved(
+        "accept",
+        code,
+        &["--approve", "write_note", "--private", "read_note"],
+    );
+    let out = printed(&reply);
+    assert!(
+        out.starts_with("ToolError:") && out.contains("private"),
+        "{reply}"
+    );
+    assert!(reply["asked"].as_array().unwrap().is_empty(), "{reply}");
+    assert_eq!(f.calls_received(), ["read_note"]);
+    let records = f.records();
+    let refused = of_kind(&records, "call")[1];
+    assert_eq!(refused["verdict"], "refused", "{refused}");
+    assert!(refused.get("approval").is_none(), "{refused}");
+}
+
+#[test]
 fn approval_of_destructive_tools_asks_for_every_tool_not_annotated_read_only() {
     let Some(f) = Fixture::ready() else { return };
     let code = "print(await read_note({'id': 1}))\nprint(await delete_note({'id': 1}))\nprint(await unannotated({}))";
