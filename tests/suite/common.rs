@@ -236,10 +236,16 @@ pub(crate) fn python_client(codes: &[&str], serve_command: &[String]) -> Value {
         .args(serve_command)
         .output()
         .expect("run the python client");
+    last_json_line(&out, "the python client")
+}
+
+/// The JSON object a test client printed as its last line of stdout; a panic showing its
+/// stdout and stderr when that is not JSON (`what` names the client).
+pub(crate) fn last_json_line(out: &std::process::Output, what: &str) -> Value {
     let stdout = String::from_utf8_lossy(&out.stdout);
     serde_json::from_str(stdout.lines().last().unwrap_or("")).unwrap_or_else(|e| {
         panic!(
-            "client output is not JSON ({e}): {stdout}\nstderr: {}",
+            "{what} printed no JSON ({e}): {stdout}\nstderr: {}",
             String::from_utf8_lossy(&out.stderr)
         )
     })

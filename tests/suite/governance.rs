@@ -18,7 +18,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::common::{ExecOptions, bin, example, exec_with, native_client_ready, venv_python};
+use super::common::{
+    ExecOptions, bin, example, exec_with, last_json_line, native_client_ready, venv_python,
+};
 
 /// The annotated scenario with its `log` in a fresh temp dir, and an audit log path there.
 struct Fixture {
@@ -33,6 +35,12 @@ impl Fixture {
     /// (else the test is skipped).
     fn ready() -> Option<Self> {
         native_client_ready().then(Self::new)
+    }
+
+    /// A fresh fixture when the TypeScript SDK client (the one with 2025-11-25 tasks) can
+    /// run here (else the test is skipped).
+    fn ready_for_tasks() -> Option<Self> {
+        super::ts_client::ready().then(Self::new)
     }
 
     fn new() -> Self {
@@ -90,6 +98,15 @@ impl Fixture {
         records(&self.audit)
     }
 
+    /// The approval decision of each call record, in order (`null` for a call that needed
+    /// none).
+    fn decisions(&self) -> Vec<Value> {
+        of_kind(&self.records(), "call")
+            .iter()
+            .map(|c| c["approval"]["decision"].clone())
+            .collect()
+    }
+
     /// The approving client in `mode` runs `code` once through
     /// `serve ARGS… --audit AUDIT -- scripted_server annotated.json`.
     fn run_approved(&self, mode: &str, code: &str, args: &[&str]) -> Value {
@@ -137,13 +154,7 @@ fn approving_client(mode: &str, code: &str, serve: &[String]) -> Value {
         .args(serve)
         .output()
         .expect("run the approving client");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    serde_json::from_str(stdout.lines().last().unwrap_or("")).unwrap_or_else(|e| {
-        panic!(
-            "client output is not JSON ({e}): {stdout}\nstderr: {}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-    })
+    last_json_line(&out, "approving_client.py")
 }
 
 /// Code that calls write_note and prints what came back or the ToolError.
@@ -223,42 +234,21 @@ fn approval_without_the_elicitation_capability_is_refused_saying_so_and_never_se
         "{reply}"
     );
     assert!(f.calls_received().is_empty(), "{:?}", f.calls_received());
-    let calls = f.records();
-    assert_eq!(
-        of_kind(&calls, "call")[0]["approval"]["decision"],
-        "unavailable"
-    );
+    assert_eq!(f.decisions(), ["unavailable"]);
 }
 
-#[test]
-fn approval_is_not_asked_for_a_call_the_budget_refuses() {
+/// `read_note`, then `write_note` (which needs approval) under `rule_args`: the second call
+/// is refused with a message holding `refusal` before anyone is asked, and never sent; its
+/// record has no approval step.
+fn refused_before_asking(rule_args: &[&str], refusal: &str) {
     let Some(f) = Fixture::ready() else { return };
     let code = "await read_note({'id': 1})\ntry:\n    await write_note({'id': 1})\nexcept ToolError as e:\n    print('ToolError:', e)";
-    let reply = f.run_approved(
-        "accept",
-        code,
-        &["--approve", "write_note", "--max-calls", "1"],
-    );
-    assert!(
-        printed(&reply).contains("budget of 1 tool calls is spent"),
-        "{reply}"
-    );
-    assert!(reply["asked"].as_array().unwrap().is_empty(), "{reply}");
-    assert_eq!(f.calls_received(), ["read_note"]);
-}
-
-#[test]
-fn approval_is_not_asked_for_a_call_the_private_data_rule_refuses() {
-    let Some(f) = Fixture::ready() else { return };
-    let code = "await read_note({'id': 1})\ntry:\n    await write_note({'id': 1})\nexcept ToolError as e:\n    print('ToolError:', e)";
-    let reply = f.run_approved(
-        "accept",
-        code,
-        &["--approve", "write_note", "--private", "read_note"],
-    );
+    let mut args = vec!["--approve", "write_note"];
+    args.extend(rule_args);
+    let reply = f.run_approved("accept", code, &args);
     let out = printed(&reply);
     assert!(
-        out.starts_with("ToolError:") && out.contains("private"),
+        out.starts_with("ToolError:") && out.contains(refusal),
         "{reply}"
     );
     assert!(reply["asked"].as_array().unwrap().is_empty(), "{reply}");
@@ -267,6 +257,16 @@ fn approval_is_not_asked_for_a_call_the_private_data_rule_refuses() {
     let refused = of_kind(&records, "call")[1];
     assert_eq!(refused["verdict"], "refused", "{refused}");
     assert!(refused.get("approval").is_none(), "{refused}");
+}
+
+#[test]
+fn approval_is_not_asked_for_a_call_the_budget_refuses() {
+    refused_before_asking(&["--max-calls", "1"], "budget of 1 tool calls is spent");
+}
+
+#[test]
+fn approval_is_not_asked_for_a_call_the_private_data_rule_refuses() {
+    refused_before_asking(&["--private", "read_note"], "private");
 }
 
 #[test]
@@ -338,13 +338,7 @@ fn approve_as_task(answer: &str, code: &str, target: &[String]) -> Value {
         .args(target)
         .output()
         .expect("run node");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    serde_json::from_str(stdout.lines().last().unwrap_or("")).unwrap_or_else(|e| {
-        panic!(
-            "approve_task.mjs printed no JSON ({e}): {stdout}\nstderr: {}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-    })
+    last_json_line(&out, "approve_task.mjs")
 }
 
 impl Fixture {
@@ -383,6 +377,7 @@ fn assert_accepted_as_task(f: &Fixture, out: &Value) {
         "{out}"
     );
     assert_eq!(f.calls_received(), ["write_note"]);
+    assert_eq!(f.decisions(), ["accepted"]);
     let records = f.records();
     assert_eq!(
         of_kind(&records, "call")[0]["approval"]["decision"],
@@ -392,20 +387,18 @@ fn assert_accepted_as_task(f: &Fixture, out: &Value) {
 
 #[test]
 fn approval_of_a_call_from_a_task_run_asks_with_the_related_task_while_it_is_input_required() {
-    if !super::ts_client::ready() {
+    let Some(f) = Fixture::ready_for_tasks() else {
         return;
-    }
-    let f = Fixture::new();
+    };
     let out = approve_as_task("accept", WRITE, &f.serve_approving());
     assert_accepted_as_task(&f, &out);
 }
 
 #[test]
 fn approval_of_a_call_from_a_task_run_over_http_asks_on_the_sessions_stream() {
-    if !super::ts_client::ready() {
+    let Some(f) = Fixture::ready_for_tasks() else {
         return;
-    }
-    let f = Fixture::new();
+    };
     let audit = f.audit.display().to_string();
     let served = super::http_serving::Served::launch(
         &["--approve", "write_note", "--audit", &audit],
@@ -420,10 +413,9 @@ fn approval_of_a_call_from_a_task_run_over_http_asks_on_the_sessions_stream() {
 
 #[test]
 fn approval_declined_from_a_task_run_raises_declined_and_a_client_without_elicitation_is_refused() {
-    if !super::ts_client::ready() {
+    let Some(f) = Fixture::ready_for_tasks() else {
         return;
-    }
-    let f = Fixture::new();
+    };
     let declined = approve_as_task("decline", WRITE, &f.serve_approving());
     assert_eq!(
         declined["stdout"], "ToolError: declined by the user\n",
@@ -441,12 +433,7 @@ fn approval_declined_from_a_task_run_raises_declined_and_a_client_without_elicit
     );
     assert!(unable["asked"].as_array().unwrap().is_empty(), "{unable}");
     assert!(f.calls_received().is_empty(), "{:?}", f.calls_received());
-    let records = f.records();
-    let decisions: Vec<&Value> = of_kind(&records, "call")
-        .iter()
-        .map(|c| &c["approval"]["decision"])
-        .collect();
-    assert_eq!(decisions, [&json!("declined"), &json!("unavailable")]);
+    assert_eq!(f.decisions(), ["declined", "unavailable"]);
 }
 
 #[test]
