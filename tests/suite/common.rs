@@ -64,6 +64,21 @@ pub(crate) fn native_available() -> bool {
     })
 }
 
+/// `mcp-code-mode ARGS…` with piped stdin and stdout (for an MCP client over stdio), stderr
+/// discarded, killed when dropped.
+pub(crate) fn spawn_serve<S: AsRef<std::ffi::OsStr>>(
+    args: impl IntoIterator<Item = S>,
+) -> tokio::process::Child {
+    tokio::process::Command::new(bin())
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start serve")
+}
+
 /// The README's quick start: three concurrent `add` calls on the toy server.
 pub(crate) const QUICK_START: &str = "import asyncio, json\n\nsums = await asyncio.gather(*(add({\"a\": n, \"b\": 10}) for n in range(3)))\nprint([json.loads(s)[\"sum\"] for s in sums])\n";
 

@@ -5,6 +5,7 @@
 //! polls `tasks/get` to the inlined result, and `tasks/cancel` kills the run; a client that
 //! does not declare it gets the plain result.
 
+use std::ffi::OsStr;
 use std::time::{Duration, Instant};
 
 use rmcp::ServiceExt;
@@ -15,7 +16,7 @@ use rmcp::model::{
 use rmcp::service::{RoleClient, RunningService};
 use serde_json::{Value, json};
 
-use super::common::{bin, example};
+use super::common::{example, spawn_serve};
 
 struct Connected {
     client: RunningService<RoleClient, ClientConfig>,
@@ -29,18 +30,14 @@ struct Connected {
 async fn connect(extension: bool) -> Connected {
     let dir = tempfile::tempdir().unwrap();
     let journal = dir.path().join("journal");
-    let mut serve = tokio::process::Command::new(bin())
-        .arg("serve")
-        .arg("--")
-        .arg(example("toy_server"))
-        .arg("--journal")
-        .arg(&journal)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start serve");
+    let toy = example("toy_server");
+    let mut serve = spawn_serve([
+        OsStr::new("serve"),
+        OsStr::new("--"),
+        toy.as_os_str(),
+        OsStr::new("--journal"),
+        journal.as_os_str(),
+    ]);
     let (stdin, stdout) = (serve.stdin.take().unwrap(), serve.stdout.take().unwrap());
     let capabilities = if extension {
         ClientCapabilities::builder().enable_tasks().build()

@@ -13,7 +13,7 @@ use mcp_code_mode::description::describe;
 use serde_json::json;
 
 use super::common::{
-    bin, example, exec, native_available, native_client_ready, require, venv_python,
+    bin, example, exec, native_available, native_client_ready, require, spawn_serve, venv_python,
 };
 use super::misbehaving_servers::{Scenario, entry};
 
@@ -262,16 +262,11 @@ async fn a_client_on_protocol_2026_07_28_hears_of_changed_tools_through_subscrip
     }
     let scenario = Scenario::load("list_changed");
     let spec = scenario.spec();
-    let mut serve = tokio::process::Command::new(bin())
-        .args(["serve", "--pool", "0", "--"])
-        .arg(&spec.command)
-        .args(&spec.args)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start serve");
+    let mut serve = spawn_serve(
+        ["serve", "--pool", "0", "--", &spec.command]
+            .into_iter()
+            .chain(spec.args.iter().map(String::as_str)),
+    );
     let pipes = (
         serve.stdout.take().expect("stdout"),
         serve.stdin.take().expect("stdin"),
