@@ -305,13 +305,16 @@ fn a_global_defined_in_one_pooled_run_is_absent_in_the_next(backend: &str) {
     assert_eq!(stdout(&second), "False False\n", "{second}");
 }
 
-const NAMESPACES: &str = "import os\nprint(' '.join(os.readlink('/proc/self/ns/' + n) for n in ('pid', 'cgroup', 'mnt', 'net', 'ipc', 'uts', 'user')), ''.join(l.split()[3] for l in open('/proc/self/mountinfo') if ' /etc/hostname ' in l) or '-')";
+/// Prints the run's namespace numbers (pid, cgroup, mnt, net, ipc, uts, user), the source of
+/// its /etc/hostname mount (Docker: names the container) or `-`, and the start time of the
+/// sandbox's pid 1 in clock ticks since boot (`/proc/1/stat` field 22, proc(5)).
+const NAMESPACES: &str = "import os\nprint(' '.join(os.readlink('/proc/self/ns/' + n) for n in ('pid', 'cgroup', 'mnt', 'net', 'ipc', 'uts', 'user')), ''.join(l.split()[3] for l in open('/proc/self/mountinfo') if ' /etc/hostname ' in l) or '-', open('/proc/1/stat').read().rsplit(')', 1)[1].split()[19])";
 
 fn the_next_pooled_run_has_its_own_pid_namespace_and_cgroup(backend: &str) {
     let (first, second) = two_pooled_runs(backend, NAMESPACES, NAMESPACES);
     let first: Vec<&str> = stdout(&first).split_whitespace().collect();
     let second: Vec<&str> = stdout(&second).split_whitespace().collect();
-    assert_eq!(first.len(), 8, "{first:?}");
+    assert_eq!(first.len(), 9, "{first:?}");
     if backend == "docker" {
         // A container's namespace numbers are freed with it and the kernel hands them out
         // again, so two containers one after another can show the same ones; the source of
@@ -322,8 +325,17 @@ fn the_next_pooled_run_has_its_own_pid_namespace_and_cgroup(backend: &str) {
         );
         return;
     }
+    // A namespace number names a namespace only while it lives: once the first sandbox is
+    // gone the kernel may give the same number to the next one. Paired with the start time
+    // of the sandbox's pid 1 (the process that created the namespaces), it names one
+    // namespace for good; a sandbox used twice shows the same pair.
+    let started = (first[8], second[8]);
     for (a, b) in first.iter().zip(&second).take(7) {
-        assert_ne!(a, b, "one namespace for two runs: {first:?} {second:?}");
+        assert_ne!(
+            (a, started.0),
+            (b, started.1),
+            "one namespace for two runs: {first:?} {second:?}"
+        );
     }
 }
 
