@@ -15,13 +15,17 @@ One invocation measures, on this machine and at this load:
   (timed inside the sandbox), against the same toy server called directly by the Python
   SDK client (the baseline); the bridge's own share is the difference per call;
 - memory: serve's RSS (and peak), and each idle pooled sandbox (runner RSS, launcher RSS,
-  and the cgroup's memory usage; docker: the container's usage).
+  and the cgroup's memory usage; docker: the container's usage);
+- steering, on each backend with `--pool 0`: how soon a cancelled run's slot is free
+  (serve's own log line, from the cancel to the sandbox gone), and how soon `serve` exits
+  once its client leaves mid-run (from closing its stdin to the process ending).
 Targets are printed beside the numbers; nothing here fails on a miss.
 """
 
 import asyncio
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -117,7 +121,8 @@ def cgroup_memory(pid):
 class Serve:
     """One `serve` under the Python SDK client; its log goes to a file we can watch."""
 
-    def __init__(self, binary, toy, backend, pool, extra=()):
+    def __init__(self, binary, toy, backend, pool, extra=(),
+                 log_filter="warn,mcp_code_mode::run::pool=info"):
         self.dir = tempfile.mkdtemp(prefix="mcp-code-mode-bench-")
         self.pid_file = os.path.join(self.dir, "pid")
         self.log = os.path.join(self.dir, "log")
@@ -126,7 +131,7 @@ class Serve:
             command="sh",
             args=["-c", f'echo $$ > {self.pid_file}; exec "$@"', "sh", binary, "serve",
                   "--backend", backend, "--pool", str(pool), "--max-calls", "5000", *extra, "--", toy],
-            env={**os.environ, "MCP_CODE_MODE_LOG": "warn,mcp_code_mode::run::pool=info"},
+            env={**os.environ, "MCP_CODE_MODE_LOG": log_filter},
         )
 
     def pid(self):
@@ -219,6 +224,67 @@ async def time_four_at_once(binary, toy, reps):
         return times, {}
 
     return await serve_session(serve, body)
+
+
+SLEEPER = "import time\nprint('up', flush=True)\ntime.sleep(60)"
+FREED = re.compile(r"its slot was free (\d+) ms after the cancel")
+
+
+def exited(pid):
+    """Whether `pid` has ended (gone, or a zombie not yet reaped)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except OSError:
+        return True
+
+
+async def time_steering(binary, toy, backend, reps):
+    """Milliseconds from a cancel to the run's slot being free (serve's log), `reps` times,
+    and from the client leaving mid-run to serve's exit, `reps` times."""
+    serve = Serve(binary, toy, backend, 0, log_filter="warn,mcp_code_mode::serve=info")
+
+    async def cancels(session):
+        for i in range(reps):
+            task = asyncio.create_task(session.call_tool("run_python", {"code": SLEEPER}))
+            await asyncio.sleep(2.0)  # the sandbox has started and sleeps
+            task.cancel()  # the SDK sends notifications/cancelled
+            try:
+                await task
+            except BaseException:
+                pass
+            limit = time.monotonic() + 15
+            while time.monotonic() < limit:
+                with open(serve.log) as f:
+                    if len(FREED.findall(f.read())) > i:
+                        break
+                await asyncio.sleep(0.01)
+        with open(serve.log) as f:
+            return [int(ms) / 1000 for ms in FREED.findall(f.read())]
+
+    freed = await serve_session(serve, cancels)
+    exits = []
+    for _ in range(reps):
+        leaver = Serve(binary, toy, backend, 0)
+        with open(leaver.log, "w") as log:
+            async with stdio_client(leaver.params, errlog=log) as (read, write):
+                async with ClientSession(read, write) as session:
+                    await session.initialize()
+                    run = asyncio.create_task(session.call_tool("run_python", {"code": SLEEPER}))
+                    run.add_done_callback(lambda t: t.cancelled() or t.exception())
+                    await asyncio.sleep(2.0)  # the sandbox has started and sleeps
+                pid, left = leaver.pid(), time.perf_counter()
+
+                async def until_gone():
+                    while not exited(pid):
+                        await asyncio.sleep(0.002)
+                    return time.perf_counter() - left
+
+                # Leaving stdio_client closes serve's stdin (and gives it 2 s before a
+                # SIGTERM); the watch times serve's own exit meanwhile.
+                watch = asyncio.create_task(until_gone())
+        exits.append(await watch)
+    return freed, exits
 
 
 def sandbox_memory(serve):
@@ -384,6 +450,16 @@ def main():
         print(f"  {'Python SDK client, direct':34} {dseq / CALLS * 1e6:19.0f} {CALLS / dgat:17.0f}")
         print(f"  bridge's own share: {(bseq - dseq) / CALLS * 1e6:.0f} us per sequential call")
 
+    print("\nsteering (--pool 0), ms: p50 / max")
+    for backend in ("native", "docker"):
+        try:
+            freed, exits = asyncio.run(time_steering(binary, toy, backend, max(5, runs // 10)))
+            print(f"  {backend:7} cancel -> slot free {ms(pct(freed, 50))} / {ms(max(freed))}"
+                  f" ({len(freed)} cancels); client leaves -> serve exited"
+                  f" {ms(pct(exits, 50))} / {ms(max(exits))} ({len(exits)} runs)")
+        except Exception as e:
+            print(f"  {backend:7} not measured ({type(e).__name__}: {str(e)[:160]})")
+
     print("\nmemory")
     for name in ("native pooled", "docker pooled"):
         if name not in rows:
@@ -399,7 +475,8 @@ def main():
 
     print("\ntargets: native pooled p50 <= 5 ms, p99 <= 15 ms; native pooled >= 50x faster than "
           "docker cold; native cold <= 1.2x bubblewrap; bridge <= 100 us per sequential call and "
-          ">= 5,000 calls/s gathered; idle pooled sandbox <= 20 MiB")
+          ">= 5,000 calls/s gathered; idle pooled sandbox <= 20 MiB; a cancelled run's slot free "
+          "<= 100 ms after the cancel; serve exited <= 1 s after its client left")
     if "native cold (--pool 0)" in rows and "bubblewrap + python, no serve" in rows:
         ratio = statistics.median(rows["native cold (--pool 0)"][0]) / statistics.median(
             rows["bubblewrap + python, no serve"][0])
