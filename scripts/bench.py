@@ -12,14 +12,21 @@ One invocation measures, on this machine and at this load:
   back-to-back row times runs that come faster than the pool refills.
 - four runs at once (native pooled), p50/p90/p99 of the time until all four are done;
 - the bridge: 1,000 sequential `echo` calls from one run, and 1,000 under asyncio.gather
-  (timed inside the sandbox), against the same toy server called directly by the Python
-  SDK client (the baseline); the bridge's own share is the difference per call;
-- memory: serve's RSS (and peak), and each idle pooled sandbox (runner RSS, launcher RSS,
-  and the cgroup's memory usage; docker: the container's usage);
+  (timed inside the sandbox), against the same toy server called directly by a Rust rmcp
+  client (examples/echo_client.rs, the client the bridge uses: the baseline) and by the
+  Python SDK client; the bridge's own share is a run's time per call minus the Rust
+  client's;
+- memory: serve's RSS (and peak), and each idle pooled sandbox: the runner's RSS, the RSS
+  and PSS of its processes (native: runner and launcher; docker: the container's), and its
+  cgroup's memory usage;
 - steering, on each backend with `--pool 0`: how soon a cancelled run's slot is free
   (serve's own log line, from the cancel to the sandbox gone), and how soon `serve` exits
   once its client leaves mid-run (from closing its stdin to the process ending).
-Targets are printed beside the numbers; nothing here fails on a miss.
+The result goes to stdout as Markdown tables ready for the README: the machine named (CPUs,
+kernel, load average at the start and the end), the rows above, the bridge, steering, the
+memory, and each target (README, "Speed") with whether it was met. Progress goes to stderr.
+Nothing here fails on a miss. Run it on an idle machine: every other process competes for
+the same cores.
 """
 
 import asyncio
@@ -77,6 +84,23 @@ def children(pid):
 def status_kib(pid, field):
     try:
         with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def pss_kib(pid):
+    """Proportional set size: the process's own pages plus its share of pages it shares
+    (the binary, libraries, the rootfs's files) with other processes, KiB."""
+    return status_kib_in(f"/proc/{pid}/smaps_rollup", "Pss", pid)
+
+
+def status_kib_in(path, field, pid):
+    try:
+        with open(path) as f:
             for line in f:
                 if line.startswith(field + ":"):
                     return int(line.split()[1])
@@ -288,15 +312,22 @@ async def time_steering(binary, toy, backend, reps):
 
 
 def sandbox_memory(serve):
-    """Memory of each idle pooled sandbox: (runner RSS KiB, launcher RSS KiB, cgroup bytes)."""
+    """Memory of each idle pooled sandbox: {"rss", "pss"} (KiB, its processes summed: the
+    runner and, native, the launcher that waits for it), "runner_rss" (KiB) and "cgroup"
+    (bytes, its cgroup's usage)."""
     found = []
     if serve.backend == "native":
         for launcher in children(serve.pid()):
             if "__launcher" not in cmdline(launcher):
                 continue
             for runner in children(launcher):
-                found.append((status_kib(runner, "VmRSS"), status_kib(launcher, "VmRSS"),
-                              cgroup_memory(runner)))
+                pids = [runner, launcher]
+                found.append({
+                    "runner_rss": status_kib(runner, "VmRSS"),
+                    "rss": sum(status_kib(p, "VmRSS") or 0 for p in pids),
+                    "pss": sum(pss_kib(p) or 0 for p in pids),
+                    "cgroup": cgroup_memory(runner),
+                })
     else:
         names = subprocess.run(
             ["docker", "ps", "--format", "{{.Names}}", "--filter", f"name=mcp-code-mode-{serve.pid()}-"],
@@ -305,8 +336,12 @@ def sandbox_memory(serve):
             top = subprocess.run(["docker", "top", name, "-o", "pid"], capture_output=True, text=True)
             pids = [int(p) for p in top.stdout.split()[1:] if p.isdigit()]
             rss = sum(status_kib(p, "VmRSS") or 0 for p in pids)
-            usage = cgroup_memory(pids[0]) if pids else None
-            found.append((rss, None, usage))
+            found.append({
+                "runner_rss": None,
+                "rss": rss,
+                "pss": sum(pss_kib(p) or 0 for p in pids),
+                "cgroup": cgroup_memory(pids[0]) if pids else None,
+            })
     return found
 
 
@@ -338,6 +373,15 @@ async def direct_costs(toy):
             await asyncio.gather(*(session.call_tool("echo", {"text": "x"}) for _ in range(CALLS)))
             gat = time.perf_counter() - t
             return seq, gat
+
+
+def rust_direct_costs(client, toy):
+    """The same calls from a Rust rmcp client (examples/echo_client.rs), no sandbox, no bridge."""
+    out = subprocess.run([client, toy, str(CALLS)], capture_output=True, text=True, timeout=300)
+    if out.returncode != 0:
+        raise RuntimeError(out.stderr[-300:])
+    measured = json.loads(out.stdout.strip().splitlines()[-1])
+    return measured["sequential_s"], measured["gathered_s"]
 
 
 def time_bwrap(launcher_cmdline, runs):
@@ -388,7 +432,128 @@ def machine():
                     break
     except OSError:
         pass
-    return f"{os.cpu_count()} CPUs ({model}), kernel {os.uname().release}"
+    return f"{os.cpu_count()} CPUs ({model}), Linux {os.uname().release}"
+
+
+def mib(kib):
+    return f"{kib / 1024:.1f}" if kib else "?"
+
+
+ORDER = ["native pooled", "native cold (--pool 0)", "docker pooled", "docker cold (--pool 0)",
+         "bubblewrap + python, no serve", "native back to back, --pool 4",
+         "native, 4 runs at once (all done)"]
+
+
+def print_table(runs, rows, notes, bridge, direct, rust, steering, start_load):
+    """The README-ready result: Markdown tables, the machine named, targets checked."""
+    base = statistics.median(rows["native pooled"][0]) if "native pooled" in rows else None
+    print(f"\nMeasured by `scripts/bench {runs}` on {machine()}; load average "
+          f"{start_load} at the start, {load()} at the end.\n")
+    print(f"| `print(1)` through `serve`, Python SDK client, {runs} runs a row | p50 ms | p90 ms "
+          "| p99 ms | x native pooled | note |")
+    print("|---|---:|---:|---:|---:|---|")
+    for name in ORDER:
+        if name in rows:
+            times, extra = rows[name]
+            ratio = f"{statistics.median(times) / base:.1f}" if base else "-"
+            note = f"{extra['pooled']}/{len(times)} pooled" if "pooled" in extra else ""
+            print(f"| {name} | {ms(pct(times, 50))} | {ms(pct(times, 90))} | {ms(pct(times, 99))} "
+                  f"| {ratio} | {note} |")
+        else:
+            print(f"| {name} | - | - | - | - | {notes.get(name, '')} |")
+
+    print(f"\n| the bridge: {CALLS:,} `echo` calls to the toy server | us per sequential call "
+          "| calls/s gathered |")
+    print("|---|---:|---:|")
+    if bridge:
+        bseq, bgat = bridge
+        print(f"| from a run (runner.py, the bridge, rmcp) | {bseq / CALLS * 1e6:.0f} | {CALLS / bgat:.0f} |")
+    for name, measured in (("Rust rmcp client, direct", rust), ("Python SDK client, direct", direct)):
+        if measured:
+            print(f"| {name} | {measured[0] / CALLS * 1e6:.0f} | {CALLS / measured[1]:.0f} |")
+    if bridge and rust:
+        print(f"| the bridge's own share (a run minus the Rust client) | "
+              f"{(bridge[0] - rust[0]) / CALLS * 1e6:.0f} | |")
+    for key in ("bridge", "rust", "direct"):
+        if key in notes:
+            print(f"| {key}: {notes[key]} | | |")
+
+    print("\n| steering (`--pool 0`) | p50 ms | max ms |")
+    print("|---|---:|---:|")
+    for backend, (freed, exits) in steering.items():
+        for what, times in ((f"a cancel until the run's slot is free ({len(freed)} cancels)", freed),
+                            (f"the client leaves mid-run until serve has exited ({len(exits)} runs)",
+                             exits)):
+            if times:
+                print(f"| {backend}: {what} | {ms(pct(times, 50))} | {ms(max(times))} |")
+            else:
+                print(f"| {backend}: {what} | - | - |")
+    for key in ("steering native", "steering docker"):
+        if key in notes:
+            print(f"| {key}: {notes[key]} | | |")
+
+    print("\n| memory | MiB |")
+    print("|---|---|")
+    for name in ("native pooled", "docker pooled"):
+        if name not in rows:
+            continue
+        extra = rows[name][1]
+        backend = name.split()[0]
+        print(f"| `serve` ({backend}, pool of 4): RSS, peak | {mib(extra['serve_rss'])}, "
+              f"{mib(extra['serve_hwm'])} |")
+        members = extra["memory"]
+        what = "runner + launcher" if backend == "native" else "the container's processes"
+
+        def each(key, scale=1):
+            return ", ".join(mib(m[key] / scale) if m[key] else "?" for m in members)
+
+        if backend == "native":
+            print(f"| each idle pooled sandbox (native): runner RSS | {each('runner_rss')} |")
+        print(f"| each idle pooled sandbox ({backend}): RSS of {what} | {each('rss')} |")
+        print(f"| each idle pooled sandbox ({backend}): PSS of {what} | {each('pss')} |")
+        print(f"| each idle pooled sandbox ({backend}): cgroup memory usage | "
+              f"{each('cgroup', 1024)} |")
+
+    print("\n| target | measured | met |")
+    print("|---|---|---|")
+
+    def target(what, value, ok):
+        print(f"| {what} | {value} | {'yes' if ok else 'NO'} |")
+
+    if "native pooled" in rows:
+        times = rows["native pooled"][0]
+        target("native pooled p50 <= 5 ms", f"{ms(pct(times, 50))} ms", pct(times, 50) <= 0.005)
+        target("native pooled p99 <= 15 ms", f"{ms(pct(times, 99))} ms", pct(times, 99) <= 0.015)
+    if base and "docker cold (--pool 0)" in rows:
+        ratio = statistics.median(rows["docker cold (--pool 0)"][0]) / base
+        target("native pooled >= 50x faster than docker cold", f"{ratio:.0f}x", ratio >= 50)
+    if "native cold (--pool 0)" in rows and "bubblewrap + python, no serve" in rows:
+        ratio = statistics.median(rows["native cold (--pool 0)"][0]) / statistics.median(
+            rows["bubblewrap + python, no serve"][0])
+        target("native cold <= 1.2x bare bubblewrap", f"{ratio:.2f}x", ratio <= 1.2)
+    if bridge and rust:
+        share = (bridge[0] - rust[0]) / CALLS * 1e6
+        target("the bridge adds <= 100 us per sequential call", f"{share:.0f} us", share <= 100)
+    if bridge:
+        rate = CALLS / bridge[1]
+        target(">= 5,000 calls/s gathered", f"{rate:.0f}/s", rate >= 5000)
+    for backend, (freed, exits) in steering.items():
+        if freed:
+            target(f"{backend}: a cancelled run's slot free <= 100 ms after the cancel",
+                   f"{ms(max(freed))} ms (max)", max(freed) <= 0.1)
+        if exits:
+            target(f"{backend}: serve exited <= 1 s after its client left",
+                   f"{ms(max(exits))} ms (max)", max(exits) <= 1.0)
+    for name in ("native pooled", "docker pooled"):
+        if name not in rows:
+            continue
+        # What a sandbox takes: its processes' PSS (pages shared with other sandboxes and
+        # serve counted by share), or its cgroup's usage when that is larger.
+        worst = 0.0
+        for member in rows[name][1]["memory"]:
+            worst = max(worst, (member["pss"] or 0) * 1024, member["cgroup"] or 0)
+        target(f"one idle pooled sandbox ({name.split()[0]}) <= 20 MiB",
+               f"{worst / 2**20:.1f} MiB (largest)", 0 < worst <= 20 * 2**20)
 
 
 def main():
@@ -397,7 +562,9 @@ def main():
     target = os.environ.get("CARGO_TARGET_DIR", os.path.join(root, "target"))
     binary = os.path.join(target, "release", "mcp-code-mode")
     toy = os.path.join(target, "release", "examples", "toy_server")
-    print(f"machine: {machine()}; load average at start: {load()}", flush=True)
+    client = os.path.join(target, "release", "examples", "echo_client")
+    start_load = load()
+    print(f"machine: {machine()}; load average at start: {start_load}", file=sys.stderr, flush=True)
 
     rows, notes = {}, {}
 
@@ -421,69 +588,27 @@ def main():
     measure("native back to back, --pool 4", time_back_to_back(binary, toy, 4, runs))
     measure("native, 4 runs at once (all done)", time_four_at_once(binary, toy, max(10, runs // 4)))
 
-    base = statistics.median(rows["native pooled"][0]) if "native pooled" in rows else None
-    print(f"\nprint(1) through serve with the Python SDK client, {runs} runs a row (ms)\n")
-    print(f"{'row':36} {'p50':>8} {'p90':>8} {'p99':>8} {'x pooled':>9}  note")
-    order = ["native pooled", "native cold (--pool 0)", "docker pooled", "docker cold (--pool 0)",
-             "bubblewrap + python, no serve", "native back to back, --pool 4",
-             "native, 4 runs at once (all done)"]
-    for name in order:
-        if name in rows:
-            times, extra = rows[name]
-            ratio = f"{statistics.median(times) / base:8.1f}x" if base else "-"
-            note = f"{extra['pooled']}/{len(times)} pooled" if "pooled" in extra else ""
-            print(f"{name:36} {ms(pct(times, 50)):>8} {ms(pct(times, 90)):>8} {ms(pct(times, 99)):>8} {ratio:>9}  {note}")
-        else:
-            print(f"{name:36} {'-':>8} {'-':>8} {'-':>8} {'-':>9}  {notes.get(name, '')}")
-
-    print("\nthe bridge: 1,000 echo calls to the toy server")
-    bridge = direct = None
-    try:
-        bridge = asyncio.run(bridge_costs(binary, toy))
-        direct = asyncio.run(direct_costs(toy))
-    except Exception as e:
-        print(f"  not measured ({type(e).__name__}: {str(e)[:160]})")
-    if bridge and direct:
-        (bseq, bgat), (dseq, dgat) = bridge, direct
-        print(f"  {'':34} {'us/call sequential':>19} {'calls/s gathered':>17}")
-        print(f"  {'from a run (through the bridge)':34} {bseq / CALLS * 1e6:19.0f} {CALLS / bgat:17.0f}")
-        print(f"  {'Python SDK client, direct':34} {dseq / CALLS * 1e6:19.0f} {CALLS / dgat:17.0f}")
-        print(f"  bridge's own share: {(bseq - dseq) / CALLS * 1e6:.0f} us per sequential call")
-
-    print("\nsteering (--pool 0), ms: p50 / max")
-    for backend in ("native", "docker"):
+    def costs(key, work):
         try:
-            freed, exits = asyncio.run(time_steering(binary, toy, backend, max(5, runs // 10)))
-            print(f"  {backend:7} cancel -> slot free {ms(pct(freed, 50))} / {ms(max(freed))}"
-                  f" ({len(freed)} cancels); client leaves -> serve exited"
-                  f" {ms(pct(exits, 50))} / {ms(max(exits))} ({len(exits)} runs)")
+            return work()
         except Exception as e:
-            print(f"  {backend:7} not measured ({type(e).__name__}: {str(e)[:160]})")
+            notes[key] = f"not measured ({type(e).__name__}: {str(e)[:160]})"
+            return None
 
-    print("\nmemory")
-    for name in ("native pooled", "docker pooled"):
-        if name not in rows:
-            continue
-        extra = rows[name][1]
-        print(f"  serve ({name}): RSS {extra['serve_rss'] / 1024:.1f} MiB, peak {extra['serve_hwm'] / 1024:.1f} MiB")
-        for runner, launcher_rss, cgroup in extra["memory"]:
-            parts = [f"runner RSS {runner / 1024:.1f} MiB" if runner else "runner RSS ?"]
-            if launcher_rss:
-                parts.append(f"launcher RSS {launcher_rss / 1024:.1f} MiB")
-            parts.append(f"cgroup usage {cgroup / 2**20:.1f} MiB" if cgroup else "cgroup usage ?")
-            print(f"  idle pooled sandbox ({name.split()[0]}): " + ", ".join(parts))
+    bridge = costs("bridge", lambda: asyncio.run(bridge_costs(binary, toy)))
+    rust = costs("rust", lambda: rust_direct_costs(client, toy))
+    direct = costs("direct", lambda: asyncio.run(direct_costs(toy)))
+    print("  measured the bridge", file=sys.stderr, flush=True)
 
-    print("\ntargets: native pooled p50 <= 5 ms, p99 <= 15 ms; native pooled >= 50x faster than "
-          "docker cold; native cold <= 1.2x bubblewrap; bridge <= 100 us per sequential call and "
-          ">= 5,000 calls/s gathered; idle pooled sandbox <= 20 MiB; a cancelled run's slot free "
-          "<= 100 ms after the cancel; serve exited <= 1 s after its client left")
-    if "native cold (--pool 0)" in rows and "bubblewrap + python, no serve" in rows:
-        ratio = statistics.median(rows["native cold (--pool 0)"][0]) / statistics.median(
-            rows["bubblewrap + python, no serve"][0])
-        print(f"native cold / bubblewrap: {ratio:.2f}x")
-    if base and "docker cold (--pool 0)" in rows:
-        print(f"docker cold / native pooled: {statistics.median(rows['docker cold (--pool 0)'][0]) / base:.0f}x")
-    print(f"load average at the end: {load()}")
+    steering = {}
+    for backend in ("native", "docker"):
+        got = costs(f"steering {backend}", lambda: asyncio.run(
+            time_steering(binary, toy, backend, max(5, runs // 10))))
+        if got:
+            steering[backend] = got
+    print("  measured steering", file=sys.stderr, flush=True)
+
+    print_table(runs, rows, notes, bridge, direct, rust, steering, start_load)
 
 
 main()
