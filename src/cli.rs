@@ -435,6 +435,7 @@ fn entries(args: &RunArgs) -> anyhow::Result<(Vec<ServerEntry>, Option<AuditOpti
         },
         max_result_bytes: None,
         call_timeout: None,
+        from_command_line: true,
     };
     Ok((vec![entry], None))
 }

@@ -50,9 +50,24 @@ pub struct ServerEntry {
     pub max_result_bytes: Option<usize>,
     /// Time one call to this server may take (default: the bridge's, `--call-timeout`).
     pub call_timeout: Option<Duration>,
+    /// The server given after `--` on the command line, not a config file's entry: its
+    /// internal name is `server`, which messages do not show (see [`Self::shown_name`]).
+    pub from_command_line: bool,
 }
 
 impl ServerEntry {
+    /// The server's name as its user knows it, for messages: the config entry's name, or
+    /// for the server given after `--`, its command's file name (`python3`, `npx`).
+    pub fn shown_name(&self) -> String {
+        if !self.from_command_line {
+            return self.spec.name.clone();
+        }
+        std::path::Path::new(&self.spec.command)
+            .file_name()
+            .map(|name| name.to_string_lossy().into_owned())
+            .unwrap_or_else(|| self.spec.command.clone())
+    }
+
     /// A stdio server `name` started as `command args…`, keeping all its tools.
     pub fn stdio(
         name: impl Into<String>,
@@ -71,6 +86,7 @@ impl ServerEntry {
             selection: Selection::default(),
             max_result_bytes: None,
             call_timeout: None,
+            from_command_line: false,
         }
     }
 
@@ -549,7 +565,9 @@ impl Bridge {
         if tool.approve {
             // Nobody is asked about a call the budget or the private-data rule refuses.
             gate()?;
-            self.ask_approval(budget, &tool.server_name, &tool.mcp_name, args, trace)
+            // The person is shown the server's name as they know it (`python3`, not `server`).
+            let shown = self.shared.slots[tool.server].entry.shown_name();
+            self.ask_approval(budget, &shown, &tool.mcp_name, args, trace)
                 .await?;
         }
         {
@@ -565,7 +583,7 @@ impl Bridge {
         let Some(upstream) = slot.upstream() else {
             return refused(Refusal::ServerDown {
                 tool: name(),
-                server: slot.entry.spec.name.clone(),
+                server: slot.entry.shown_name(),
             });
         };
         let max_result_bytes = slot
@@ -600,7 +618,8 @@ impl Bridge {
                         tool: name(),
                         bytes: text.len(),
                         limit: max_result_bytes,
-                        server: slot.entry.spec.name.clone(),
+                        config_entry: (!slot.entry.from_command_line)
+                            .then(|| slot.entry.spec.name.clone()),
                     });
                 }
                 Ok(text)

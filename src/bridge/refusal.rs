@@ -18,6 +18,17 @@ pub(crate) fn cap(text: &str, max: usize) -> String {
     out
 }
 
+/// Where the result limit is raised: `--max-result-bytes`, and for a config file's server
+/// also its entry's `maxResultBytes`.
+fn raise_result_limit(config_entry: &Option<String>) -> String {
+    match config_entry {
+        Some(name) => {
+            format!("--max-result-bytes, or \"maxResultBytes\" in the config entry of {name:?}")
+        }
+        None => "--max-result-bytes".to_owned(),
+    }
+}
+
 /// Why the bridge refused a call, or could not deliver it. Each check of
 /// [`super::Bridge::call`] has its variant, in the order the checks run; the code sees the
 /// `Display` text (capped at [`MAX_ERROR_CHARS`]) as its `ToolError`. `tool` is the Python
@@ -83,7 +94,8 @@ pub enum Refusal {
     /// The result, as the string the code would get, is over the server's limit.
     #[error(
         "{tool}'s result is {bytes} bytes, over the limit of {limit} bytes; it was refused, not cut. \
-The limit is raised with --max-result-bytes, or \"maxResultBytes\" in the config entry of {server:?}"
+The limit is raised with {}",
+        raise_result_limit(.config_entry)
     )]
     ResultTooLarge {
         /// The tool's Python name.
@@ -92,8 +104,9 @@ The limit is raised with --max-result-bytes, or \"maxResultBytes\" in the config
         bytes: usize,
         /// The limit in force, in bytes.
         limit: usize,
-        /// The server's name.
-        server: String,
+        /// The server's config entry, or `None` for the server given after `--` (then
+        /// only `--max-result-bytes` raises the limit).
+        config_entry: Option<String>,
     },
     /// The server did not answer within the call timeout; the call was cancelled.
     #[error(
@@ -184,6 +197,17 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_server_given_after_the_command_line_is_shown_by_its_command_name() {
+        let mut entry = crate::bridge::ServerEntry::stdio("server", "/usr/bin/python3", ["s.py"]);
+        assert_eq!(entry.shown_name(), "server");
+        entry.from_command_line = true;
+        assert_eq!(entry.shown_name(), "python3");
+        entry.spec.name = "math".into();
+        entry.from_command_line = false;
+        assert_eq!(entry.shown_name(), "math");
+    }
+
+    #[test]
     fn each_refusal_reads_as_the_tool_error_the_code_sees() {
         let tool = || "add".to_owned();
         for (refusal, text) in [
@@ -233,10 +257,21 @@ mod tests {
                     tool: tool(),
                     bytes: 100_000,
                     limit: 65_536,
-                    server: "math".into(),
+                    config_entry: Some("math".into()),
                 },
                 "add's result is 100000 bytes, over the limit of 65536 bytes; it was refused, not cut. \
 The limit is raised with --max-result-bytes, or \"maxResultBytes\" in the config entry of \"math\""
+                    .into(),
+            ),
+            (
+                Refusal::ResultTooLarge {
+                    tool: tool(),
+                    bytes: 100_000,
+                    limit: 65_536,
+                    config_entry: None,
+                },
+                "add's result is 100000 bytes, over the limit of 65536 bytes; it was refused, not cut. \
+The limit is raised with --max-result-bytes"
                     .into(),
             ),
         ] {

@@ -215,6 +215,7 @@ pub(super) fn parse_entry(
         },
         max_result_bytes,
         call_timeout,
+        from_command_line: false,
     }))
 }
 

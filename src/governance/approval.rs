@@ -27,7 +27,8 @@ pub(crate) const MAX_SHOWN_ARGS_CHARS: usize = 2000;
 /// One call waiting for approval.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ApprovalRequest {
-    /// The wrapped server's name.
+    /// The wrapped server's name as its user knows it: its config entry's name, or for the
+    /// server given after `--`, its command's file name (`ServerEntry::shown_name`).
     pub server: String,
     /// The tool's MCP name.
     pub tool: String,

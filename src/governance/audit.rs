@@ -83,14 +83,15 @@ impl AuditOptions {
 #[derive(Debug, thiserror::Error)]
 pub enum AuditError {
     /// Opening, preparing or writing the file failed.
-    #[error("the audit log {path} {action}: {source}")]
+    #[error("the audit log {path} {action}: {error}")]
     Io {
         /// The log file.
         path: PathBuf,
         /// What was being done (`cannot be opened`, `cannot be written`, …).
         action: &'static str,
-        /// The system's error.
-        source: std::io::Error,
+        /// The system's error, shown in this error's text (not also a `source()`, so an
+        /// error chain printed with `{:#}` does not say it twice).
+        error: std::io::Error,
     },
     /// An earlier record could not be written and `--audit-required` is set.
     #[error("{0}; --audit-required refuses to go on without the audit log")]
@@ -118,10 +119,10 @@ impl AuditLog {
     /// [`AuditError::Io`] when the file cannot be opened, its mode set, or the newline
     /// written.
     pub fn open(options: AuditOptions) -> Result<Self, AuditError> {
-        let io = |action, source| AuditError::Io {
+        let io = |action, error| AuditError::Io {
             path: options.path.clone(),
             action,
-            source,
+            error,
         };
         let mut file = OpenOptions::new()
             .read(true)
@@ -223,7 +224,7 @@ impl AuditLog {
                 let error = AuditError::Io {
                     path: self.options.path.clone(),
                     action: "cannot be written",
-                    source,
+                    error: source,
                 };
                 if failure.is_none() {
                     tracing::error!("{error}");

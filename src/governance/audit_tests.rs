@@ -92,6 +92,13 @@ fn a_full_disk_is_reported_remembered_and_fails_a_required_log() {
 fn an_unwritable_path_is_an_error_at_open() {
     let err = AuditLog::open(AuditOptions::new("/nonexistent-dir/audit.jsonl")).unwrap_err();
     assert!(err.to_string().contains("cannot be opened"), "{err}");
+    // Printed as an error chain (`{:#}`, as the command line does), the cause appears once.
+    let chain = format!("{:#}", anyhow::Error::from(err));
+    assert_eq!(
+        chain.matches("No such file or directory").count(),
+        1,
+        "{chain}"
+    );
 }
 
 #[test]

@@ -25,6 +25,7 @@ async fn bridge(args: &[&str]) -> Bridge {
         selection: Selection::default(),
         max_result_bytes: None,
         call_timeout: None,
+        from_command_line: false,
     };
     Bridge::open(vec![entry], false)
         .await

@@ -78,6 +78,7 @@ pub(super) fn entry(spec: ServerSpec) -> ServerEntry {
         selection: Selection::default(),
         max_result_bytes: None,
         call_timeout: None,
+        from_command_line: false,
     }
 }
 

@@ -181,10 +181,11 @@ pub(crate) enum ScopeError {
     #[error("{0}")]
     Refused(String),
     /// exec(2) of systemd-run failed.
-    #[error("failed to run {path}: {source}")]
+    #[error("failed to run {path}: {error}")]
     Exec {
         path: PathBuf,
-        source: std::io::Error,
+        /// Shown in the text, so not also a `source()` (a `{:#}` chain would repeat it).
+        error: std::io::Error,
     },
 }
 
@@ -204,9 +205,9 @@ pub(crate) fn enter(mode: ScopeMode) -> Result<(), ScopeError> {
         Decision::Refuse(why) => return Err(ScopeError::Refused(why)),
         Decision::Enter(systemd_run) => systemd_run,
     };
-    let exe = std::env::current_exe().map_err(|source| ScopeError::Exec {
+    let exe = std::env::current_exe().map_err(|error| ScopeError::Exec {
         path: PathBuf::from("/proc/self/exe"),
-        source,
+        error,
     })?;
     if mode == ScopeMode::Auto {
         let trial = Command::new(&systemd_run)
@@ -233,7 +234,7 @@ pub(crate) fn enter(mode: ScopeMode) -> Result<(), ScopeError> {
         .exec();
     Err(ScopeError::Exec {
         path: systemd_run,
-        source,
+        error: source,
     })
 }
 

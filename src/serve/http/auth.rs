@@ -38,12 +38,13 @@ impl std::fmt::Debug for BearerToken {
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum TokenError {
     /// The file could not be read.
-    #[error("failed to read the token file {path}: {source}")]
+    #[error("failed to read the token file {path}: {error}")]
     Read {
         /// The file.
         path: String,
-        /// The error.
-        source: std::io::Error,
+        /// The system's error, shown in this error's text (not also a `source()`, so an
+        /// error chain printed with `{:#}` does not say it twice).
+        error: std::io::Error,
     },
     /// The token is shorter than [`MIN_TOKEN_BYTES`] (after trimming white space).
     #[error(
@@ -78,9 +79,9 @@ impl BearerToken {
     /// # Errors
     /// [`TokenError`].
     pub(crate) fn from_file(path: &Path) -> Result<Self, TokenError> {
-        let text = std::fs::read_to_string(path).map_err(|source| TokenError::Read {
+        let text = std::fs::read_to_string(path).map_err(|error| TokenError::Read {
             path: path.display().to_string(),
-            source,
+            error,
         })?;
         Self::new(&text)
     }

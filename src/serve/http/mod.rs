@@ -276,9 +276,16 @@ async fn guard(State(shared): State<Arc<Shared>>, request: Request, next: Next) 
             ));
         }
     }
+    let closes_session = request.method() == Method::DELETE && request.uri().path() == MCP_PATH;
     let response = next.run(request).await;
     if response.status() == StatusCode::FORBIDDEN {
         metrics.refused(RefusalReason::origin);
+    }
+    if closes_session && response.status() == StatusCode::ACCEPTED {
+        // rmcp 3.11 answers a closed session with a hard-coded `202 Accepted`; the MCP
+        // Python SDK takes only 200 or 204 as success. The session is closed by then, so
+        // the answer is `204 No Content` (spec 2025-11-25, "Session Management").
+        return StatusCode::NO_CONTENT.into_response();
     }
     response
 }
