@@ -279,7 +279,8 @@ impl Shared {
             let state = slot.state();
             listed.push(state.tools.clone());
             if let Some(why) = &state.failure {
-                unavailable.push((slot.entry.spec.name.clone(), why.clone()));
+                // Shown to people (run_python's description, /healthz): the name they know.
+                unavailable.push((slot.entry.shown_name(), why.clone()));
             }
         }
         let servers: Vec<ServerTools<'_>> = self

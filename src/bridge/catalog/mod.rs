@@ -338,7 +338,8 @@ impl Catalog {
         self.generation
     }
 
-    /// Servers that are not running, with why (their tools are missing from this catalog).
+    /// Servers that are not running, each by the name its user knows
+    /// (`ServerEntry::shown_name`), with why (their tools are missing from this catalog).
     pub fn unavailable(&self) -> &[(String, String)] {
         &self.unavailable
     }
