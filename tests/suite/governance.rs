@@ -176,8 +176,9 @@ fn approval_accepted_sends_the_call_after_asking_with_server_tool_and_arguments(
     assert_eq!(asked.len(), 1, "{reply}");
     let message = asked[0]["message"].as_str().unwrap();
     assert!(
+        // The server given after `--` is named by its command, not the internal "server".
         message.contains("\"write_note\"")
-            && message.contains("\"server\"")
+            && message.contains("of the server \"scripted_server\"")
             && message.contains(r#"{"id":1,"text":"hi"}"#),
         "{message}"
     );
