@@ -12,6 +12,7 @@ The protocol is newline-delimited UTF-8 JSON, one object per line:
                    {"type":"result","id":7,"ok":true,"value":"..."}
                    {"type":"result","id":8,"ok":false,"error":"..."}
   runner -> host   {"type":"ready"}
+                   {"type":"began"}
                    {"type":"call","id":7,"tool":"add","args":{...}}
                    {"type":"output","text":"...","truncated":false}
                    {"type":"done","stdout":"...","error":null,"truncated":false,"stopped":false}
@@ -27,6 +28,10 @@ authoritative. A start without `max_line` (the host's line cap) means 1 MiB.
 
 `ready` answers a start that asks for it (`"ready": true`, a pooled sandbox): it is sent
 once, after the imports and the catalog are done, when the runner blocks on its first cell.
+
+`began` is the first line of every cell, sent once the cell is read and before any of its
+code runs: a sandbox that dies before it never ran the code (the host may run the cell
+again in a fresh sandbox); one that dies after it ended the code's own way.
 
 Every string sent is valid Unicode (no lone surrogates: the host's JSON reader refuses them),
 and a call whose line the host could not read as sent (a lone surrogate, NaN, an integer
@@ -937,6 +942,7 @@ def main():
             run_cell.loop_spoiled = False
         asyncio.set_event_loop(loop)
         capture.reset()
+        send({"type": "began"})  # before any of the code runs
         error = run_cell(msg["code"], namespace, loop)
         capture.finish(error)
 

@@ -45,8 +45,8 @@ pub struct HeldSandbox {
     pub(super) abandoned: bool,
     /// Taken from the warm pool.
     pub(crate) pooled: bool,
-    /// The last cell ended because the sandbox's output ended before it sent a single line
-    /// for that cell.
+    /// The last cell ended because the sandbox's output ended before the runner acknowledged
+    /// the cell (`began`): none of the cell's code ran.
     pub(super) died_unheard: bool,
 }
 
@@ -329,6 +329,7 @@ async fn serve_cell(
     let mut line = Vec::new();
     let late = || Stop::Deadline(length);
     let cancel = &steering.cancel;
+    // Whether the runner acknowledged the cell (`began`, or any line, which can only follow it).
     let mut heard = false;
     let outcome = loop {
         let read = tokio::select! {
@@ -344,11 +345,9 @@ async fn serve_cell(
             // A read error is the sandbox's pipe gone: the same as its end.
             Ok(Ok(LineRead::Eof { .. }) | Err(_)) => break Err(Stop::Eof { heard }),
             Ok(Ok(LineRead::TooLong)) => break Err(Stop::Violation(ProtocolViolation::TooLong)),
-            Ok(Ok(LineRead::Line)) => {
-                heard = true;
-                parse_runner_line(&line)
-            }
+            Ok(Ok(LineRead::Line)) => parse_runner_line(&line),
         };
+        heard |= message.is_ok();
         match message {
             Err(violation) => break Err(Stop::Violation(violation)),
             Ok(RunnerMessage::Output { text, truncated }) => {
@@ -367,6 +366,8 @@ async fn serve_cell(
             Ok(RunnerMessage::Ready) => {
                 break Err(Stop::Violation(ProtocolViolation::ReadyDuringCell));
             }
+            // The code may run from here on: a death now is the cell's own end.
+            Ok(RunnerMessage::Began) => {}
             Ok(RunnerMessage::Call { id, tool, args }) => {
                 let waited = tokio::select! {
                     biased;

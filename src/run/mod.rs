@@ -258,10 +258,11 @@ pub async fn run_steered(
 ///
 /// A pooled sandbox can die between its take and the cell (killed from outside while idle:
 /// the take's liveness check cannot see a death that is still on its way, such as a
-/// container whose `docker run` has not noticed yet). When it ends having sent nothing at
-/// all for the cell (no output, no call, no result), nothing of the code reached anyone,
-/// so with `cold` the cell runs again in a fresh sandbox from that backend, under the same
-/// deadline.
+/// container whose `docker run` has not noticed yet). When it ends before the runner
+/// acknowledged the cell (`began`, sent after it read the cell and before any of the code
+/// runs: [`protocol`]), none of the code ran, so with `pool` the cell runs again in a fresh
+/// sandbox from that backend, under the same deadline. A sandbox that dies after `began`
+/// (the code crashed, ran out of memory) reports that end: the code never runs twice.
 ///
 /// The run's audit records (`run_start`, `run_end`) are written around all of it
 /// ([`audit`]).
@@ -339,7 +340,7 @@ async fn run_budgeted(
             break report;
         };
         tracing::info!(
-            "pooled sandbox thrown away: it died before it began the run; the run starts cold"
+            "pooled sandbox thrown away: it died before it acknowledged the cell; the run starts cold"
         );
         held.discard_into(Some(side.endings));
         let started = tokio::select! {

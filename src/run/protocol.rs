@@ -19,6 +19,7 @@
 //! Runner → host ([`RunnerMessage`]):
 //! ```text
 //! {"type":"ready"}
+//! {"type":"began"}
 //! {"type":"call","id":7,"tool":"add","args":{"a":2,"b":3}}
 //! {"type":"output","text":"…","truncated":false}
 //! {"type":"done","stdout":"…","error":null,"truncated":false,"stopped":false}
@@ -33,6 +34,11 @@
 //! `ready` is sent once, only when `start` asked for it (a pooled sandbox,
 //! [`crate::run::pool`]): the runner has done its imports and loaded the catalog and now
 //! blocks reading its first cell. Anywhere else it is a violation.
+//!
+//! `began` is the first line of every cell: the runner has read the cell and runs none of
+//! its code before sending it. A sandbox that dies before `began` never ran the code, so a
+//! pooled one is thrown away and the cell runs again cold ([`crate::run`]); one that dies
+//! after it reports its own end (crash, memory, deadline) and the code never runs twice.
 //!
 //! The runner sends only what the host can read as sent: no lone surrogates, and it refuses
 //! in the code (`ToolError`) a call holding NaN, an integer outside `i64`/`u64`, or a line
@@ -167,6 +173,8 @@ pub(crate) enum RunnerMessage {
     Done(Done),
     /// The runner waits for its first cell (only when `start` asked for it).
     Ready,
+    /// The runner read the cell and is about to run its code (the first line of a cell).
+    Began,
 }
 
 /// Why a runner line was refused; the run ends as a protocol violation with this reason.
@@ -236,7 +244,7 @@ struct WireOutput {
 ///
 /// # Errors
 /// A [`ProtocolViolation`] for a line over [`MAX_PROTOCOL_LINE_BYTES`], invalid JSON, a
-/// `type` other than `call`, `output`, `done` or `ready`, missing or extra fields, wrong field types,
+/// `type` other than `call`, `output`, `done`, `ready` or `began`, missing or extra fields, wrong field types,
 /// an `output` text or `done` stdout over the kept-output cap, or a `done` whose `error`
 /// exceeds [`MAX_DONE_ERROR_CHARS`]. The cap over a cell's `output` messages together is
 /// [`StreamedOutput::add`]'s.
@@ -290,6 +298,8 @@ pub(crate) fn parse_runner_line(line: &[u8]) -> Result<RunnerMessage, ProtocolVi
         }
         "ready" if map.is_empty() => Ok(RunnerMessage::Ready),
         "ready" => Err(ProtocolViolation::Shape("bad ready")),
+        "began" if map.is_empty() => Ok(RunnerMessage::Began),
+        "began" => Err(ProtocolViolation::Shape("bad began")),
         _ => Err(ProtocolViolation::Shape("unknown type")),
     }
 }
@@ -412,6 +422,15 @@ mod tests {
             Ok(RunnerMessage::Ready)
         );
         assert!(parse_runner_line(br#"{"type":"ready","x":1}"#).is_err());
+    }
+
+    #[test]
+    fn began_has_no_fields() {
+        assert_eq!(
+            parse_runner_line(br#"{"type":"began"}"#),
+            Ok(RunnerMessage::Began)
+        );
+        assert!(parse_runner_line(br#"{"type":"began","x":1}"#).is_err());
     }
 
     #[test]

@@ -13,6 +13,8 @@
 //! - the idle watch and the take's liveness check removed: the killed-member test fails
 //!   (the death is never seen while idle); with the cold retry of a pooled sandbox that died
 //!   unheard removed too, its run fails;
+//! - the runner's `began` (its acknowledgement of a cell) left out: the crash-before-any-line
+//!   test fails (the crashed run is thrown away and run again cold, `pooled: false`);
 //! - the idle watch, the check at `ready` and the take's catalog-version check removed: both
 //!   catalog tests fail (a stale sandbox serves a run without `new_tool`);
 //! - the deadline counted from the sandbox's start instead of its take: the deadline test
@@ -371,6 +373,29 @@ fn a_pool_member_killed_while_idle_is_replaced_and_the_run_succeeds(backend: &st
     assert!(pooled(&later) && stdout(&later) == "pooled\n", "{later}");
 }
 
+/// Code that kills its sandbox before it prints or calls anything (a crash, the memory
+/// limit) ran in a pooled sandbox that had acknowledged the cell: the run reports that end,
+/// stays pooled and is never run again cold.
+fn code_that_crashes_before_its_first_line_runs_once_and_reports_its_crash(backend: &str) {
+    const COLD: &str = "the run starts cold";
+    let mut served = Served::start(backend, &["--pool", "1"]);
+    for (n, (code, reason)) in [
+        ("import os\nos.abort()", "signal"),
+        ("a = bytearray(300 * 1024 * 1024)", "out of memory"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        served.wait_ready(n + 1);
+        let run = served.run(code);
+        let error = run["structured"]["error"].as_str().unwrap_or_default();
+        assert!(error.contains(reason), "{code}: {run}");
+        assert_eq!(run["is_error"], true, "{run}");
+        assert!(pooled(&run), "ran again cold: {run}");
+        assert_eq!(served.logged(COLD), 0, "{}", served.log_text());
+    }
+}
+
 fn a_catalog_change_replaces_the_pooled_sandboxes(backend: &str) {
     let mut served = Served::start(backend, &["--pool", "2"]);
     served.wait_ready(2);
@@ -562,6 +587,7 @@ on_both_backends!(
     a_global_defined_in_one_pooled_run_is_absent_in_the_next,
     the_next_pooled_run_has_its_own_pid_namespace_and_cgroup,
     a_pool_member_killed_while_idle_is_replaced_and_the_run_succeeds,
+    code_that_crashes_before_its_first_line_runs_once_and_reports_its_crash,
     a_catalog_change_replaces_the_pooled_sandboxes,
     a_list_changed_from_a_wrapped_server_replaces_the_pooled_sandboxes,
     the_deadline_counts_from_the_take_not_from_the_pool_start,

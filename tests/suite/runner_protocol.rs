@@ -93,8 +93,11 @@ impl Runner {
         stdin.flush().expect("flush to the runner");
     }
 
+    /// Sends a cell; its first line back is always `began`, before any of its code runs.
     fn cell(&mut self, code: &str) {
         self.send(&json!({"type": "cell", "code": code}));
+        let began = self.recv_any();
+        assert_eq!(began, json!({"type": "began"}), "the first line of a cell");
     }
 
     /// The next line from the runner that is not `output`, parsed; panics after `WAIT`.
