@@ -334,6 +334,35 @@ fn exec_takes_the_server_command_without_a_double_dash() {
 }
 
 #[tokio::test]
+async fn serve_takes_the_server_command_without_a_double_dash() {
+    // As with exec: everything from the first positional argument on is the server's
+    // command, its own options (`--only add`) included, so serve wraps only `add`.
+    use rmcp::ServiceExt;
+    let mut serve = spawn_serve([
+        "serve".as_ref(),
+        "--pool".as_ref(),
+        "0".as_ref(),
+        example("toy_server").as_os_str(),
+        "--only".as_ref(),
+        "add".as_ref(),
+    ]);
+    let pipes = (
+        serve.stdout.take().expect("stdout"),
+        serve.stdin.take().expect("stdin"),
+    );
+    let client = ().serve(pipes).await.expect("initialize");
+    let tools = client.list_all_tools().await.expect("tools/list");
+    let description = tools
+        .first()
+        .and_then(|t| t.description.clone())
+        .unwrap_or_default()
+        .to_string();
+    assert!(description.contains("add"), "{description}");
+    assert!(!description.contains("echo"), "{description}");
+    let _ = client.cancel().await;
+}
+
+#[tokio::test]
 async fn the_single_result_wrapper_gives_the_inner_value_and_the_stub_says_so() {
     let scenario = Scenario::load("wrapped_results");
     let bridge = Bridge::open(vec![entry(scenario.spec())], false)
