@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::common::{bin, require, toy, venv_python};
+use super::common::{bin, require, toy, unprivileged, venv_python};
 use super::misbehaving_servers::Scenario;
 
 /// Longest wait for the pool to reach a state (a Docker container start under load).
@@ -378,13 +378,21 @@ fn a_pool_member_killed_while_idle_is_replaced_and_the_run_succeeds(backend: &st
 /// stays pooled and is never run again cold.
 fn code_that_crashes_before_its_first_line_runs_once_and_reports_its_crash(backend: &str) {
     const COLD: &str = "the run starts cold";
+    // Under a memory cgroup 300 MiB is killed as out of memory; the rlimit fallback (an
+    // unprivileged caller) refuses it instead (RLIMIT_DATA at the 256 MiB limit), and the
+    // code sees a MemoryError.
+    let memory = (
+        "a = bytearray(300 * 1024 * 1024)",
+        if unprivileged() {
+            "MemoryError"
+        } else {
+            "out of memory"
+        },
+    );
     let mut served = Served::start(backend, &["--pool", "1"]);
-    for (n, (code, reason)) in [
-        ("import os\nos.abort()", "signal"),
-        ("a = bytearray(300 * 1024 * 1024)", "out of memory"),
-    ]
-    .into_iter()
-    .enumerate()
+    for (n, (code, reason)) in [("import os\nos.abort()", "signal"), memory]
+        .into_iter()
+        .enumerate()
     {
         served.wait_ready(n + 1);
         let run = served.run(code);
