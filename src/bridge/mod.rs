@@ -12,6 +12,7 @@
 //! [`CallBudget`]): on stdio the one session is the process; over Streamable HTTP each MCP
 //! session has its own, so one client's private call never refuses or allows another's.
 
+mod budget;
 pub(crate) mod catalog;
 mod governed;
 pub(crate) mod refusal;
@@ -20,12 +21,13 @@ pub(crate) mod upstream;
 
 pub(crate) use governed::millis;
 
+pub use budget::{CallBudget, Taint};
 pub use catalog::names::python_name;
 pub use catalog::{Catalog, CatalogError, Selection, ServerTools};
 pub use refusal::{CallError, Refusal};
 pub use upstream::{DEFAULT_ENV, RESTART_COOLDOWN, RemoteSpec, RemoteTransport, ServerSpec};
 
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
@@ -35,7 +37,7 @@ use serde_json::Value;
 
 use crate::governance::audit::AuditLog;
 use crate::limits::{CALL_TIMEOUT, MAX_ARGS_BYTES, MAX_RESULT_BYTES};
-use governed::{CallTrace, RunTag};
+use governed::CallTrace;
 use upstream::{CallOutcome, ToolsChanged, Upstream, UpstreamError};
 
 /// One wrapped server to open: how to start it and which of its tools to keep.
@@ -119,55 +121,6 @@ pub enum BridgeError {
     /// The catalog was refused (all servers were closed).
     #[error(transparent)]
     Catalog(#[from] CatalogError),
-}
-
-/// The private-data taint of one client session: set by the first private call sent in
-/// the session, never cleared while it lasts. Clones share the state.
-#[derive(Debug, Clone, Default)]
-pub struct Taint(Arc<AtomicBool>);
-
-impl Taint {
-    /// Whether a private tool has been called in this session.
-    pub fn is_set(&self) -> bool {
-        self.0.load(Ordering::SeqCst)
-    }
-
-    fn set(&self) {
-        self.0.store(true, Ordering::SeqCst);
-    }
-}
-
-/// The calls one run may still send, and the taint of the session the run belongs to;
-/// shared by every server of the bridge.
-#[derive(Debug)]
-pub struct CallBudget {
-    max: u32,
-    used: AtomicU32,
-    taint: Taint,
-    /// The run's name in the audit log and who approves its calls (`governed.rs`).
-    tag: RunTag,
-}
-
-impl CallBudget {
-    /// A budget of `max` calls for a run in a session of its own (a fresh [`Taint`]).
-    pub fn new(max: u32) -> Self {
-        Self::in_session(max, Taint::default())
-    }
-
-    /// A budget of `max` calls for a run of the session whose taint is `taint`.
-    pub fn in_session(max: u32, taint: Taint) -> Self {
-        Self {
-            max,
-            used: AtomicU32::new(0),
-            taint,
-            tag: RunTag::default(),
-        }
-    }
-
-    /// Calls sent so far.
-    pub fn used(&self) -> u32 {
-        self.used.load(Ordering::SeqCst)
-    }
 }
 
 /// The time one call may take on its wrapped server: a default, and the servers whose
