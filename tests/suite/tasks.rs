@@ -13,7 +13,14 @@
 //! - a task run sends progress under its call's token and `notifications/tasks/status`;
 //! - over `serve --http` the same: a task is polled, fetched and cancelled, its notifications
 //!   come on the session's stream, an ended session cancels its task runs, and a task
-//!   request passes rmcp's Origin and session checks.
+//!   request passes rmcp's Origin and session checks;
+//! - a remote (Streamable HTTP) wrapped server's task-required tool is called as a task too,
+//!   whether the server answers with JSON bodies or SSE streams (task_server.mjs `--http`),
+//!   and its task is cancelled when the run is cancelled or its deadline passes.
+
+use std::io::BufRead;
+use std::path::PathBuf;
+use std::process::{Child, Stdio};
 
 use serde_json::Value;
 
@@ -27,6 +34,9 @@ enum Wrapped {
     Toy,
     /// tests/clients/ts/task_server.mjs, with its journal.
     TaskServer,
+    /// A running remote server named `tasks` in the config file `config`, whose journal is
+    /// `journal`; the code calls its tools as `tasks__NAME`.
+    Remote { config: PathBuf, journal: PathBuf },
 }
 
 /// What `tasks.mjs SCENARIO` printed against `serve SERVE_ARGS -- WRAPPED`, and the
@@ -34,7 +44,10 @@ enum Wrapped {
 fn scenario(name: &str, serve_args: &[&str], wrapped: Wrapped) -> (Value, String) {
     let dir = client_dir().expect("the TypeScript client");
     let temp = tempfile::tempdir().unwrap();
-    let journal = temp.path().join("journal");
+    let journal = match &wrapped {
+        Wrapped::Remote { journal, .. } => journal.clone(),
+        _ => temp.path().join("journal"),
+    };
     let mut command = std::process::Command::new("node");
     command
         .arg(dir.join("tasks.mjs"))
@@ -43,13 +56,24 @@ fn scenario(name: &str, serve_args: &[&str], wrapped: Wrapped) -> (Value, String
         .arg("--")
         .arg(bin())
         .arg("serve")
-        .args(serve_args)
-        .arg("--");
-    match wrapped {
-        Wrapped::Toy => command.arg(example("toy_server")).arg("--journal"),
-        Wrapped::TaskServer => command.arg("node").arg(dir.join("task_server.mjs")),
+        .args(serve_args);
+    match &wrapped {
+        Wrapped::Toy => command
+            .arg("--")
+            .arg(example("toy_server"))
+            .arg("--journal")
+            .arg(&journal),
+        Wrapped::TaskServer => command
+            .arg("--")
+            .arg("node")
+            .arg(dir.join("task_server.mjs"))
+            .arg(&journal),
+        Wrapped::Remote { config, .. } => command
+            .arg("--config")
+            .arg(config)
+            .env("TOOL_PREFIX", "tasks__"),
     };
-    let out = command.arg(&journal).output().expect("run node");
+    let out = command.output().expect("run node");
     let stdout = String::from_utf8_lossy(&out.stdout);
     let parsed = serde_json::from_str(stdout.lines().last().unwrap_or("")).unwrap_or_else(|e| {
         panic!(
@@ -343,4 +367,118 @@ fn a_task_request_over_http_passes_the_same_origin_and_session_checks() {
     unknown.push(("Mcp-Session-Id", "no-such-session"));
     let (status, text) = served.request("POST", "/mcp", &unknown, list);
     assert_eq!(status, 404, "{text}");
+}
+
+/// task_server.mjs serving Streamable HTTP, with the config file that names it `tasks`;
+/// killed on drop.
+struct RemoteTaskServer {
+    child: Child,
+    dir: tempfile::TempDir,
+}
+
+impl RemoteTaskServer {
+    /// Start it answering each POST in `mode` (`json` or `sse`).
+    fn start(mode: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let clients = client_dir().expect("the TypeScript client");
+        let mut child = std::process::Command::new("node")
+            .arg(clients.join("task_server.mjs"))
+            .arg(dir.path().join("journal"))
+            .args(["--http", mode])
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start task_server.mjs");
+        let mut port = String::new();
+        let stdout = child.stdout.take().expect("its stdout");
+        std::io::BufReader::new(stdout)
+            .read_line(&mut port)
+            .expect("its port");
+        let config = format!(
+            r#"{{"servers": {{"tasks": {{"type": "http", "url": "http://127.0.0.1:{}/mcp"}}}}}}"#,
+            port.trim()
+        );
+        std::fs::write(dir.path().join("servers.json"), config).unwrap();
+        Self { child, dir }
+    }
+
+    fn wrapped(&self) -> Wrapped {
+        Wrapped::Remote {
+            config: self.dir.path().join("servers.json"),
+            journal: self.dir.path().join("journal"),
+        }
+    }
+}
+
+impl Drop for RemoteTaskServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The `required-tool` scenario against a remote task server answering in `mode`.
+fn remote_required_tool(mode: &str) {
+    let server = RemoteTaskServer::start(mode);
+    let (out, journal) = scenario("required-tool", &[], server.wrapped());
+    assert_eq!(out["stdout"], "researched: tides\nquick: moon\n", "{out}");
+    let lines: Vec<&str> = journal.lines().collect();
+    for expected in [
+        "tools/call research task",
+        "tasks/get",
+        "tasks/result",
+        "tools/call quick",
+    ] {
+        assert!(lines.contains(&expected), "{expected}: {journal}");
+    }
+    assert!(
+        !lines.contains(&"tools/call quick task"),
+        "an optional tool gets a plain call: {journal}"
+    );
+    assert!(!lines.contains(&"tasks/cancel"), "{journal}");
+}
+
+#[test]
+fn a_remote_tool_that_requires_tasks_is_called_as_a_task_with_json_answers() {
+    if !ready() {
+        return;
+    }
+    remote_required_tool("json");
+}
+
+#[test]
+fn a_remote_tool_that_requires_tasks_is_called_as_a_task_with_sse_answers() {
+    if !ready() {
+        return;
+    }
+    remote_required_tool("sse");
+}
+
+#[test]
+fn a_cancelled_run_cancels_the_task_of_its_remote_wrapped_call() {
+    if !ready() {
+        return;
+    }
+    let server = RemoteTaskServer::start("sse");
+    let (out, journal) = scenario("abort-required", &[], server.wrapped());
+    assert_eq!(out["outcome"], "rejected: McpError", "{out}");
+    assert!(journal.contains("tasks/cancel"), "{journal}");
+    assert!(
+        journal.contains("cancelled "),
+        "the server's task store holds it cancelled: {journal}"
+    );
+    assert!(!journal.contains("finished"), "{journal}");
+}
+
+#[test]
+fn the_run_deadline_cancels_the_task_of_its_remote_wrapped_call() {
+    if !ready() {
+        return;
+    }
+    let server = RemoteTaskServer::start("json");
+    let (out, journal) = scenario("gives-up", &["--deadline", "3"], server.wrapped());
+    let error = out["error"].as_str().unwrap_or_default();
+    assert!(error.contains("deadline"), "{out}");
+    assert!(journal.contains("tasks/get"), "polled first: {journal}");
+    assert!(journal.contains("tasks/cancel"), "{journal}");
+    assert!(journal.contains("cancelled "), "{journal}");
 }

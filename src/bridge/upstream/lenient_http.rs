@@ -28,6 +28,7 @@ use rmcp::transport::streamable_http_client::{
 use serde_json::Value;
 use sse_stream::Sse;
 
+use super::raw_http::{RawHttp, SessionEndpoint};
 use super::repair::{Decoded, PendingMap, decode, expect_answer, unparsable_line};
 
 /// Redirects followed for one request at most.
@@ -39,6 +40,8 @@ pub(super) struct LenientHttpClient {
     http: reqwest::Client,
     /// What each request in flight is, by id, so its answer can be repaired.
     pending: PendingMap,
+    /// Where rmcp's session POSTs, for the requests sent beside it.
+    endpoint: SessionEndpoint,
 }
 
 type Events = BoxStream<'static, Result<Sse, SseError>>;
@@ -76,7 +79,14 @@ impl LenientHttpClient {
         Ok(Self {
             http,
             pending: PendingMap::default(),
+            endpoint: SessionEndpoint::default(),
         })
+    }
+
+    /// Requests sent on the session of this client beside rmcp's, with the entry's
+    /// `headers` (`raw_http.rs`).
+    pub(super) fn raw(&self, headers: HashMap<HeaderName, HeaderValue>) -> RawHttp {
+        RawHttp::new(self.http.clone(), self.endpoint.clone(), headers)
     }
 
     fn repaired(&self, response: StreamableHttpPostResponse) -> StreamableHttpPostResponse {
@@ -163,6 +173,12 @@ impl StreamableHttpClient for LenientHttpClient {
         if let Ok(value) = serde_json::to_value(&message) {
             expect_answer(&self.pending, &value);
         }
+        self.endpoint.record(
+            &uri,
+            session_id.as_ref(),
+            auth_header.as_ref(),
+            &custom_headers,
+        );
         let response = self
             .http
             .post_message_with_response_limits(

@@ -29,6 +29,8 @@
 mod json_scan;
 mod lenient;
 mod lenient_http;
+mod listing;
+mod raw_http;
 mod remote;
 mod repair;
 pub(crate) mod result;
@@ -52,6 +54,7 @@ use rmcp::{ClientHandler, ServiceExt};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 use tokio::process::{Child, Command};
 
+use self::listing::list_all;
 use self::tasks::{RawRequests, TaskTools};
 pub(crate) use self::tools_changed::ToolsChanged;
 use self::transport::{CloseReason, ReaderTask, line_transport};
@@ -207,8 +210,8 @@ struct Live {
     reason: CloseReason,
     /// The local server's process and stdout reader; `None` for a remote server.
     process: Option<Process>,
-    /// Requests written past rmcp (tasks); `None` for a remote server.
-    raw: Option<RawRequests>,
+    /// Requests sent beside rmcp's (tasks).
+    raw: RawRequests,
     _reader: Option<ReaderTask>,
 }
 
@@ -290,7 +293,7 @@ impl Upstream {
     ) -> Result<(Self, Vec<Tool>), UpstreamError> {
         let task_tools = TaskTools::default();
         let live = connect(&spec, &tools_changed, &task_tools).await?;
-        let tools = match list_all(&spec, &live).await {
+        let tools = match list_all(&spec, &live, &task_tools).await {
             Ok(tools) => tools,
             Err(e) => {
                 close_live(live).await;
@@ -323,7 +326,7 @@ impl Upstream {
     pub(crate) async fn list_tools(&self) -> Result<Vec<Tool>, UpstreamError> {
         let live = self.live.lock().await;
         match live.as_ref() {
-            Some(live) => list_all(&self.spec, live).await,
+            Some(live) => list_all(&self.spec, live, &self.task_tools).await,
             None => Err(UpstreamError::Session {
                 name: self.spec.name.clone(),
                 step: "list the tools of",
@@ -376,12 +379,7 @@ impl Upstream {
         let answer = async {
             if as_task {
                 let ttl = deadline.saturating_duration_since(tokio::time::Instant::now());
-                let Some(raw) = &raw else {
-                    return CallOutcome::Rejected(format!(
-                        "{tool} can only be called as a task, and tasks of remote servers are not supported"
-                    ));
-                };
-                let call = tasks::call_as_task(raw, &self.spec.name, tool, args, ttl);
+                let call = tasks::call_as_task(&raw, &self.spec.name, tool, args, ttl);
                 return tokio::time::timeout_at(deadline, call)
                     .await
                     .unwrap_or(CallOutcome::TimedOut);
@@ -418,9 +416,7 @@ impl Upstream {
 
     /// The live session's peer, close signal and raw requests, restarting a dead server
     /// first.
-    async fn peer(
-        &self,
-    ) -> Result<(rmcp::Peer<RoleClient>, CloseReason, Option<RawRequests>), String> {
+    async fn peer(&self) -> Result<(rmcp::Peer<RoleClient>, CloseReason, RawRequests), String> {
         let mut live = self.live.lock().await;
         let dead = live
             .as_ref()
@@ -517,11 +513,11 @@ async fn connect(
         };
         return remote::connect(spec, remote, client)
             .await
-            .map(|session| Live {
+            .map(|(session, raw)| Live {
                 session,
                 reason: CloseReason::default(),
                 process: None,
-                raw: None,
+                raw,
                 _reader: None,
             });
     }
@@ -612,7 +608,7 @@ async fn connect(
         session,
         reason,
         process: Some(process),
-        raw: Some(raw),
+        raw,
         _reader: Some(reader),
     })
 }
@@ -629,57 +625,4 @@ fn session_error(
         why,
         tail: tail.render(),
     }
-}
-
-async fn list_all(spec: &ServerSpec, live: &Live) -> Result<Vec<Tool>, UpstreamError> {
-    let peer = live.session.peer();
-    let mut tools = Vec::new();
-    let mut cursor: Option<String> = None;
-    let mut seen = std::collections::HashSet::new();
-    for _ in 0..MAX_TOOL_PAGES {
-        let params = cursor
-            .clone()
-            .map(|c| rmcp::model::PaginatedRequestParams::default().with_cursor(Some(c)));
-        let listed = tokio::time::timeout(STARTUP_TIMEOUT, peer.list_tools(params));
-        let died = async {
-            live.reason.closed().await;
-            tokio::time::sleep(CLOSE_GRACE).await;
-        };
-        let page = tokio::select! {
-            biased;
-            page = listed => page,
-            () = died => Ok(Err(rmcp::ServiceError::TransportClosed)),
-        };
-        let page = page.map_err(|_| UpstreamError::Session {
-            name: spec.name.clone(),
-            step: "list the tools of",
-            why: "no answer in time".into(),
-            tail: String::new(),
-        })?;
-        let page = match page {
-            Ok(page) => page,
-            // A server with no tools (only resources or prompts) may not know the method.
-            Err(rmcp::ServiceError::McpError(e))
-                if e.code == rmcp::model::ErrorCode::METHOD_NOT_FOUND && tools.is_empty() =>
-            {
-                tracing::info!(server = %spec.name, "it has no tools (tools/list: method not found)");
-                return Ok(Vec::new());
-            }
-            Err(e) => {
-                return Err(UpstreamError::Session {
-                    name: spec.name.clone(),
-                    step: "list the tools of",
-                    why: live.reason.get().unwrap_or_else(|| e.to_string()),
-                    tail: String::new(),
-                });
-            }
-        };
-        tools.extend(page.tools);
-        match page.next_cursor {
-            Some(next) if !next.is_empty() && seen.insert(next.clone()) => cursor = Some(next),
-            _ => return Ok(tools),
-        }
-    }
-    tracing::warn!(server = %spec.name, "stopped reading tools/list after {MAX_TOOL_PAGES} pages");
-    Ok(tools)
 }

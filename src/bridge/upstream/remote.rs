@@ -18,6 +18,7 @@ use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 
 use super::lenient_http::LenientHttpClient;
+use super::tasks::RawRequests;
 use super::{
     BridgeClient, RemoteSpec, RemoteTransport, STARTUP_TIMEOUT, ServerSpec, UpstreamError,
 };
@@ -36,7 +37,8 @@ fn failed(spec: &ServerSpec, why: String) -> UpstreamError {
     }
 }
 
-/// Open a session with the remote server `remote` and complete the MCP handshake.
+/// Open a session with the remote server `remote` and complete the MCP handshake; also
+/// the [`RawRequests`] sent on that session beside rmcp's (task requests).
 ///
 /// # Errors
 /// [`UpstreamError::Session`] naming the server and why (a refused header, a legacy SSE
@@ -45,7 +47,7 @@ pub(super) async fn connect(
     spec: &ServerSpec,
     remote: &RemoteSpec,
     client: BridgeClient,
-) -> Result<RunningService<RoleClient, BridgeClient>, UpstreamError> {
+) -> Result<(RunningService<RoleClient, BridgeClient>, RawRequests), UpstreamError> {
     if remote.transport == RemoteTransport::Sse {
         return Err(failed(
             spec,
@@ -67,14 +69,15 @@ pub(super) async fn connect(
         headers.insert(header, value);
     }
     let mut config = StreamableHttpClientTransportConfig::with_uri(remote.url.as_str());
-    config.custom_headers = headers;
+    config.custom_headers = headers.clone();
     config.max_json_response_size = MAX_RESPONSE_BYTES;
     config.max_sse_event_size = MAX_RESPONSE_BYTES;
     let client_http = LenientHttpClient::new()
         .map_err(|e| failed(spec, format!("cannot set up an HTTP client: {e}")))?;
+    let raw = RawRequests::over_http(client_http.raw(headers));
     let transport = StreamableHttpClientTransport::with_client(client_http, config);
     match tokio::time::timeout(STARTUP_TIMEOUT, client.serve(transport)).await {
-        Ok(Ok(session)) => Ok(session),
+        Ok(Ok(session)) => Ok((session, raw)),
         Ok(Err(e)) => Err(failed(
             spec,
             crate::bridge::refusal::cap(&e.to_string(), 300),

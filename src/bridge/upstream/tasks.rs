@@ -14,8 +14,15 @@
 //!
 //! rmcp 3.11 cannot send these (its tasks are a later draft's, [`crate::mcp_tasks`]), so
 //! they go through [`RawRequests`]: JSON-RPC requests with ids of their own
-//! (`mcp-code-mode-task-N`, never one rmcp uses) written on the server's stdin, whose
-//! answers the transport's reader hands back here instead of to rmcp.
+//! (`mcp-code-mode-task-N`, never one rmcp uses). To a local server they are written on its
+//! stdin, and the transport's reader hands their answers back here instead of to rmcp; to a
+//! remote server each is a POST on rmcp's session whose response is read here
+//! (`raw_http.rs`).
+//!
+//! rmcp's `Tool` drops `execution`, so the task support of a tool is read from the raw
+//! `tools/list` answer: a local server's, as the transport's reader sees it; a remote
+//! server's, by reading the list once more through [`RawRequests`] after rmcp read it
+//! ([`discover_task_support`]).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -28,6 +35,7 @@ use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
 use super::CallOutcome;
+use super::raw_http::RawHttp;
 use super::repair::{Pending, repair_result};
 use crate::mcp_tasks::{self, CreateTaskResult, Task, TaskStatus, TaskSupport};
 
@@ -81,15 +89,33 @@ pub(super) enum RawAnswer {
 pub(super) struct RawRequests(Arc<RawInner>);
 
 struct RawInner {
-    writer: Box<dyn LineWriter>,
+    channel: Channel,
     waiting: Mutex<HashMap<String, oneshot::Sender<RawAnswer>>>,
     next: AtomicU64,
 }
 
+/// How requests reach the server and answers come back.
+enum Channel {
+    /// Lines on a local server's stdin; answers are handed over by the reader
+    /// ([`RawRequests::deliver`]).
+    Lines(Box<dyn LineWriter>),
+    /// POSTs on a remote server's session, answered in their responses.
+    Http(RawHttp),
+}
+
 impl RawRequests {
     pub(super) fn new(writer: impl LineWriter + 'static) -> Self {
+        Self::with(Channel::Lines(Box::new(writer)))
+    }
+
+    /// Requests sent as POSTs on a remote server's session.
+    pub(super) fn over_http(http: RawHttp) -> Self {
+        Self::with(Channel::Http(http))
+    }
+
+    fn with(channel: Channel) -> Self {
         Self(Arc::new(RawInner {
-            writer: Box::new(writer),
+            channel,
             waiting: Mutex::default(),
             next: AtomicU64::new(1),
         }))
@@ -109,17 +135,7 @@ impl RawRequests {
         }
         let waiter = self.0.waiting.lock().ok().and_then(|mut w| w.remove(id));
         if let Some(waiter) = waiter {
-            let answer = match (message.get("result"), message.get("error")) {
-                (Some(result), _) => RawAnswer::Result(result.clone()),
-                (None, error) => RawAnswer::Error(crate::bridge::refusal::cap(
-                    error
-                        .and_then(|e| e.get("message"))
-                        .and_then(Value::as_str)
-                        .unwrap_or("the server answered with an error"),
-                    500,
-                )),
-            };
-            let _ = waiter.send(answer);
+            let _ = waiter.send(answer_of(message));
         }
         // An answer to a request given up already is ours all the same.
         true
@@ -139,15 +155,61 @@ impl RawRequests {
             "{RAW_ID_PREFIX}{}",
             self.0.next.fetch_add(1, Ordering::SeqCst)
         );
+        let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        let writer = match &self.0.channel {
+            Channel::Lines(writer) => writer,
+            // Dropping this future drops the POST, which ends its request.
+            Channel::Http(http) => return Some(answer_of(&http.request(&id, &message).await)),
+        };
         let (tx, rx) = oneshot::channel();
         self.0.waiting.lock().ok()?.insert(id.clone(), tx);
         // Dropped (the call was given up): no answer is awaited any more.
         let _forget = Forget(self, &id);
-        let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
         let mut line = serde_json::to_vec(&message).ok()?;
         line.push(b'\n');
-        self.0.writer.write_line(line).await.ok()?;
+        writer.write_line(line).await.ok()?;
         rx.await.ok()
+    }
+}
+
+/// What a JSON-RPC response came to.
+fn answer_of(message: &Value) -> RawAnswer {
+    match (message.get("result"), message.get("error")) {
+        (Some(result), _) => RawAnswer::Result(result.clone()),
+        (None, error) => RawAnswer::Error(crate::bridge::refusal::cap(
+            error
+                .and_then(|e| e.get("message"))
+                .and_then(Value::as_str)
+                .unwrap_or("the server answered with an error"),
+            500,
+        )),
+    }
+}
+
+/// Read the task support of a remote server's tools: its whole `tools/list` (every page, at
+/// most [`super::MAX_TOOL_PAGES`]) through `raw`, each page recorded in `tools`. A failure
+/// leaves the tools it did not reach as plain calls, and is logged.
+pub(super) async fn discover_task_support(raw: &RawRequests, tools: &TaskTools, server: &str) {
+    let mut cursor: Option<String> = None;
+    for _ in 0..super::MAX_TOOL_PAGES {
+        let params = cursor
+            .as_ref()
+            .map_or_else(|| json!({}), |c| json!({"cursor": c}));
+        let page = match raw.request("tools/list", params).await {
+            Some(RawAnswer::Result(page)) => page,
+            Some(RawAnswer::Error(why)) => {
+                tracing::warn!(server = %server, "cannot read which tools require tasks: {why}");
+                return;
+            }
+            None => return,
+        };
+        record_task_support(tools, &page);
+        match page.get("nextCursor").and_then(Value::as_str) {
+            Some(next) if !next.is_empty() && cursor.as_deref() != Some(next) => {
+                cursor = Some(next.to_owned());
+            }
+            _ => return,
+        }
     }
 }
 

@@ -2,7 +2,11 @@
 // own task implementation (McpServer.experimental.tasks, InMemoryTaskStore), so the bridge
 // is tested against the reference shapes, not ours.
 //
-// Usage: node task_server.mjs JOURNAL
+// Usage: node task_server.mjs JOURNAL [--http json|sse]
+//
+// With --http it serves Streamable HTTP on 127.0.0.1 (a free port, printed as its first
+// line; the endpoint is /mcp, one session per initialize) instead of stdio, answering each
+// POST with a JSON body (`json`) or an SSE stream (`sse`).
 //
 // Tools:
 //   research  taskSupport "required": {text, seconds} -> after `seconds`, "researched: TEXT".
@@ -18,6 +22,9 @@
 import { appendFileSync } from "node:fs";
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
+import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
+import { createServer } from "node:http";
+import { randomUUID } from "node:crypto";
 import { InMemoryTaskStore } from "@modelcontextprotocol/sdk/experimental/tasks";
 import { z } from "zod";
 
@@ -32,10 +39,6 @@ class JournalledStore extends InMemoryTaskStore {
 }
 
 const taskStore = new JournalledStore();
-const server = new McpServer(
-  { name: "task-server", version: "1.0.0" },
-  { capabilities: { tasks: { list: {}, cancel: {}, requests: { tools: { call: {} } } } }, taskStore },
-);
 
 const handlers = (work) => ({
   async createTask(args, { taskStore: requestStore, taskRequestedTtl }) {
@@ -59,59 +62,97 @@ const handlers = (work) => ({
   },
 });
 
-server.experimental.tasks.registerToolTask(
-  "research",
-  {
-    description: "Research a text for some seconds (a task).",
-    inputSchema: { text: z.string(), seconds: z.number() },
-    execution: { taskSupport: "required" },
-  },
-  handlers(async ({ text, seconds }) => {
-    await new Promise((r) => setTimeout(r, seconds * 1000));
-    return `researched: ${text}`;
-  }),
-);
-
-server.experimental.tasks.registerToolTask(
-  "quick",
-  {
-    description: "Answer at once; may be called as a task.",
-    inputSchema: { text: z.string() },
-    execution: { taskSupport: "optional" },
-  },
-  handlers(async ({ text }) => `quick: ${text}`),
-);
-
-server.experimental.tasks.registerToolTask(
-  "ask",
-  {
-    description: "Ask the user a question inside a task (a task).",
-    inputSchema: { text: z.string() },
-    execution: { taskSupport: "required" },
-  },
-  {
-    async createTask({ text }, { taskStore: requestStore, taskRequestedTtl }) {
-      const task = await requestStore.createTask({ ttl: taskRequestedTtl, pollInterval: 100 });
-      await requestStore.updateTaskStatus(task.taskId, "input_required", `asking: ${text}`);
-      note(`asking ${text}`);
-      return { task };
+/** A server with the three tools, on the shared task store. */
+function newServer() {
+  const server = new McpServer(
+    { name: "task-server", version: "1.0.0" },
+    { capabilities: { tasks: { list: {}, cancel: {}, requests: { tools: { call: {} } } } }, taskStore },
+  );
+  server.experimental.tasks.registerToolTask(
+    "research",
+    {
+      description: "Research a text for some seconds (a task).",
+      inputSchema: { text: z.string(), seconds: z.number() },
+      execution: { taskSupport: "required" },
     },
-    async getTask(_args, { taskId, taskStore }) {
-      return await taskStore.getTask(taskId);
-    },
-    async getTaskResult(_args, { taskId, taskStore }) {
-      return await taskStore.getTaskResult(taskId);
-    },
-  },
-);
+    handlers(async ({ text, seconds }) => {
+      await new Promise((r) => setTimeout(r, seconds * 1000));
+      return `researched: ${text}`;
+    }),
+  );
 
-const transport = new StdioServerTransport();
-await server.connect(transport);
-const deliver = transport.onmessage;
-transport.onmessage = (message, extra) => {
-  if (message.method) {
-    const tool = message.method === "tools/call" ? ` ${message.params?.name}` : "";
-    note(`${message.method}${tool}${message.params?.task ? " task" : ""}`);
-  }
-  deliver(message, extra);
-};
+  server.experimental.tasks.registerToolTask(
+    "quick",
+    {
+      description: "Answer at once; may be called as a task.",
+      inputSchema: { text: z.string() },
+      execution: { taskSupport: "optional" },
+    },
+    handlers(async ({ text }) => `quick: ${text}`),
+  );
+
+  server.experimental.tasks.registerToolTask(
+    "ask",
+    {
+      description: "Ask the user a question inside a task (a task).",
+      inputSchema: { text: z.string() },
+      execution: { taskSupport: "required" },
+    },
+    {
+      async createTask({ text }, { taskStore: requestStore, taskRequestedTtl }) {
+        const task = await requestStore.createTask({ ttl: taskRequestedTtl, pollInterval: 100 });
+        await requestStore.updateTaskStatus(task.taskId, "input_required", `asking: ${text}`);
+        note(`asking ${text}`);
+        return { task };
+      },
+      async getTask(_args, { taskId, taskStore }) {
+        return await taskStore.getTask(taskId);
+      },
+      async getTaskResult(_args, { taskId, taskStore }) {
+        return await taskStore.getTaskResult(taskId);
+      },
+    },
+  );
+  return server;
+}
+
+/** Connect a new server to `transport`, journalling each request it receives. */
+async function serveOn(transport) {
+  await newServer().connect(transport);
+  const deliver = transport.onmessage;
+  transport.onmessage = (message, extra) => {
+    if (message.method) {
+      const tool = message.method === "tools/call" ? ` ${message.params?.name}` : "";
+      note(`${message.method}${tool}${message.params?.task ? " task" : ""}`);
+    }
+    deliver(message, extra);
+  };
+}
+
+if (process.argv[3] === "--http") {
+  const enableJsonResponse = process.argv[4] === "json";
+  const sessions = new Map();
+  const http = createServer(async (req, res) => {
+    const chunks = [];
+    for await (const chunk of req) chunks.push(chunk);
+    const body = chunks.length ? JSON.parse(Buffer.concat(chunks).toString()) : undefined;
+    const id = req.headers["mcp-session-id"];
+    let transport = id && sessions.get(id);
+    if (!transport) {
+      if (id || body?.method !== "initialize") {
+        res.writeHead(404).end();
+        return;
+      }
+      transport = new StreamableHTTPServerTransport({
+        sessionIdGenerator: () => randomUUID(),
+        enableJsonResponse,
+        onsessioninitialized: (sid) => sessions.set(sid, transport),
+      });
+      await serveOn(transport);
+    }
+    await transport.handleRequest(req, res, body);
+  });
+  http.listen(0, "127.0.0.1", () => console.log(http.address().port));
+} else {
+  await serveOn(new StdioServerTransport());
+}

@@ -28,7 +28,9 @@
 //                   the run's error, once the server saw tasks/cancel.
 //
 // SERVE_COMMAND may instead be one http:// URL of a running `serve --http` (JOURNAL is then
-// the journal of the server it wraps).
+// the journal of the server it wraps). TOOL_PREFIX (environment, default none) goes before
+// task_server's tool names in the code: `tasks__` when serve wraps it by `--config` as the
+// server `tasks`.
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
@@ -39,6 +41,7 @@ const sep = process.argv.indexOf("--");
 const [scenario, journal] = process.argv.slice(2, sep);
 const command = process.argv.slice(sep + 1);
 const journalShows = (text, within) => shows(journal, text, within);
+const p = process.env.TOOL_PREFIX ?? "";
 
 const stream = (client, code) =>
   client.experimental.tasks.callToolStream(
@@ -116,12 +119,12 @@ const scenarios = {
   async "required-tool"(client) {
     const result = await run(
       client,
-      "print(await research({'text': 'tides', 'seconds': 1}))\nprint(await quick({'text': 'moon'}))",
+      `print(await ${p}research({'text': 'tides', 'seconds': 1}))\nprint(await ${p}quick({'text': 'moon'}))`,
     );
     return { stdout: result.structuredContent.stdout, error: result.structuredContent.error };
   },
   async "abort-required"(client) {
-    const code = "await research({'text': 'slow', 'seconds': 30})";
+    const code = `await ${p}research({'text': 'slow', 'seconds': 30})`;
     const { outcome, started } = await abortOnceReached(client, journal, code, "tools/call research task");
     const seen = await journalShows("tasks/cancel");
     await journalShows("cancelled ");
@@ -160,12 +163,12 @@ const scenarios = {
     return { first: first.value.type, upstream_cancelled_s: upstream - started };
   },
   async "asks-input"(client) {
-    const result = await run(client, "print(await ask({'text': 'which one?'}))", { timeout: 120000 });
+    const result = await run(client, `print(await ${p}ask({'text': 'which one?'}))`, { timeout: 120000 });
     await journalShows("tasks/cancel", 10);
     return { error: result.structuredContent.error, stdout: result.structuredContent.stdout };
   },
   async "gives-up"(client) {
-    const result = await run(client, "print(await research({'text': 'slow', 'seconds': 30}))", {
+    const result = await run(client, `print(await ${p}research({'text': 'slow', 'seconds': 30}))`, {
       timeout: 120000,
     });
     await journalShows("tasks/cancel", 10);
