@@ -2,8 +2,10 @@
 //!
 //! A rootfs is a directory holding CPython at `/usr/bin/python3`, its standard library at
 //! `/usr/lib/python3.X` (bytecode precompiled), the shared libraries they load, the dynamic
-//! loader, `/runner.py`, an `/etc/passwd` and `/etc/group` that know uid/gid 65534, and empty
-//! mount points `/tmp`, `/dev` and `/proc`. No shell, no pip, no site-packages.
+//! loader, the runner ([`RUNNER_FILES`]: the entry `/runner.py` and its package in
+//! `/usr/lib/mcp-code-mode`, bytecode precompiled too), an `/etc/passwd` and `/etc/group`
+//! that know uid/gid 65534, and empty mount points `/tmp`, `/dev` and `/proc`. No shell, no
+//! pip, no site-packages.
 //!
 //! It is built once per [key](rootfs_key) under a cache root and then only read:
 //! `<cache root>/rootfs-<key>/`, with a manifest at `<dir>/.mcp-code-mode-rootfs` that
@@ -23,12 +25,34 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
-/// runner.py, as embedded in this binary; written to `/runner.py` in every rootfs.
-pub const RUNNER_PY: &str = include_str!("../../rootfs/runner.py");
+/// `[(path, contents), ..]` of files embedded from the repository's `rootfs/` directory,
+/// each at the same relative path.
+macro_rules! embed_rootfs_files {
+    ($($path:literal),* $(,)?) => {
+        &[$(($path, include_str!(concat!("../../rootfs/", $path)))),*]
+    };
+}
+
+/// The runner, as embedded in this binary: `(path inside the rootfs, relative to its root;
+/// contents)`, in the order they are hashed into the [key](rootfs_key). Every rootfs holds
+/// each file at its path. `runner.py` is the entry ([`RUNNER_IN_ROOTFS`]); the rest is the
+/// package it imports, `code_mode_runner` in [`RUNNER_LIB_IN_ROOTFS`].
+pub const RUNNER_FILES: &[(&str, &str)] = embed_rootfs_files![
+    "runner.py",
+    "usr/lib/mcp-code-mode/code_mode_runner/__init__.py",
+    "usr/lib/mcp-code-mode/code_mode_runner/channel.py",
+    "usr/lib/mcp-code-mode/code_mode_runner/abi.py",
+    "usr/lib/mcp-code-mode/code_mode_runner/wire.py",
+    "usr/lib/mcp-code-mode/code_mode_runner/inbox.py",
+    "usr/lib/mcp-code-mode/code_mode_runner/tools.py",
+    "usr/lib/mcp-code-mode/code_mode_runner/capture.py",
+    "usr/lib/mcp-code-mode/code_mode_runner/errors.py",
+    "usr/lib/mcp-code-mode/code_mode_runner/cells.py",
+];
 
 /// Version of the build recipe; bump it whenever the layout or the steps change, so every
 /// cached rootfs is rebuilt.
-pub const RECIPE_VERSION: &str = "mcp-code-mode-rootfs-2";
+pub const RECIPE_VERSION: &str = "mcp-code-mode-rootfs-3";
 
 /// Name of the manifest file at the top of a rootfs directory.
 pub const MANIFEST_NAME: &str = ".mcp-code-mode-rootfs";
@@ -38,8 +62,11 @@ pub const ROOTFS_ENV: &str = "MCP_CODE_MODE_ROOTFS";
 
 /// Path of Python inside the rootfs.
 pub const PYTHON_IN_ROOTFS: &str = "/usr/bin/python3";
-/// Path of runner.py inside the rootfs.
+/// Path of runner.py, the runner's entry, inside the rootfs.
 pub const RUNNER_IN_ROOTFS: &str = "/runner.py";
+/// Directory of the runner's package inside the rootfs (the entry adds it to `sys.path`);
+/// its bytecode is precompiled there.
+pub const RUNNER_LIB_IN_ROOTFS: &str = "/usr/lib/mcp-code-mode";
 /// Flags Python gets inside the sandbox: isolated mode (no environment, no user site, no
 /// script directory on sys.path), no `site` import, no bytecode writes.
 pub const PYTHON_FLAGS: [&str; 3] = ["-I", "-S", "-B"];
@@ -90,7 +117,8 @@ impl Default for Options {
 pub struct Rootfs {
     /// The rootfs directory, `<cache root>/rootfs-<key>`.
     pub dir: PathBuf,
-    /// 16 hex characters: what the rootfs was built from (recipe, runner.py, source kind).
+    /// 16 hex characters: what the rootfs was built from (recipe, the runner's files, source
+    /// kind).
     pub key: String,
     /// 64 hex characters: sha256 of the finished tree (see [`tree_digest`]); the Docker
     /// backend tags its image by it.
@@ -240,17 +268,26 @@ fn running_as_root() -> bool {
 }
 
 /// The key of a rootfs built by `source` with this binary: the first 16 hex characters of
-/// sha256 over [`RECIPE_VERSION`], [`RUNNER_PY`] and the source kind (each length-prefixed).
+/// sha256 over [`RECIPE_VERSION`], the number of [`RUNNER_FILES`], each one's path and
+/// contents in that order, and the source kind (each string length-prefixed).
 pub fn rootfs_key(source: &Source) -> String {
+    key_of(RECIPE_VERSION, RUNNER_FILES, source.kind())
+}
+
+/// [`rootfs_key`] of any recipe version, runner files and source kind.
+fn key_of(recipe: &str, files: &[(&str, &str)], kind: &str) -> String {
     let mut hash = Sha256::new();
-    for part in [
-        RECIPE_VERSION.as_bytes(),
-        RUNNER_PY.as_bytes(),
-        source.kind().as_bytes(),
-    ] {
-        hash.update((part.len() as u64).to_le_bytes());
-        hash.update(part);
+    let mut field = |bytes: &[u8]| {
+        hash.update((bytes.len() as u64).to_le_bytes());
+        hash.update(bytes);
+    };
+    field(recipe.as_bytes());
+    field(&(files.len() as u64).to_le_bytes());
+    for (path, contents) in files {
+        field(path.as_bytes());
+        field(contents.as_bytes());
     }
+    field(kind.as_bytes());
     hex::encode(hash.finalize())[..16].to_string()
 }
 
@@ -300,7 +337,7 @@ pub fn build(options: &Options) -> Result<Rootfs, RootfsError> {
         Source::Debian => debian::assemble(&tree, staging.path(), &progress)?,
     };
     tree::write_base_files(&tree)?;
-    progress.step("precompiling the standard library to bytecode");
+    progress.step("precompiling the standard library and the runner to bytecode");
     verify::precompile(&tree, &python_version)?;
     progress.step("starting the rootfs python inside the rootfs to check it");
     verify::check(&tree)?;

@@ -123,10 +123,34 @@ fn check_rootfs(rootfs: &Rootfs, cache: &Path) {
             .unwrap()
             .contains(":65534:")
     );
-    assert_eq!(
-        fs::read_to_string(rootfs.dir.join("runner.py")).unwrap(),
-        RUNNER_PY
+    for (path, contents) in RUNNER_FILES {
+        assert_eq!(
+            fs::read(rootfs.dir.join(path)).unwrap(),
+            contents.as_bytes(),
+            "/{path} is not the embedded one"
+        );
+    }
+    // The runner's modules have bytecode where the sandbox's Python looks for it.
+    let modules: Vec<String> = RUNNER_FILES
+        .iter()
+        .filter(|(path, _)| path.starts_with(RUNNER_LIB_IN_ROOTFS.trim_start_matches('/')))
+        .map(|(path, _)| format!("'/{path}'"))
+        .collect();
+    assert!(!modules.is_empty());
+    let out = python_inside(
+        rootfs,
+        &format!(
+            "import importlib.util as u\nfor m in [{}]: print(u.cache_from_source(m))",
+            modules.join(", ")
+        ),
     );
+    for pyc in out.lines() {
+        assert!(
+            tree::inside(&rootfs.dir, Path::new(pyc)).is_file(),
+            "no bytecode at {pyc}"
+        );
+    }
+    assert_eq!(out.lines().count(), modules.len());
     for dir in ["tmp", "dev", "proc"] {
         assert_eq!(
             fs::read_dir(rootfs.dir.join(dir)).unwrap().count(),
@@ -363,6 +387,58 @@ fn the_key_depends_on_the_source_kind_only() {
         })
     );
     assert_ne!(host, rootfs_key(&Source::Debian));
+}
+
+#[test]
+fn the_key_changes_with_any_runner_file() {
+    let key = |files: &[(&str, &str)]| key_of(RECIPE_VERSION, files, "host");
+    let base = key(RUNNER_FILES);
+    assert_eq!(base, rootfs_key(&Source::Host { python: None }));
+    let edited: Vec<String> = RUNNER_FILES
+        .iter()
+        .map(|(_, contents)| format!("{contents}\n"))
+        .collect();
+    for index in 0..RUNNER_FILES.len() {
+        let mut files = RUNNER_FILES.to_vec();
+        files[index].1 = &edited[index];
+        assert_ne!(key(&files), base, "{} edited", files[index].0);
+        let mut files = RUNNER_FILES.to_vec();
+        files[index].0 = "elsewhere.py";
+        assert_ne!(key(&files), base, "{} moved", RUNNER_FILES[index].0);
+        let mut files = RUNNER_FILES.to_vec();
+        files.remove(index);
+        assert_ne!(key(&files), base, "{} left out", RUNNER_FILES[index].0);
+    }
+    assert_ne!(
+        key_of("mcp-code-mode-rootfs-0", RUNNER_FILES, "host"),
+        base,
+        "another recipe"
+    );
+}
+
+/// Every file under the repository's `rootfs/` (but bytecode) is one of [`RUNNER_FILES`], so a
+/// new runner module cannot be left out of the rootfs or the key.
+#[test]
+fn every_file_of_the_repository_rootfs_directory_is_embedded() {
+    let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("rootfs");
+    let mut found = Vec::new();
+    tree::walk(&base, &mut |path, meta| {
+        let rel = path
+            .strip_prefix(&base)
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        if meta.is_file() && !rel.contains("__pycache__") {
+            found.push(rel);
+        }
+        Ok(())
+    })
+    .unwrap();
+    found.sort();
+    let mut embedded: Vec<String> = RUNNER_FILES.iter().map(|(p, _)| p.to_string()).collect();
+    embedded.sort();
+    assert_eq!(found, embedded);
+    assert_eq!(RUNNER_FILES[0].0, RUNNER_IN_ROOTFS.trim_start_matches('/'));
 }
 
 #[test]

@@ -7,7 +7,7 @@ use std::path::{Component, Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
-use super::{MANIFEST_NAME, RUNNER_PY, Rootfs, RootfsError, io_err};
+use super::{MANIFEST_NAME, RUNNER_FILES, Rootfs, RootfsError, io_err};
 
 /// `abs` (an absolute path as seen inside the rootfs) under the tree `root`.
 pub(crate) fn inside(root: &Path, abs: &Path) -> PathBuf {
@@ -198,14 +198,14 @@ pub(crate) fn sorted_entries(dir: &Path) -> Result<Vec<PathBuf>, RootfsError> {
     Ok(entries)
 }
 
-/// Writes `/runner.py`, `/etc/passwd`, `/etc/group`, and the empty mount points.
+/// Writes the runner ([`RUNNER_FILES`]), `/etc/passwd`, `/etc/group`, and the empty mount
+/// points.
 pub(crate) fn write_base_files(root: &Path) -> Result<(), RootfsError> {
     for dir in ["tmp", "dev", "proc", "etc"] {
         let path = root.join(dir);
         fs::create_dir_all(&path).map_err(io_err("create", &path))?;
     }
-    let files = [
-        ("runner.py", RUNNER_PY),
+    let users = [
         (
             "etc/passwd",
             "root:x:0:0:root:/nonexistent:/usr/sbin/nologin\n\
@@ -213,8 +213,11 @@ pub(crate) fn write_base_files(root: &Path) -> Result<(), RootfsError> {
         ),
         ("etc/group", "root:x:0:\nnogroup:x:65534:\n"),
     ];
-    for (name, text) in files {
+    for (name, text) in RUNNER_FILES.iter().chain(&users) {
         let path = root.join(name);
+        if let Some(parent) = path.parent() {
+            fs::create_dir_all(parent).map_err(io_err("create", parent))?;
+        }
         fs::write(&path, text).map_err(io_err("write", &path))?;
     }
     Ok(())

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use super::tree;
-use super::{PYTHON_FLAGS, PYTHON_IN_ROOTFS, RootfsError};
+use super::{PYTHON_FLAGS, PYTHON_IN_ROOTFS, RUNNER_LIB_IN_ROOTFS, RootfsError};
 
 const UNSHARE_HINT: &str = "the build runs the new python with `unshare --user --map-root-user --root`; \
 install util-linux and allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1, \
@@ -44,9 +44,11 @@ fn tail(bytes: &[u8]) -> String {
     lines[lines.len().saturating_sub(15)..].join("\n")
 }
 
-/// Compiles the standard library to `__pycache__/*.pyc` (unchecked-hash, so the files
-/// neither go stale nor depend on times) with the rootfs's own Python, several processes
-/// at once.
+/// Compiles the standard library and the runner's package ([`RUNNER_LIB_IN_ROOTFS`]) to
+/// `__pycache__/*.pyc` (unchecked-hash, so the files neither go stale nor depend on times)
+/// with the rootfs's own Python, several processes at once. `-B` in the sandbox only stops
+/// Python from writing bytecode: it reads these, and skips compiling the runner's modules
+/// at every start. The entry, `/runner.py`, runs as `__main__`, which Python always compiles.
 pub(crate) fn precompile(root: &Path, version: &str) -> Result<(), RootfsError> {
     let minor = version.split('.').take(2).collect::<Vec<_>>().join(".");
     let stdlib = format!("/usr/lib/python{minor}");
@@ -65,6 +67,7 @@ pub(crate) fn precompile(root: &Path, version: &str) -> Result<(), RootfsError> 
             groups[index % workers].push(format!("{stdlib}/{name}"));
         }
     }
+    groups[entries.len() % workers].push(RUNNER_LIB_IN_ROOTFS.to_string());
     let results: Vec<Result<Output, RootfsError>> = std::thread::scope(|scope| {
         let handles: Vec<_> = groups
             .iter()

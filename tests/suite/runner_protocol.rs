@@ -1,5 +1,6 @@
-//! runner.py against a scripted host: the host's python3 runs `rootfs/runner.py` on pipes
-//! (no sandbox), and each test plays the host's side of the line protocol.
+//! The runner against a scripted host: the host's python3 runs `rootfs/runner.py` (which
+//! imports its package from `rootfs/usr/lib/mcp-code-mode`) on pipes (no sandbox), and each
+//! test plays the host's side of the line protocol.
 //!
 //! Index: calls (ids, refusals, argument checks, asyncio); the globals (variables, names,
 //! stubs, search_tools); output (truncation, capture, streaming, the write cap, lines never
@@ -186,6 +187,11 @@ fn ok_done(stdout: &str) -> Value {
     json!({"type": "done", "stdout": stdout, "error": null, "truncated": false, "stopped": false})
 }
 
+/// Whether `text` names a file of the runner: its entry or a module of its package.
+fn names_a_runner_file(text: &str) -> bool {
+    text.contains("runner.py") || text.contains("code_mode_runner")
+}
+
 #[test]
 fn gathered_calls_are_matched_by_id_when_answered_out_of_order() {
     let mut runner = Runner::start();
@@ -311,6 +317,21 @@ fn the_runner_names_and_stubs_are_in_the_globals() {
 }
 
 #[test]
+fn the_runner_globals_belong_to_main_and_sys_path_is_pythons_own() {
+    let mut runner = Runner::start();
+    let done = runner.run(
+        "import pickle, sys\n\
+         print(ToolError.__module__, add.__module__, search_tools.__module__)\n\
+         print(pickle.loads(pickle.dumps(ToolError('x'))).args, pickle.loads(pickle.dumps(add)) is add)\n\
+         print([p for p in sys.path if 'mcp-code-mode' in p])",
+    );
+    assert_eq!(
+        done,
+        ok_done("__main__ __main__ __main__\n('x',) True\n[]\n")
+    );
+}
+
+#[test]
 fn search_tools_scores_names_over_stubs_and_keeps_catalog_order() {
     let mut runner = Runner::start();
     // "add": name of add (2), stub of echo (1). "issue": name of create_issue (2).
@@ -389,7 +410,7 @@ fn an_error_is_the_traceback_tail_without_runner_frames() {
     );
     assert!(error.ends_with("ValueError: boom"), "{error}");
     assert!(
-        !error.contains("runner.py") && !error.contains("asyncio"),
+        !names_a_runner_file(error) && !error.contains("asyncio"),
         "{error}"
     );
 
@@ -515,7 +536,7 @@ fn errors_of(cases: &[(&str, &str)]) -> String {
             break message;
         };
         let error = done["error"].as_str().unwrap_or_default();
-        assert!(!error.contains("runner.py"), "{what}: {error}");
+        assert!(!names_a_runner_file(error), "{what}: {error}");
         text.push_str(&format!("### {what}\n{code}\n--- error ---\n{error}\n\n"));
     }
     text

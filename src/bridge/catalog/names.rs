@@ -6,13 +6,14 @@
 //! dunder or a name the runner defines gets a trailing `_`. Two tools that end up with the
 //! same name stop startup ([`crate::bridge::catalog`] checks).
 //!
-//! runner.py refuses a `start` whose tools take a reserved name, by the same rule
-//! ([`is_reserved`]; its `reserved`), so every name [`python_name`] gives is one it takes.
+//! The runner refuses a `start` whose tools take a reserved name, by the same rule
+//! ([`is_reserved`]; its `inbox.reserved`), so every name [`python_name`] gives is one it
+//! takes.
 
 /// Separator between a server's name and its tool's name under `--config`.
 pub(crate) const SERVER_SEPARATOR: &str = "__";
 
-/// Names runner.py defines in the code's globals.
+/// Names the runner defines in the code's globals (its `inbox.RUNNER_NAMES`).
 pub(crate) const RUNNER_NAMES: &[&str] = &["ToolError", "TOOLS", "search_tools"];
 
 /// Python 3 keywords (`keyword.kwlist`).
@@ -204,8 +205,8 @@ pub fn python_name(server: Option<&str>, tool: &str) -> String {
     name
 }
 
-/// Whether `name` would shadow a keyword, a builtin, a dunder or a runner name: runner.py's
-/// `reserved`, the same rule.
+/// Whether `name` would shadow a keyword, a builtin, a dunder or a runner name: the
+/// runner's `inbox.reserved`, the same rule.
 pub(crate) fn is_reserved(name: &str) -> bool {
     is_dunder(name)
         || KEYWORDS.contains(&name)

@@ -1,0 +1,134 @@
+"""Tool calls: the async functions the code calls its tools by, the `call` lines they send
+(only lines the host can read as sent), and search_tools."""
+
+import asyncio
+import itertools
+import json
+import keyword
+
+from . import capture, channel, inbox, wire
+from .inbox import ToolError
+
+# Integers the host's JSON reader (serde_json) keeps exactly: i64 and u64. Others would be
+# rounded to a float, or refused as a line that is not JSON.
+MIN_INT, MAX_INT = -(1 << 63), (1 << 64) - 1
+# Nesting of `args` the host's reader takes (its limit is 128 levels for the whole line).
+MAX_ARGS_DEPTH = 100
+
+_ids = itertools.count(1)
+
+
+def _unsendable(why):
+    return ToolError("arguments cannot be sent as JSON: " + why)
+
+
+def _number(value):
+    text = str(value)
+    return text if len(text) <= 40 else "of %d digits" % len(text.lstrip("-"))
+
+
+def call_line(call_id, tool, params):
+    """The `call` line, or ToolError when the host could not read it as sent."""
+    message = {"type": "call", "id": call_id, "tool": tool, "args": params}
+    try:
+        text = json.dumps(message, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as error:
+        raise _unsendable(str(error)[:200]) from None
+    try:
+        line = text.encode("utf-8") + b"\n"
+    except UnicodeEncodeError as error:
+        char = error.object[error.start]
+        raise _unsendable("a string holds the lone surrogate U+%04X" % ord(char)) from None
+    if len(line) - 1 > wire.limits["max_line"]:
+        raise ToolError(
+            "arguments too large to send: the call would be a line of %d bytes; the limit is %s"
+            % (len(line) - 1, wire.size(wire.limits["max_line"]))
+        )
+    # Read it back as the host will: integers exactly, and not nested too deep.
+    try:
+        pending = [(json.loads(text)["args"], 1)]
+    except RecursionError:
+        raise _unsendable("nested too deep") from None
+    while pending:
+        value, depth = pending.pop()
+        if type(value) is int and not MIN_INT <= value <= MAX_INT:
+            raise _unsendable(
+                "the integer %s is outside -2**63..2**64-1 (send it as a string)" % _number(value)
+            )
+        if isinstance(value, (dict, list)):
+            if depth > MAX_ARGS_DEPTH:
+                raise _unsendable("nested more than %d levels deep" % MAX_ARGS_DEPTH)
+            items = value.values() if isinstance(value, dict) else value
+            pending.extend((item, depth + 1) for item in items)
+    return line
+
+
+async def _call(tool, params):
+    loop = asyncio.get_running_loop()
+    future = loop.create_future()
+    call_id = next(_ids)
+    line = call_line(call_id, tool, params)
+    if inbox.eof.is_set():
+        channel.diag("a tool call after the host closed the protocol")
+        channel.real_exit(0)
+    with inbox.pending_lock:
+        inbox.pending[call_id] = (loop, future)
+    if capture.current is not None:  # the host has the output so far if the call never returns
+        capture.current.flush()
+    wire.write_line(line)
+    try:
+        return await future
+    finally:
+        with inbox.pending_lock:
+            inbox.pending.pop(call_id, None)
+
+
+def _call_shape_error(name, params):
+    """The TypeError for a call of the wrong shape, showing both right calls."""
+    shown = [p for p in params if isinstance(p, str)][:3]
+    as_dict = "{" + ", ".join("%s: ..." % json.dumps(p) for p in shown) + "}"
+    words = [p for p in shown if p.isidentifier() and not keyword.iskeyword(p)]
+    as_words = ", ".join("%s=..." % p for p in words)
+    return TypeError(
+        "%s() takes its arguments as one dict or as keywords: await %s(%s) or await %s(%s)"
+        % (name, name, as_dict, name, as_words)
+    )
+
+
+def make_tool(name, stub, params=()):
+    """The async function the code calls the tool `name` by; `stub` is its docstring."""
+
+    async def tool(*args, **kwargs) -> str:
+        # One dict, or keywords (`await add({"a": 1})` or `await add(a=1)`), not both.
+        if not args:
+            arguments = kwargs
+        elif len(args) == 1 and not kwargs and isinstance(args[0], dict):
+            arguments = args[0]
+        else:
+            raise _call_shape_error(name, params)
+        return await _call(name, arguments)
+
+    tool.__name__ = tool.__qualname__ = name
+    tool.__doc__ = stub
+    tool.__module__ = "__main__"  # as the code's own functions, for pickle
+    return tool
+
+
+def make_search(catalog):
+    """search_tools over `catalog` (the start's tools)."""
+
+    def search_tools(query):
+        """Summary lines of the tools whose name (2 points) or stub (1 point) holds a
+        word of `query`, best first; "" when none does. Never reaches the host."""
+        words = list(dict.fromkeys(str(query).lower().split()))
+        scored = []
+        for index, tool in enumerate(catalog):
+            name, stub = tool["name"].lower(), tool["stub"].lower()
+            score = sum(2 if w in name else 1 if w in stub else 0 for w in words)
+            if score > 0:
+                scored.append((-score, index, tool["summary"]))
+        return "\n".join(summary for _, _, summary in sorted(scored))
+
+    search_tools.__module__ = "__main__"
+    return search_tools
+

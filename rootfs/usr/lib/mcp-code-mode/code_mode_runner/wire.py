@@ -1,0 +1,73 @@
+"""Writing to the host: whole protocol lines, one writer at a time; the limits the host's
+`start` set; the text helpers every line needs (valid Unicode, sizes in words)."""
+
+import json
+import os
+import re
+import threading
+
+from . import channel
+
+DEFAULT_LIMITS = {
+    "stdout_keep": 8192,
+    "stdout_stop": 1048576,
+    "error_chars": 2000,
+    "max_line": 1048576,
+}
+limits = dict(DEFAULT_LIMITS)  # as the host's start sets them
+SURROGATES = re.compile("[\ud800-\udfff]")
+
+
+def scalar(text):
+    """`text` with each lone surrogate replaced by U+FFFD (the host takes only valid Unicode)."""
+    return SURROGATES.sub("\ufffd", text)
+
+
+def utf8(text):
+    """`text` as UTF-8, a lone surrogate written as U+FFFD."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return scalar(text).encode("utf-8")
+
+
+def size(n):
+    """`n` bytes in words: `8 KiB`, `1 MiB`, `1000 bytes`."""
+    for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n % scale == 0:
+            return "%d %s" % (n // scale, unit)
+    return "%d bytes" % n
+
+
+# One lock for the protocol pipe and the output capture, always taken first, so a thread
+# that prints (and so sends `output`) never waits on a thread that waits on it. Reentrant: a
+# signal handler may print in the middle of a send on its own thread; `writing` then tells
+# the capture to hold its output back rather than write inside a line.
+send_lock = threading.RLock()
+writing = False
+
+
+def encode(message):
+    """One protocol line, UTF-8. Raises TypeError/ValueError on values JSON lacks, and
+    UnicodeEncodeError (a ValueError) on a lone surrogate."""
+    text = json.dumps(message, ensure_ascii=False, allow_nan=False)
+    return text.encode("utf-8") + b"\n"
+
+
+def send(message):
+    write_line(encode(message))
+
+
+def write_line(data):
+    global writing
+    with send_lock:
+        view = memoryview(data)
+        outer, writing = writing, True
+        try:
+            while view:
+                view = view[os.write(channel.PROTO_OUT, view) :]
+        except OSError as error:  # the host is gone: nobody is left to tell
+            channel.diag("failed to write to the host: " + str(error))
+            channel.real_exit(1)
+        finally:
+            writing = outer
