@@ -8,6 +8,11 @@
 
 use super::common::{ExecOptions, example, exec_with};
 
+/// The code's expression for the runner's module that holds its private descriptors
+/// (`PROTO_IN`, `PROTO_OUT`, `DIAG`) and its own exit (`real_exit`), for the tests where the
+/// code plays the runner.
+const RUNNER_CHANNEL: &str = "__import__('sys').modules['code_mode_runner.channel']";
+
 fn run(backend: &str, code: &str, args: &[&str]) -> super::common::Exec {
     super::common::exec_on(backend, code, args)
 }
@@ -109,14 +114,14 @@ fn output_printed_before_the_memory_limit_is_returned(backend: &str) {
 
 fn a_runner_that_exits_by_itself_reports_its_own_status(backend: &str) {
     // The runner's own exit (not the code's os._exit, which ends the cell with a result).
-    let exit = "add.__globals__['_real_exit']";
+    let exit = format!("{RUNNER_CHANNEL}.real_exit");
     let r = run(backend, &format!("print('bye')\n{exit}(0)"), &[]);
     assert!(r.stopped(), "{r:?}");
     assert_eq!(r.error(), "the sandbox exited without a result", "{r:?}");
     assert_eq!(r.printed(), "bye\n", "{r:?}");
     // Its pipe closes a moment before it exits: the host waits for the exit, not kills it.
     let code = format!(
-        "import os, time\nos.close(add.__globals__['PROTO_OUT'])\ntime.sleep(0.2)\n{exit}(0)"
+        "import os, time\nos.close({RUNNER_CHANNEL}.PROTO_OUT)\ntime.sleep(0.2)\n{exit}(0)"
     );
     let r = run(backend, &code, &[]);
     assert_eq!(r.error(), "the sandbox exited without a result", "{r:?}");
@@ -178,8 +183,10 @@ fn a_last_line_without_newline_survives_a_kill(backend: &str) {
 
 fn a_runner_refusing_a_host_line_says_why(backend: &str) {
     // The code plays the runner: its diagnostics pipe, then status 2 (a bad host line).
-    let code = "import os\nos.write(add.__globals__['DIAG'], b'runner: bad line from the host: forged\\n')\nadd.__globals__['_real_exit'](2)";
-    let r = run(backend, code, &[]);
+    let code = format!(
+        "import os\nos.write({RUNNER_CHANNEL}.DIAG, b'runner: bad line from the host: forged\\n')\n{RUNNER_CHANNEL}.real_exit(2)"
+    );
+    let r = run(backend, &code, &[]);
     assert_eq!(
         r.error(),
         "the sandbox exited with status 2 without a result: runner: bad line from the host: forged",
