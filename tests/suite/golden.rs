@@ -6,27 +6,18 @@
 
 use std::path::PathBuf;
 
-use mcp_code_mode::bridge::{Bridge, Catalog, Selection, ServerEntry, ServerSpec, ServerTools};
+use mcp_code_mode::bridge::{Bridge, Catalog, Selection, ServerEntry, ServerTools};
 use mcp_code_mode::description::describe;
 use mcp_code_mode::limits::{DEFAULT_DEADLINE_SECS, DEFAULT_MAX_CALLS};
 
 use super::common::example;
 
 async fn bridge(args: &[&str]) -> Bridge {
-    let entry = ServerEntry {
-        spec: ServerSpec {
-            name: "server".into(),
-            command: example("toy_server").display().to_string(),
-            args: args.iter().map(|s| s.to_string()).collect(),
-            env: vec![],
-            cwd: None,
-            remote: None,
-        },
-        selection: Selection::default(),
-        max_result_bytes: None,
-        call_timeout: None,
-        from_command_line: false,
-    };
+    let entry = ServerEntry::stdio(
+        "server",
+        example("toy_server").display().to_string(),
+        args.iter().copied(),
+    );
     Bridge::open(vec![entry], false)
         .await
         .expect("open the toy server")
