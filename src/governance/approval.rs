@@ -50,6 +50,20 @@ impl ApprovalRequest {
     }
 }
 
+impl ApprovalRequest {
+    /// The `elicitation/create` parameters that ask about this call: form mode, an empty
+    /// schema (the answer is the action alone), titled with the tool and server.
+    pub(crate) fn form(&self) -> ElicitRequestParams {
+        let mut schema = ElicitationSchema::new(Default::default());
+        schema.title = Some(format!("Allow {} on {}?", self.tool, self.server).into());
+        ElicitRequestParams::FormElicitationParams {
+            meta: None,
+            message: self.message(),
+            requested_schema: schema,
+        }
+    }
+}
+
 /// A person's answer, or why nobody could answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Answer {
@@ -63,6 +77,18 @@ pub enum Answer {
     Unavailable(String),
 }
 
+impl Answer {
+    /// The answer an elicitation result's `action` gives.
+    pub(crate) fn of(action: &ElicitationAction) -> Self {
+        match action {
+            ElicitationAction::Accept => Self::Accept,
+            ElicitationAction::Decline => Self::Decline,
+            // Cancel, and any action a later protocol adds: not an acceptance.
+            _ => Self::Cancel,
+        }
+    }
+}
+
 /// Who is asked. `serve` asks its MCP client ([`ElicitingClient`]); `exec` has nobody.
 pub trait Approver: Send + Sync + std::fmt::Debug {
     /// Ask about one call; the future ends with the answer.
@@ -70,9 +96,11 @@ pub trait Approver: Send + Sync + std::fmt::Debug {
 }
 
 /// The reason when there is nobody to ask at all (`exec`, a library caller without an
-/// approver, a task whose session's client has not initialized, a run_python task of the
-/// 2026-07-28 tasks extension).
-pub(crate) const NOBODY_TO_ASK: &str = "needs a person's approval (--approve), and this run has no MCP client to ask (exec, or run_python as a 2026-07-28 extension task); the call was not sent";
+/// approver, a task whose session's client has not initialized).
+pub(crate) const NOBODY_TO_ASK: &str = "needs a person's approval (--approve), and this run has no MCP client to ask (exec, or a task whose client has not initialized); the call was not sent";
+
+/// The reason when the client declared no elicitation: `TOOL` goes before it.
+pub(crate) const NO_ELICITATION: &str = "needs a person's approval (--approve), and this MCP client did not declare the elicitation capability, so nobody can be asked; the call was not sent";
 
 /// The MCP client of one `run_python` request, asked with `elicitation/create`.
 ///
@@ -157,18 +185,9 @@ impl Approver for ElicitingClient {
                 .supported_elicitation_modes()
                 .contains(&ElicitationMode::Form)
             {
-                return Answer::Unavailable(format!(
-                    "{} needs a person's approval (--approve), and this MCP client did not declare the elicitation capability, so nobody can be asked; the call was not sent",
-                    request.tool
-                ));
+                return Answer::Unavailable(format!("{} {NO_ELICITATION}", request.tool));
             }
-            let mut schema = ElicitationSchema::new(Default::default());
-            schema.title = Some(format!("Allow {} on {}?", request.tool, request.server).into());
-            let params = ElicitRequestParams::FormElicitationParams {
-                meta: None,
-                message: request.message(),
-                requested_schema: schema,
-            };
+            let params = request.form();
             let mut options = PeerRequestOptions::no_options();
             options.meta = this.related_task.as_ref().map(|task_id| {
                 let mut meta = serde_json::Map::new();
@@ -203,12 +222,7 @@ impl Approver for ElicitingClient {
             };
             drop(pending);
             match answer {
-                Ok(ClientResult::ElicitResult(result)) => match result.action {
-                    ElicitationAction::Accept => Answer::Accept,
-                    ElicitationAction::Decline => Answer::Decline,
-                    // Cancel, and any action a later protocol adds: not an acceptance.
-                    _ => Answer::Cancel,
-                },
+                Ok(ClientResult::ElicitResult(result)) => Answer::of(&result.action),
                 Ok(other) => {
                     tracing::warn!("elicitation/create was answered with {other:?}");
                     Answer::Unavailable(format!(

@@ -12,6 +12,7 @@ pub mod description;
 pub(crate) mod http;
 mod metrics;
 mod progress;
+mod sep_approval;
 mod sep_tasks;
 mod session;
 mod stdio;
@@ -21,10 +22,10 @@ mod tasks;
 use std::sync::Arc;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
-    GetTaskParams, GetTaskResult, Implementation, ListToolsResult, PaginatedRequestParams,
-    ProgressToken, ProtocolVersion, ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
-    UpdateTaskParams,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ClientCapabilities,
+    ContentBlock, GetTaskParams, GetTaskResult, Implementation, ListToolsResult,
+    PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig, SubscriptionFilter,
+    Tool, UpdateTaskParams,
 };
 use rmcp::service::{NotificationContext, Peer, RequestContext, RoleServer, SubscriptionContext};
 use rmcp::{ErrorData as McpError, ServerHandler};
@@ -39,7 +40,7 @@ use crate::run::pool::Pool;
 use crate::run::{CANCELLED, CallEnd, RunEvent, RunOptions, Steering};
 use crate::sandbox::Backend;
 use metrics::{CallOutcome, Metrics, RunOutcome};
-use progress::ProgressReporter;
+use progress::{ProgressReporter, ProgressSink};
 use session::Session;
 
 /// `_meta` key of a run_python result that says which resource limits held in its sandbox.
@@ -268,7 +269,7 @@ impl CodeModeServer {
         &self,
         code: &str,
         cancel: CancellationToken,
-        progress_token: Option<ProgressToken>,
+        progress: Option<ProgressSink>,
         approver: Option<Arc<dyn Approver>>,
     ) -> CallToolResult {
         if self.draining.is_cancelled() {
@@ -276,9 +277,7 @@ impl CodeModeServer {
                 "mcp-code-mode is shutting down and takes no new runs; run it again in a new session (another replica takes it)",
             )]);
         }
-        let progress = progress_token
-            .zip(self.peer())
-            .map(|(token, peer)| ProgressReporter::to_peer(peer, token, self.options.deadline));
+        let progress = progress.map(|sink| ProgressReporter::to_sink(sink, self.options.deadline));
         let (events, counting) = self.events(progress.as_ref());
         let steering = Steering {
             cancel,
@@ -609,12 +608,13 @@ impl ServerHandler for CodeModeServer {
                 ),
             ])));
         }
-        if context
+        if let Some(capabilities) = context
             .client_capabilities()
-            .is_some_and(|c| c.supports_tasks())
+            .filter(ClientCapabilities::supports_tasks)
         {
+            let elicitation = capabilities.elicitation.is_some();
             return Ok(CallToolResponse::Task(
-                self.start_extension_task(code.to_owned()),
+                self.start_extension_task(code.to_owned(), elicitation),
             ));
         }
         // One token for the run: cancelled by the client's notifications/cancelled for

@@ -10,11 +10,18 @@
 //! strictly between N and N + 1. `total` is never sent (a run's call count is not known in
 //! advance). A client that resets its request timeout on progress (the TypeScript SDK's
 //! `resetTimeoutOnProgress`) therefore keeps a run alive however long its deadline is.
+//!
+//! A run_python task of the 2026-07-28 tasks extension (SEP-2663) has no request left to
+//! send progress under (its `tools/call` was answered with the task); the extension's
+//! channel for how a task is going is the task's `statusMessage`, which `tasks/get` answers
+//! and rmcp's [`TaskContext::set_status_message`] sets. The same messages go there
+//! ([`ProgressSink::TaskStatus`]), in the same order and at the same times.
 
 use std::time::Duration;
 
 use rmcp::model::{ProgressNotificationParam, ProgressToken};
 use rmcp::service::{Peer, RequestContext, RoleServer};
+use rmcp::task_manager::TaskContext;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
@@ -22,6 +29,34 @@ use crate::run::RunEvent;
 
 /// Longest time between two progress notifications of a run.
 pub(super) const HEARTBEAT: Duration = Duration::from_secs(4);
+
+/// Where a run's progress goes.
+pub(super) enum ProgressSink {
+    /// `notifications/progress` to the client under the request's token.
+    Client {
+        /// The client.
+        peer: Peer<RoleServer>,
+        /// The request's `progressToken`.
+        token: ProgressToken,
+    },
+    /// The `statusMessage` of an extension task (SEP-2663).
+    TaskStatus(TaskContext),
+}
+
+impl ProgressSink {
+    async fn send(&self, progress: f64, message: String) {
+        match self {
+            Self::Client { peer, token } => {
+                let param =
+                    ProgressNotificationParam::new(token.clone(), progress).with_message(message);
+                if let Err(e) = peer.notify_progress(param).await {
+                    tracing::debug!("failed to send a progress notification: {e}");
+                }
+            }
+            Self::TaskStatus(context) => context.set_status_message(message),
+        }
+    }
+}
 
 /// Sends one request's progress notifications from a background task.
 pub(super) struct ProgressReporter {
@@ -35,20 +70,20 @@ impl ProgressReporter {
     /// the request carries no progress token.
     pub(super) fn start(context: &RequestContext<RoleServer>, deadline: Duration) -> Option<Self> {
         let token = context.meta.get_progress_token()?;
-        Some(Self::to_peer(context.peer.clone(), token, deadline))
+        let peer = context.peer.clone();
+        Some(Self::to_sink(
+            ProgressSink::Client { peer, token },
+            deadline,
+        ))
     }
 
-    /// Start reporting to `peer` under `token` (a task run: the token of the task-augmented
+    /// Start reporting to `sink` (a 2025-11-25 task run: the token of the task-augmented
     /// `tools/call` stays valid for the task's whole life, MCP 2025-11-25
-    /// basic/utilities/tasks "Progress").
-    pub(super) fn to_peer(
-        peer: Peer<RoleServer>,
-        token: ProgressToken,
-        deadline: Duration,
-    ) -> Self {
+    /// basic/utilities/tasks "Progress"; an extension task run: its status message).
+    pub(super) fn to_sink(sink: ProgressSink, deadline: Duration) -> Self {
         let (events, rx) = mpsc::unbounded_channel();
         let (stop, stopped) = oneshot::channel();
-        let task = tokio::spawn(report(peer, token, deadline, rx, stopped));
+        let task = tokio::spawn(report(sink, deadline, rx, stopped));
         Self { events, stop, task }
     }
 
@@ -72,8 +107,7 @@ impl ProgressReporter {
 }
 
 async fn report(
-    peer: Peer<RoleServer>,
-    token: ProgressToken,
+    sink: ProgressSink,
     deadline: Duration,
     mut events: mpsc::UnboundedReceiver<RunEvent>,
     mut stopped: oneshot::Receiver<()>,
@@ -91,7 +125,7 @@ async fn report(
             _ = &mut stopped => {
                 while let Ok(event) = events.try_recv() {
                     let (progress, message) = state.event(event);
-                    send(&peer, &token, progress, message).await;
+                    sink.send(progress, message).await;
                 }
                 return;
             }
@@ -100,15 +134,8 @@ async fn report(
                 state.heartbeat(used, deadline)
             }
         };
-        send(&peer, &token, progress, message).await;
+        sink.send(progress, message).await;
         next_heartbeat = Instant::now() + HEARTBEAT;
-    }
-}
-
-async fn send(peer: &Peer<RoleServer>, token: &ProgressToken, progress: f64, message: String) {
-    let param = ProgressNotificationParam::new(token.clone(), progress).with_message(message);
-    if let Err(e) = peer.notify_progress(param).await {
-        tracing::debug!("failed to send a progress notification: {e}");
     }
 }
 

@@ -9,13 +9,15 @@
 //! of [`POLL_INTERVAL_MS`], a `ttlMs` of [`DEFAULT_TTL_MS`]); every other client gets the
 //! plain result, as before. `tasks/get` answers the task with its result inlined once it is
 //! `completed` (a run that raised or was stopped is still `completed`, with `isError`);
-//! `tasks/cancel` kills the run as a request cancel does and the task ends `cancelled`;
-//! `tasks/update` has nothing to answer (a run of this extension never asks its client for
-//! input: calls that need approval are refused, while 2025-11-25 task runs ask through
-//! `input_required`, [`super::task_approval`]). The 2025-11-25
+//! `tasks/cancel` kills the run as a request cancel does and the task ends `cancelled`.
+//! A call that needs approval asks through the extension: the task goes `input_required`
+//! with the question in `inputRequests`, and `tasks/update` answers it
+//! ([`super::sep_approval`]). How the run goes (the sandbox started, each finished call, a
+//! heartbeat) is the task's `statusMessage`, the same messages a plain run sends as
+//! progress ([`super::progress`]): the `tools/call` was answered with the task, so no
+//! request is left to send `notifications/progress` under. The 2025-11-25
 //! tasks of [`super::tasks`] are kept apart: their ids are their own, and a `tasks/get` or
-//! `tasks/cancel` for an id they do not hold reaches rmcp. Task runs of this extension send
-//! no progress notifications.
+//! `tasks/cancel` for an id they do not hold reaches rmcp.
 
 use rmcp::ErrorData as McpError;
 use rmcp::model::{
@@ -25,11 +27,14 @@ use rmcp::model::{
 use rmcp::task_manager::{TaskExit, TaskManager, TaskOptions};
 
 use super::CodeModeServer;
+use super::progress::ProgressSink;
+use super::sep_approval::approver;
 use super::tasks::{DEFAULT_TTL_MS, POLL_INTERVAL_MS};
 
 impl CodeModeServer {
-    /// Start `code` as a task of this session's [`TaskManager`].
-    pub(super) fn start_extension_task(&self, code: String) -> CreateTaskResult {
+    /// Start `code` as a task of this session's [`TaskManager`]; `elicitation`: whether the
+    /// client declared it on the `tools/call` (else calls that need approval are refused).
+    pub(super) fn start_extension_task(&self, code: String, elicitation: bool) -> CreateTaskResult {
         let server = self.detached();
         let options = TaskOptions::new()
             .with_ttl_ms(DEFAULT_TTL_MS)
@@ -44,8 +49,10 @@ impl CodeModeServer {
                         cancel.cancel();
                     })
                 };
-                // No approver: a call that needs approval is refused (see the module doc).
-                let result: CallToolResult = server.run_task(&code, cancel, None, None).await;
+                let status = ProgressSink::TaskStatus(context.clone());
+                let asks = approver(context.clone(), elicitation);
+                let result: CallToolResult =
+                    server.run_task(&code, cancel, Some(status), Some(asks)).await;
                 watch.abort();
                 if context.is_cancel_requested() {
                     tracing::info!(task = %context.task_id(), "run_python task cancelled by the client");

@@ -40,6 +40,7 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use super::progress::ProgressSink;
 use super::task_approval::TaskApprover;
 use super::{CodeModeServer, TOOL_NAME};
 use crate::governance::approval::Approver;
@@ -246,9 +247,12 @@ impl Tasks {
         tokio::spawn(async move {
             let approver: Arc<dyn Approver> =
                 Arc::new(TaskApprover::new(this.clone(), task_id.clone()));
+            let progress = progress_token
+                .zip(this.server.peer())
+                .map(|(token, peer)| ProgressSink::Client { peer, token });
             let result = this
                 .server
-                .run_task(&code, cancel, progress_token, Some(approver))
+                .run_task(&code, cancel, progress, Some(approver))
                 .await;
             let value = serde_json::to_value(&result).unwrap_or(Value::Null);
             this.finish(&task_id, value, result.is_error == Some(true));
