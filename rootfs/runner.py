@@ -22,11 +22,11 @@ The protocol is newline-delimited UTF-8 JSON, one object per line:
   host -> runner   {"type":"start","tools":[{"name","stub","summary","private","params"}...],
                     "limits":{"stdout_keep","stdout_stop","error_chars","max_line"},
                     "ready":true}
-                   {"type":"cell","code":"..."}
+                   {"type":"cell","code":"...","nonce":"..."}
                    {"type":"result","id":7,"ok":true,"value":"..."}
                    {"type":"result","id":8,"ok":false,"error":"..."}
   runner -> host   {"type":"ready"}
-                   {"type":"began"}
+                   {"type":"began","nonce":"..."}
                    {"type":"call","id":7,"tool":"add","args":{...}}
                    {"type":"output","text":"...","truncated":false}
                    {"type":"done","stdout":"...","error":null,"truncated":false,"stopped":false}
@@ -44,7 +44,8 @@ authoritative. A start without `max_line` (the host's line cap) means 1 MiB.
 once, after the imports and the catalog are done, when the runner blocks on its first cell.
 
 `began` is the first line of every cell, sent once the cell is read and before any of its
-code runs: a sandbox that dies before it never ran the code (the host may run the cell
+code runs, with the cell's `nonce` when it has one (the host tells this cell's lines from
+lines written while no cell ran by it): a sandbox that dies before it never ran the code (the host may run the cell
 again in a fresh sandbox); one that dies after it ended the code's own way.
 
 Every string sent is valid Unicode (no lone surrogates: the host's JSON reader refuses them),

@@ -13,6 +13,7 @@ use tokio::time::Instant;
 use tokio_util::task::TaskTracker;
 
 use super::audit;
+use super::cell_rules::{CellRules, Step};
 use super::ending::{STDERR_LOG_CHARS, ended_early, tail};
 use super::protocol::{
     HostMessage, ProtocolViolation, RunnerLimits, RunnerMessage, StreamedOutput, parse_runner_line,
@@ -29,6 +30,15 @@ use crate::sandbox::{Backend, HeldLimits, Sandbox, SandboxError};
 /// caller's own agent loop. Each cell has its own
 /// call budget and deadline. After a cell is stopped (deadline, protocol violation, crash)
 /// the sandbox is gone, and later cells are stopped at once.
+///
+/// Nothing the sandbox writes while no cell runs counts toward the next cell: the host reads
+/// nothing after a cell's `done`, and a line written after it (by a thread or a forked child
+/// the code left running) is a protocol violation that ends the held sandbox. When such lines
+/// are already waiting as the next cell is to be sent, that cell is not run at all; otherwise
+/// they arrive before the cell's `began` and stop it before any of its calls is served
+/// ([`super::cell_rules`]). Either way the cell's result is stopped and says so, no call of it
+/// reaches a server, and later cells are stopped at once: start a new `HeldSandbox` (its
+/// variables start empty).
 pub struct HeldSandbox {
     bridge: Arc<Bridge>,
     to_runner: Option<mpsc::Sender<Vec<u8>>>,
@@ -137,6 +147,14 @@ impl HeldSandbox {
             && self.reader.fill_buf().now_or_never().is_none()
     }
 
+    /// Whether anything waits unread on the sandbox's output between cells (the runner
+    /// writes nothing then). Does not wait; an end of output is not counted (the cell then
+    /// reports how the sandbox ended).
+    fn holds_unread_output(&mut self) -> bool {
+        !self.reader.buffer().is_empty()
+            || matches!(self.reader.fill_buf().now_or_never(), Some(Ok(data)) if !data.is_empty())
+    }
+
     /// Resolves when a sandbox that waits for a cell stops waiting: its output ends (it
     /// died: out of memory, a signal) or carries anything at all.
     pub(crate) async fn stops_waiting(&mut self) {
@@ -184,6 +202,8 @@ impl HeldSandbox {
         length: Duration,
         steering: &Steering,
     ) -> Result<RunReport, SandboxError> {
+        let written_between_cells =
+            self.dead.is_none() && self.to_runner.is_some() && self.holds_unread_output();
         let result = match (&self.dead, &self.to_runner) {
             (Some(gone), _) => RunResult::stopped(
                 StreamedOutput::default(),
@@ -192,29 +212,43 @@ impl HeldSandbox {
             (None, None) => {
                 RunResult::stopped(StreamedOutput::default(), &"the sandbox is gone: closed")
             }
+            (None, Some(_)) if written_between_cells => {
+                tracing::info!("a held sandbox wrote lines while no cell ran; it is discarded");
+                self.abandon().await;
+                let stop = Stop::Violation(ProtocolViolation::BetweenCells);
+                let result = RunResult::stopped(
+                    StreamedOutput::default(),
+                    &format_args!("{stop}; this cell was not run and the sandbox is discarded"),
+                );
+                self.dead = Some(Gone::Stopped(stop));
+                result
+            }
             (None, Some(to_runner)) => {
                 let to_runner = to_runner.clone();
-                let mut output = StreamedOutput::default();
+                let nonce = uuid::Uuid::new_v4().simple().to_string();
+                let mut rules = CellRules::new(nonce.clone());
                 let _ = to_runner
                     .send(
                         HostMessage::Cell {
                             code: code.to_owned(),
+                            nonce,
                         }
                         .to_line(),
                     )
                     .await;
-                match serve_cell(
+                let served = serve_cell(
                     &self.bridge,
                     &mut self.reader,
                     &to_runner,
                     deadline,
                     length,
                     budget.clone(),
-                    &mut output,
+                    &mut rules,
                     steering,
                 )
-                .await
-                {
+                .await;
+                let output = rules.output;
+                match served {
                     Ok(result) => result,
                     Err(Stop::Cancelled) => {
                         // Nothing it sends is read any more; `discard` kills it in the
@@ -310,8 +344,10 @@ impl HeldSandbox {
     }
 }
 
-/// Serve one cell's calls until `done`, gathering its streamed `output`; how it ended
-/// otherwise (never [`Stop::Crashed`]: the caller learns that from the sandbox's end). Calls still in flight when it ends are dropped.
+/// Serve one cell's calls until `done`, its lines held to `rules` (which gather its streamed
+/// `output`); how it ended otherwise (never [`Stop::Crashed`]: the caller learns that from the
+/// sandbox's end). Calls still in flight when it ends are dropped, and nothing after `done`
+/// is read.
 #[allow(clippy::too_many_arguments)]
 async fn serve_cell(
     bridge: &Arc<Bridge>,
@@ -320,7 +356,7 @@ async fn serve_cell(
     deadline: Instant,
     length: Duration,
     budget: Arc<CallBudget>,
-    output: &mut StreamedOutput,
+    rules: &mut CellRules,
     steering: &Steering,
 ) -> Result<RunResult, Stop> {
     let slots = Arc::new(Semaphore::new(MAX_CALLS_IN_FLIGHT));
@@ -329,8 +365,6 @@ async fn serve_cell(
     let mut line = Vec::new();
     let late = || Stop::Deadline(length);
     let cancel = &steering.cancel;
-    // Whether the runner acknowledged the cell (`began`, or any line, which can only follow it).
-    let mut heard = false;
     let outcome = loop {
         let read = tokio::select! {
             biased;
@@ -343,32 +377,19 @@ async fn serve_cell(
         let message = match read {
             Err(_) => break Err(late()),
             // A read error is the sandbox's pipe gone: the same as its end.
-            Ok(Ok(LineRead::Eof { .. }) | Err(_)) => break Err(Stop::Eof { heard }),
+            Ok(Ok(LineRead::Eof { .. }) | Err(_)) => {
+                break Err(Stop::Eof {
+                    heard: rules.began(),
+                });
+            }
             Ok(Ok(LineRead::TooLong)) => break Err(Stop::Violation(ProtocolViolation::TooLong)),
             Ok(Ok(LineRead::Line)) => parse_runner_line(&line),
         };
-        heard |= message.is_ok();
-        match message {
+        match rules.take(message) {
             Err(violation) => break Err(Stop::Violation(violation)),
-            Ok(RunnerMessage::Output { text, truncated }) => {
-                if let Err(violation) = output.add(&text, truncated) {
-                    break Err(Stop::Violation(violation));
-                }
-            }
-            Ok(RunnerMessage::Done(done)) => {
-                break Ok(RunResult {
-                    stdout: done.stdout,
-                    error: done.error,
-                    truncated: done.truncated,
-                    stopped: done.stopped,
-                });
-            }
-            Ok(RunnerMessage::Ready) => {
-                break Err(Stop::Violation(ProtocolViolation::ReadyDuringCell));
-            }
-            // The code may run from here on: a death now is the cell's own end.
-            Ok(RunnerMessage::Began) => {}
-            Ok(RunnerMessage::Call { id, tool, args }) => {
+            Ok(Step::Read) => {}
+            Ok(Step::Done(result)) => break Ok(result),
+            Ok(Step::Call { id, tool, args }) => {
                 let waited = tokio::select! {
                     biased;
                     () = cancel.cancelled() => break Err(Stop::Cancelled),

@@ -8,6 +8,7 @@
 //! killed and calls still in flight are cancelled.
 
 mod audit;
+mod cell_rules;
 mod ending;
 mod held;
 pub(crate) mod protocol;

@@ -2,24 +2,26 @@
 //!
 //! Newline-delimited UTF-8 JSON, one object per line, on the sandbox's stdin (host → runner)
 //! and stdout (runner → host). The runner moves both to private descriptors before the code
-//! starts and points 0, 1 and 2 at `/dev/null`, but code in the same process can still find
-//! them, so every line the host reads is untrusted: [`parse_runner_line`] refuses a line that
-//! is too long, not JSON, or not exactly one of the shapes below, and the run then ends as a
-//! protocol violation (README "Security model": code forges protocol messages).
+//! starts and points 0, 1 and 2 at `/dev/null`, but the code shares runner.py's process and
+//! can write lines itself, so every line the host reads is hostile: [`parse_runner_line`]
+//! refuses a line that is too long, not JSON, or not exactly one of the shapes below, and
+//! [`super::cell_rules::CellRules`] holds each cell's lines to the order and amounts the
+//! runner keeps; the run then ends as a protocol violation (README "What it does not
+//! protect" says what a well-formed forged line can still do).
 //!
 //! Host → runner ([`HostMessage`]):
 //! ```text
 //! {"type":"start","tools":[{"name":"add","stub":"…","summary":"…","private":false}],
 //!  "limits":{"stdout_keep":8192,"stdout_stop":1048576,"error_chars":2000,"max_line":1048576},
 //!  "ready":true}
-//! {"type":"cell","code":"…"}
+//! {"type":"cell","code":"…","nonce":"5f0c…"}
 //! {"type":"result","id":7,"ok":true,"value":"{\"sum\": 5}"}
 //! {"type":"result","id":8,"ok":false,"error":"…"}
 //! ```
 //! Runner → host ([`RunnerMessage`]):
 //! ```text
 //! {"type":"ready"}
-//! {"type":"began"}
+//! {"type":"began","nonce":"5f0c…"}
 //! {"type":"call","id":7,"tool":"add","args":{"a":2,"b":3}}
 //! {"type":"output","text":"…","truncated":false}
 //! {"type":"done","stdout":"…","error":null,"truncated":false,"stopped":false}
@@ -28,15 +30,19 @@
 //! `output` streams the output the runner keeps, as the code writes it (line-buffered), so a
 //! cell the host has to stop (deadline, memory, protocol violation, crash) still returns what
 //! it printed. Its texts add up to at most [`STDOUT_KEEP_BYTES`] per cell ([`StreamedOutput`]
-//! holds the runner to that); `truncated` says output was dropped. On `done`, `done.stdout`
-//! is the whole kept output and the streamed texts are discarded.
+//! holds the runner to that); `truncated` says output was dropped, and is sent true once, after
+//! which no `output` follows. On `done`, `done.stdout` is the whole kept output and the
+//! streamed texts are discarded; the result is truncated when either said so.
 //!
 //! `ready` is sent once, only when `start` asked for it (a pooled sandbox,
 //! [`crate::run::pool`]): the runner has done its imports and loaded the catalog and now
 //! blocks reading its first cell. Anywhere else it is a violation.
 //!
-//! `began` is the first line of every cell: the runner has read the cell and runs none of
-//! its code before sending it. A sandbox that dies before `began` never ran the code, so a
+//! `began` is the first line of every cell and echoes the cell's `nonce`, a random value the
+//! host makes for each cell: the runner has read the cell and runs none of its code before
+//! sending it. Only the cell message carries the nonce, so a line the sandbox wrote before it
+//! read the cell (while no cell ran) can never pass for this cell's: any line before the
+//! matching `began` is a violation. A sandbox that dies before `began` never ran the code, so a
 //! pooled one is thrown away and the cell runs again cold ([`crate::run`]); one that dies
 //! after it reports its own end (crash, memory, deadline) and the code never runs twice.
 //!
@@ -110,6 +116,8 @@ pub(crate) enum HostMessage {
     Cell {
         /// Python source, compiled with top-level `await` allowed.
         code: String,
+        /// A random value made for this cell, echoed by its `began`.
+        nonce: String,
     },
     /// The answer to one `call`.
     Result {
@@ -174,7 +182,10 @@ pub(crate) enum RunnerMessage {
     /// The runner waits for its first cell (only when `start` asked for it).
     Ready,
     /// The runner read the cell and is about to run its code (the first line of a cell).
-    Began,
+    Began {
+        /// The nonce of the cell it read.
+        nonce: String,
+    },
 }
 
 /// Why a runner line was refused; the run ends as a protocol violation with this reason.
@@ -198,6 +209,31 @@ pub(crate) enum ProtocolViolation {
     /// `ready` while a cell runs (the runner says it only before its first cell).
     #[error("a ready message during a cell")]
     ReadyDuringCell,
+    /// A line before the cell's `began` (with its nonce): the sandbox wrote it while no
+    /// cell ran, or it forged a `began`.
+    #[error("a line before the runner began the cell (written while no cell ran)")]
+    BeforeBegan,
+    /// A second `began` in one cell.
+    #[error("a second began in one cell")]
+    BeganTwice,
+    /// An `output` that adds no text and does not newly say the output was truncated.
+    #[error("an output message that carries nothing")]
+    EmptyOutput,
+    /// An `output` after one that said the output was truncated.
+    #[error("output after the output was truncated")]
+    OutputAfterTruncated,
+    /// Lines waiting on a held sandbox's output when its next cell was to be sent: it wrote
+    /// them while no cell ran. The cell is not sent.
+    #[error("lines written while no cell ran")]
+    BetweenCells,
+}
+
+impl ProtocolViolation {
+    /// Whether the refused line carried output the host therefore dropped (the result is then
+    /// `truncated`, whatever the runner said).
+    pub(crate) fn drops_output(&self) -> bool {
+        matches!(self, Self::OutputTooLong | Self::OutputOverCap)
+    }
 }
 
 /// The `output` a cell streamed so far: what a stopped cell returns as its `stdout`.
@@ -210,17 +246,30 @@ pub(crate) struct StreamedOutput {
 }
 
 impl StreamedOutput {
-    /// Add one `output` message.
+    /// Add one `output` message. The runner sends each piece of kept text once, and says
+    /// `truncated` once, on its last message of the cell; so each message adds text or newly
+    /// says `truncated`, none follows that one, and the texts add up to at most
+    /// [`STDOUT_KEEP_BYTES`]. At most `STDOUT_KEEP_BYTES + 1` messages pass per cell.
     ///
     /// # Errors
+    /// [`ProtocolViolation::OutputAfterTruncated`] after a message that said `truncated`;
+    /// [`ProtocolViolation::EmptyOutput`] for an empty text with `truncated` false;
     /// [`ProtocolViolation::OutputOverCap`] when the texts add up to more than
-    /// [`STDOUT_KEEP_BYTES`]; nothing is added then.
+    /// [`STDOUT_KEEP_BYTES`] (the output is then `truncated`: the host dropped some). Nothing
+    /// is added on an error.
     pub(crate) fn add(&mut self, text: &str, truncated: bool) -> Result<(), ProtocolViolation> {
+        if self.truncated {
+            return Err(ProtocolViolation::OutputAfterTruncated);
+        }
+        if text.is_empty() && !truncated {
+            return Err(ProtocolViolation::EmptyOutput);
+        }
         if self.text.len() + text.len() > STDOUT_KEEP_BYTES {
+            self.truncated = true;
             return Err(ProtocolViolation::OutputOverCap);
         }
         self.text.push_str(text);
-        self.truncated |= truncated;
+        self.truncated = truncated;
         Ok(())
     }
 }
@@ -235,6 +284,12 @@ struct WireCall {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
+struct WireBegan {
+    nonce: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct WireOutput {
     text: String,
     truncated: bool,
@@ -245,9 +300,11 @@ struct WireOutput {
 /// # Errors
 /// A [`ProtocolViolation`] for a line over [`MAX_PROTOCOL_LINE_BYTES`], invalid JSON, a
 /// `type` other than `call`, `output`, `done`, `ready` or `began`, missing or extra fields, wrong field types,
-/// an `output` text or `done` stdout over the kept-output cap, or a `done` whose `error`
-/// exceeds [`MAX_DONE_ERROR_CHARS`]. The cap over a cell's `output` messages together is
-/// [`StreamedOutput::add`]'s.
+/// an `output` text or `done` stdout over the kept-output cap, a `done` whose `error`
+/// exceeds [`MAX_DONE_ERROR_CHARS`], or a `done` that says `stopped` without an `error` (a
+/// stopped result always says why). The cap over a cell's `output` messages together is
+/// [`StreamedOutput::add`]'s; the order of a cell's lines is
+/// [`super::cell_rules::CellRules`]'s.
 pub(crate) fn parse_runner_line(line: &[u8]) -> Result<RunnerMessage, ProtocolViolation> {
     if line.len() > MAX_PROTOCOL_LINE_BYTES {
         return Err(ProtocolViolation::TooLong);
@@ -294,12 +351,18 @@ pub(crate) fn parse_runner_line(line: &[u8]) -> Result<RunnerMessage, ProtocolVi
             {
                 return Err(ProtocolViolation::Shape("error too long"));
             }
+            if done.stopped && done.error.is_none() {
+                return Err(ProtocolViolation::Shape("stopped without an error"));
+            }
             Ok(RunnerMessage::Done(done))
         }
         "ready" if map.is_empty() => Ok(RunnerMessage::Ready),
         "ready" => Err(ProtocolViolation::Shape("bad ready")),
-        "began" if map.is_empty() => Ok(RunnerMessage::Began),
-        "began" => Err(ProtocolViolation::Shape("bad began")),
+        "began" => {
+            let began: WireBegan = serde_json::from_value(Value::Object(map))
+                .map_err(|_| ProtocolViolation::Shape("bad began"))?;
+            Ok(RunnerMessage::Began { nonce: began.nonce })
+        }
         _ => Err(ProtocolViolation::Shape("unknown type")),
     }
 }
@@ -381,7 +444,7 @@ mod tests {
         assert_eq!(so_far.add("", true), Ok(()));
         assert_eq!(
             so_far.add("y", false),
-            Err(ProtocolViolation::OutputOverCap)
+            Err(ProtocolViolation::OutputAfterTruncated)
         );
         assert_eq!(so_far.text.len(), STDOUT_KEEP_BYTES);
         assert!(so_far.truncated);
@@ -425,12 +488,68 @@ mod tests {
     }
 
     #[test]
-    fn began_has_no_fields() {
+    fn began_carries_the_nonce_and_nothing_else() {
         assert_eq!(
-            parse_runner_line(br#"{"type":"began"}"#),
-            Ok(RunnerMessage::Began)
+            parse_runner_line(br#"{"type":"began","nonce":"n1"}"#),
+            Ok(RunnerMessage::Began { nonce: "n1".into() })
         );
-        assert!(parse_runner_line(br#"{"type":"began","x":1}"#).is_err());
+        for line in [
+            &br#"{"type":"began"}"#[..],
+            br#"{"type":"began","nonce":1}"#,
+            br#"{"type":"began","nonce":"n1","x":1}"#,
+        ] {
+            assert_eq!(
+                parse_runner_line(line),
+                Err(ProtocolViolation::Shape("bad began")),
+                "{line:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_stopped_done_must_say_why() {
+        assert_eq!(
+            parse_runner_line(
+                br#"{"type":"done","stdout":"","error":null,"truncated":false,"stopped":true}"#
+            ),
+            Err(ProtocolViolation::Shape("stopped without an error"))
+        );
+        assert!(matches!(
+            parse_runner_line(
+                br#"{"type":"done","stdout":"","error":"flood","truncated":true,"stopped":true}"#
+            ),
+            Ok(RunnerMessage::Done(Done { stopped: true, .. }))
+        ));
+    }
+
+    #[test]
+    fn each_output_message_adds_text_or_newly_says_truncated_and_none_follows_that() {
+        let mut output = StreamedOutput::default();
+        assert_eq!(output.add("", false), Err(ProtocolViolation::EmptyOutput));
+        assert_eq!(output.add("a", false), Ok(()));
+        assert_eq!(output.add("", true), Ok(()));
+        for (text, truncated) in [("", true), ("", false), ("b", false), ("b", true)] {
+            assert_eq!(
+                output.add(text, truncated),
+                Err(ProtocolViolation::OutputAfterTruncated)
+            );
+        }
+        assert_eq!(output.text, "a");
+    }
+
+    #[test]
+    fn output_over_the_cap_is_dropped_and_the_output_then_says_truncated() {
+        let mut output = StreamedOutput::default();
+        assert_eq!(output.add(&"x".repeat(STDOUT_KEEP_BYTES), false), Ok(()));
+        assert!(!output.truncated);
+        assert_eq!(
+            output.add("y", false),
+            Err(ProtocolViolation::OutputOverCap)
+        );
+        assert!(output.truncated, "the host dropped output");
+        assert_eq!(output.text.len(), STDOUT_KEEP_BYTES);
+        assert!(ProtocolViolation::OutputTooLong.drops_output());
+        assert!(!ProtocolViolation::NotJson.drops_output());
     }
 
     #[test]

@@ -13,9 +13,9 @@ use super::protocol::ProtocolViolation;
 #[derive(Debug)]
 pub(super) enum Stop {
     /// The runner's output ended: it closed its pipe, or the pipe is gone. `heard` says
-    /// whether it sent any line in this cell first.
+    /// whether the cell's `began` arrived first.
     Eof {
-        /// At least one line was read in this cell.
+        /// The runner acknowledged the cell (`began`): its code may have run.
         heard: bool,
     },
     /// The run's deadline passed; the value is the deadline's length.

@@ -1,12 +1,32 @@
-//! Edge cases of the runner ⇄ host protocol, end to end through `exec` on each backend:
-//! values JSON readers do not keep, lines over the cap, output of a cell that is stopped, a
-//! runner that leaves on its own, and tools whose names are dunders.
+//! Edge cases of the runner ⇄ host protocol, end to end through `exec` (and a
+//! [`HeldSandbox`] for several cells) on each backend: values JSON readers do not keep,
+//! lines over the cap, output of a cell that is stopped, a runner that leaves on its own,
+//! tools whose names are dunders, and lines the code writes itself on runner.py's protocol
+//! descriptor (it shares runner.py's process), which the host holds to its own rules
+//! (`src/run/cell_rules.rs`).
 //!
 //! Index: lone surrogates; arguments JSON cannot carry; the line cap; output kept when a
 //! cell is stopped (deadline, protocol violation, memory); a runner that exits by itself or
-//! refuses a host line; dunder-named tools.
+//! refuses a host line; dunder-named tools; forged lines: a `done` past the output cap or
+//! denying truncation, calls after a `done`, lines written while a held sandbox runs no cell,
+//! a forged `began`.
+//!
+//! Each forged-line test was checked to fail with its rule taken out of the host: the
+//! truncated flag taken from the `done` alone (the forged-done test); reading on after a
+//! `done` until the sandbox's output ends (the after-done test); the check for waiting lines
+//! before a held sandbox's next cell (the between-cells test, by its error; with the
+//! began-first rule also out, by the journal); the nonce check of `began` (the forged-began
+//! test).
 
-use super::common::{ExecOptions, example, exec_with};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use mcp_code_mode::bridge::{Bridge, ServerEntry};
+use mcp_code_mode::run::{HeldSandbox, RunReport};
+use mcp_code_mode::sandbox::Backend;
+
+use super::common::{ExecOptions, bin, example, exec_with, toy};
 
 /// The code's expression for the runner's module that holds its private descriptors
 /// (`PROTO_IN`, `PROTO_OUT`, `DIAG`) and its own exit (`real_exit`), for the tests where the
@@ -29,6 +49,10 @@ crate::on_both_backends!(
     a_last_line_without_newline_survives_a_kill,
     a_runner_refusing_a_host_line_says_why,
     dunder_named_tools_are_renamed_and_callable,
+    a_forged_done_line_cannot_exceed_the_output_limit,
+    no_call_after_a_done_line_reaches_the_server,
+    lines_written_while_no_cell_runs_discard_a_held_sandbox,
+    a_forged_began_does_not_open_a_cell,
 );
 
 fn an_error_holding_lone_surrogates_keeps_what_was_printed(backend: &str) {
@@ -233,5 +257,229 @@ fn dunder_named_tools_are_renamed_and_callable(backend: &str) {
         r.printed(),
         "['__', '____', '__builtins___', '__class___', 'print_']\nclass underscores empty\n",
         "{r:?}"
+    );
+}
+
+/// Python that writes `line` (a JSON object) on runner.py's protocol descriptor to the host.
+fn forge(line: &serde_json::Value) -> String {
+    format!(
+        "import os as _os\n_os.write({RUNNER_CHANNEL}.PROTO_OUT, {:?}.encode() + b'\\n')\n",
+        line.to_string()
+    )
+}
+
+fn a_forged_done_line_cannot_exceed_the_output_limit(backend: &str) {
+    let huge = serde_json::json!({"type": "done", "stdout": "F".repeat(100_000), "error": null,
+                                  "truncated": false, "stopped": false});
+    let code = format!("print('kept')\n{}import time\ntime.sleep(10)", forge(&huge));
+    let r = run(backend, &code, &[]);
+    assert_eq!(r.printed(), "kept\n", "{r:?}");
+    assert_eq!(
+        r.result()["truncated"],
+        true,
+        "the host dropped output: {r:?}"
+    );
+    assert!(r.stopped(), "{r:?}");
+    assert_eq!(
+        r.error(),
+        "protocol violation: more than 8192 bytes of output in one message",
+        "{r:?}"
+    );
+    // A done within the cap that denies the truncation the cell streamed is still truncated.
+    let short = serde_json::json!({"type": "done", "stdout": "short", "error": null,
+                                   "truncated": false, "stopped": false});
+    let code = format!(
+        "print('x' * 9000)\n{}import time\ntime.sleep(10)",
+        forge(&short)
+    );
+    let r = run(backend, &code, &[]);
+    assert_eq!(r.printed(), "short", "{r:?}");
+    assert_eq!(r.result()["truncated"], true, "{r:?}");
+    // A stopped result always says why.
+    let silent = serde_json::json!({"type": "done", "stdout": "", "error": null,
+                                    "truncated": false, "stopped": true});
+    let r = run(backend, &forge(&silent), &[]);
+    assert!(r.stopped(), "{r:?}");
+    assert_eq!(
+        r.error(),
+        "protocol violation: a message of unknown shape (stopped without an error)",
+        "{r:?}"
+    );
+}
+
+/// The toy server over stdio, journalling every call it sees to `journal`.
+fn journalled_toy(journal: &Path) -> Vec<String> {
+    let mut server = toy();
+    server.extend(["--journal".to_owned(), journal.display().to_string()]);
+    server
+}
+
+/// The calls the journalled toy saw, as `call <tool> <arguments JSON>` lines.
+fn calls_seen(journal: &Path) -> Vec<String> {
+    std::fs::read_to_string(journal)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.starts_with("call "))
+        .map(str::to_owned)
+        .collect()
+}
+
+fn no_call_after_a_done_line_reaches_the_server(backend: &str) {
+    let late = serde_json::json!({"type": "call", "id": 900, "tool": "echo",
+                                  "args": {"text": "after done"}});
+    // Right after the runner's own done (its capture's `finish` sends it), and in the same
+    // write as a forged done.
+    let after_real = format!(
+        "import os, sys\nfd = {RUNNER_CHANNEL}.PROTO_OUT\nreal_finish = sys.stdout.finish\n\
+         def finish(error):\n    real_finish(error)\n    os.write(fd, {late:?}.encode() + b'\\n')\n\
+         sys.stdout.finish = finish\nprint(await echo({{'text': 'before done'}}))",
+        late = late.to_string()
+    );
+    let forged_done = serde_json::json!({"type": "done", "stdout": "forged", "error": null,
+                                         "truncated": false, "stopped": false});
+    let after_forged = format!(
+        "print(await echo({{'text': 'before done'}}))\nimport os, time\n\
+         os.write({RUNNER_CHANNEL}.PROTO_OUT, {lines:?}.encode())\ntime.sleep(3)",
+        lines = format!("{forged_done}\n{late}\n")
+    );
+    for (code, printed) in [(after_real, "before done\n"), (after_forged, "forged")] {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let journal = dir.path().join("journal");
+        let r = exec_with(
+            &code,
+            ExecOptions {
+                backend,
+                server: journalled_toy(&journal),
+                ..Default::default()
+            },
+        );
+        assert_eq!(r.printed(), printed, "{r:?}");
+        assert!(!r.stopped(), "{r:?}");
+        assert_eq!(
+            calls_seen(&journal),
+            [r#"call echo {"text":"before done"}"#],
+            "{code}"
+        );
+    }
+}
+
+/// Run `body` with a held sandbox on `backend` over the journalled toy server.
+fn with_held_sandbox<F>(backend: &str, journal: &Path, body: F)
+where
+    F: AsyncFnOnce(&mut HeldSandbox),
+{
+    let rootfs = mcp_code_mode::rootfs::ensure(&mcp_code_mode::rootfs::Options {
+        quiet: true,
+        ..Default::default()
+    })
+    .expect("the rootfs");
+    let sandboxes: Arc<dyn Backend> = match backend {
+        "native" => Arc::new(mcp_code_mode::sandbox::native::NativeBackend::new(
+            bin(),
+            rootfs.dir.clone(),
+            rootfs.argv(),
+            60,
+        )),
+        _ => Arc::new(
+            mcp_code_mode::sandbox::docker::DockerBackend::new(&rootfs, 60)
+                .expect("the docker backend"),
+        ),
+    };
+    let runtime = tokio::runtime::Runtime::new().expect("a runtime");
+    runtime.block_on(async {
+        let server = journalled_toy(journal);
+        let entry = ServerEntry::stdio("toy", server[0].clone(), server[1..].to_vec());
+        let bridge = Arc::new(Bridge::open(vec![entry], false).await.expect("the toy"));
+        let mut held = HeldSandbox::start(bridge.clone(), sandboxes.as_ref())
+            .await
+            .expect("a sandbox");
+        body(&mut held).await;
+        held.close().await;
+        bridge.close().await;
+    });
+}
+
+async fn cell(held: &mut HeldSandbox, code: &str) -> RunReport {
+    held.cell(code, 10, Duration::from_secs(30))
+        .await
+        .expect("the sandbox started")
+}
+
+fn lines_written_while_no_cell_runs_discard_a_held_sandbox(backend: &str) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let journal = dir.path().join("journal");
+    let stray = serde_json::json!({"type": "call", "id": 900, "tool": "echo",
+                                   "args": {"text": "between cells"}});
+    with_held_sandbox(backend, &journal, async |held| {
+        // A thread the first cell leaves running writes a call after the cell's done.
+        let first = format!(
+            "import os, threading, time\nfd = {RUNNER_CHANNEL}.PROTO_OUT\n\
+             def later():\n    time.sleep(0.3)\n    os.write(fd, {stray:?}.encode() + b'\\n')\n\
+             threading.Thread(target=later).start()\nx = await echo({{'text': 'cell one'}})\nprint(x)",
+            stray = stray.to_string()
+        );
+        let r = cell(held, &first).await;
+        assert_eq!(r.result.stdout, "cell one\n", "{r:?}");
+        assert!(r.result.succeeded(), "{r:?}");
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let r = cell(held, "print(await echo({'text': 'cell two'}))").await;
+        assert!(r.result.stopped, "{r:?}");
+        assert_eq!(
+            r.result.error.as_deref(),
+            Some(
+                "protocol violation: lines written while no cell ran; \
+                 this cell was not run and the sandbox is discarded"
+            ),
+            "{r:?}"
+        );
+        assert_eq!(r.calls, 0, "{r:?}");
+        let r = cell(held, "print(x)").await;
+        assert_eq!(
+            r.result.error.as_deref(),
+            Some("the sandbox is gone: protocol violation: lines written while no cell ran"),
+            "{r:?}"
+        );
+    });
+    assert_eq!(
+        calls_seen(&journal),
+        [r#"call echo {"text":"cell one"}"#],
+        "only the first cell's own call reached the server"
+    );
+}
+
+fn a_forged_began_does_not_open_a_cell(backend: &str) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let journal = dir.path().join("journal");
+    // The first cell hooks runner.py so that, as the next cell arrives and before the runner
+    // begins it, a `began` naming no cell and a call are written.
+    let forged = format!(
+        "{}\n{}\n",
+        serde_json::json!({"type": "began", "nonce": "guessed"}),
+        serde_json::json!({"type": "call", "id": 900, "tool": "echo",
+                           "args": {"text": "before began"}})
+    );
+    with_held_sandbox(backend, &journal, async |held| {
+        let first = format!(
+            "import os, sys\nfd = {RUNNER_CHANNEL}.PROTO_OUT\nreal_reset = sys.stdout.reset\n\
+             def reset():\n    os.write(fd, {forged:?}.encode())\n    real_reset()\n\
+             sys.stdout.reset = reset\nprint(await echo({{'text': 'cell one'}}))"
+        );
+        let r = cell(held, &first).await;
+        assert!(r.result.succeeded(), "{r:?}");
+        let r = cell(held, "print(await echo({'text': 'cell two'}))").await;
+        assert!(r.result.stopped, "{r:?}");
+        assert_eq!(
+            r.result.error.as_deref(),
+            Some(
+                "protocol violation: a line before the runner began the cell \
+                 (written while no cell ran)"
+            ),
+            "{r:?}"
+        );
+    });
+    assert_eq!(
+        calls_seen(&journal),
+        [r#"call echo {"text":"cell one"}"#],
+        "neither the forged call nor the cell's own reached the server"
     );
 }

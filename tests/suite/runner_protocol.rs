@@ -193,6 +193,17 @@ fn names_a_runner_file(text: &str) -> bool {
 }
 
 #[test]
+fn began_echoes_the_nonce_of_the_cell_it_read() {
+    let mut runner = Runner::start();
+    runner.send(&json!({"type": "cell", "code": "print('hi')", "nonce": "c0ffee"}));
+    assert_eq!(
+        runner.recv_any(),
+        json!({"type": "began", "nonce": "c0ffee"})
+    );
+    assert_eq!(runner.recv(), ok_done("hi\n"));
+}
+
+#[test]
 fn gathered_calls_are_matched_by_id_when_answered_out_of_order() {
     let mut runner = Runner::start();
     runner.cell(

@@ -87,6 +87,9 @@ def main():
             run_cell.loop_spoiled = False
         asyncio.set_event_loop(loop)
         output.reset()
-        wire.send({"type": "began"})  # before any of the code runs
+        began = {"type": "began"}
+        if "nonce" in msg:
+            began["nonce"] = msg["nonce"]
+        wire.send(began)  # before any of the code runs
         error = run_cell(msg["code"], namespace, loop)
         output.finish(error)
