@@ -34,6 +34,21 @@ pub(crate) async fn read_line<R: AsyncBufRead + Unpin>(
     line: &mut Vec<u8>,
 ) -> std::io::Result<LineRead> {
     line.clear();
+    continue_line(reader, max, line).await
+}
+
+/// [`read_line`] without clearing `line` first: the read goes on from what `line` holds.
+/// Cancel-safe: dropped before it returns, it has consumed from `reader` exactly what it
+/// appended to `line`, so the next call picks the line up where this one stopped. The caller
+/// clears `line` after each [`LineRead::Line`].
+///
+/// # Errors
+/// The reader's own I/O error.
+pub(crate) async fn continue_line<R: AsyncBufRead + Unpin>(
+    reader: &mut R,
+    max: usize,
+    line: &mut Vec<u8>,
+) -> std::io::Result<LineRead> {
     loop {
         let available = reader.fill_buf().await?;
         if available.is_empty() {

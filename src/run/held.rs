@@ -6,9 +6,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::FutureExt;
+use futures::future::BoxFuture;
+use futures::stream::{FuturesUnordered, StreamExt};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
-use tokio::sync::{Semaphore, mpsc};
-use tokio::task::JoinSet;
+use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::task::TaskTracker;
 
@@ -23,7 +24,7 @@ use super::{CallEnd, EXIT_GRACE, MAX_CALLS_IN_FLIGHT, RunEvent, RunReport, RunRe
 use crate::bridge::refusal::CallError;
 use crate::bridge::{Bridge, CallBudget};
 use crate::limits::MAX_PROTOCOL_LINE_BYTES;
-use crate::lines::{LineRead, read_line};
+use crate::lines::{LineRead, continue_line, read_line};
 use crate::sandbox::{Backend, HeldLimits, Sandbox, SandboxError};
 
 /// One sandbox held across several cells, with the code's variables kept between them, for a
@@ -359,20 +360,27 @@ async fn serve_cell(
     rules: &mut CellRules,
     steering: &Steering,
 ) -> Result<RunResult, Stop> {
-    let slots = Arc::new(Semaphore::new(MAX_CALLS_IN_FLIGHT));
     let finished = Arc::new(std::sync::atomic::AtomicU32::new(0));
-    let mut calls = JoinSet::new();
+    // The calls in flight run inside this task rather than as tasks of their own: a call's
+    // answer reaches the runner without a hop to another task or worker thread, and no
+    // task is spawned per call (each spawn copies the call's whole future into a new task).
+    let mut calls = FuturesUnordered::new();
     let mut line = Vec::new();
     let late = || Stop::Deadline(length);
     let cancel = &steering.cancel;
     let outcome = loop {
+        // With MAX_CALLS_IN_FLIGHT calls in flight the next line waits until one is over.
+        let room = calls.len() < MAX_CALLS_IN_FLIGHT;
         let read = tokio::select! {
             biased;
             () = cancel.cancelled() => break Err(Stop::Cancelled),
+            Some(()) = calls.next(), if !calls.is_empty() => continue,
+            // Cancel-safe: a line cut short by another branch goes on in the next round.
             read = tokio::time::timeout_at(
                 deadline,
-                read_line(reader, MAX_PROTOCOL_LINE_BYTES, &mut line),
-            ) => read,
+                continue_line(reader, MAX_PROTOCOL_LINE_BYTES, &mut line),
+            ), if room => read,
+            () = tokio::time::sleep_until(deadline), if !room => break Err(late()),
         };
         let message = match read {
             Err(_) => break Err(late()),
@@ -383,27 +391,23 @@ async fn serve_cell(
                 });
             }
             Ok(Ok(LineRead::TooLong)) => break Err(Stop::Violation(ProtocolViolation::TooLong)),
-            Ok(Ok(LineRead::Line)) => parse_runner_line(&line),
+            Ok(Ok(LineRead::Line)) => {
+                let message = parse_runner_line(&line);
+                line.clear();
+                message
+            }
         };
         match rules.take(message) {
             Err(violation) => break Err(Stop::Violation(violation)),
             Ok(Step::Read) => {}
             Ok(Step::Done(result)) => break Ok(result),
             Ok(Step::Call { id, tool, args }) => {
-                let waited = tokio::select! {
-                    biased;
-                    () = cancel.cancelled() => break Err(Stop::Cancelled),
-                    waited = tokio::time::timeout_at(deadline, slots.clone().acquire_owned()) => waited,
-                };
-                let Ok(Ok(permit)) = waited else {
-                    break Err(late());
-                };
                 let bridge = bridge.clone();
                 let budget = budget.clone();
                 let to_runner = to_runner.clone();
                 let finished = finished.clone();
                 let steering = steering.clone();
-                calls.spawn(async move {
+                let call = async move {
                     // A bug on the host side must still answer the call: the code sees only
                     // the fault's type name, never its details (see bridge::refusal).
                     let outcome = AssertUnwindSafe(bridge.call(&budget, &tool, &args))
@@ -428,18 +432,17 @@ async fn serve_cell(
                     let _ = to_runner.send(reply.to_line()).await;
                     let calls = finished.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
                     steering.tell(RunEvent::CallFinished { calls, tool, end });
-                    drop(permit);
-                });
+                };
+                // Whatever else panics in a call ends that call only, as it did in a task.
+                let call: BoxFuture<'static, ()> =
+                    Box::pin(AssertUnwindSafe(call).catch_unwind().map(|_| ()));
+                calls.push(call);
             }
         }
     };
-    calls.abort_all();
-    // The aborted calls' futures are dropped before the run ends, so the audit records of
-    // calls cut short come before its run_end (bridge::governed).
-    let _ = tokio::time::timeout(Duration::from_secs(1), async {
-        while calls.join_next().await.is_some() {}
-    })
-    .await;
+    // The calls still in flight are dropped here, before the run ends, so the audit records
+    // of calls cut short come before its run_end (bridge::governed).
+    drop(calls);
     outcome
 }
 
