@@ -19,9 +19,11 @@ One invocation measures, on this machine and at this load:
 - memory: serve's RSS (and peak), and each idle pooled sandbox: the runner's RSS, the RSS
   and PSS of its processes (native: runner and launcher; docker: the container's), and its
   cgroup's memory usage;
-- steering, on each backend with `--pool 0`: how soon a cancelled run's slot is free
-  (serve's own log line, from the cancel to the sandbox gone), and how soon `serve` exits
-  once its client leaves mid-run (from closing its stdin to the process ending).
+- steering, on each backend with `--pool 0`: how soon a cancelled run's slot is free (from
+  the client's cancel until the run's sandbox is gone as the host sees it: native, its
+  launcher and every process in it ended and its cgroups removed; Docker, the container's
+  processes ended), and how soon `serve` exits once its client leaves mid-run (from closing
+  its stdin to the process ending).
 The result goes to stdout as Markdown tables ready for the README: the machine named (CPUs,
 kernel, load average at the start and the end), the rows above, the bridge, steering, the
 memory, and each target (README, "Speed") with whether it was met. Progress goes to stderr.
@@ -32,7 +34,6 @@ the same cores.
 import asyncio
 import json
 import os
-import re
 import shutil
 import statistics
 import subprocess
@@ -251,7 +252,6 @@ async def time_four_at_once(binary, toy, reps):
 
 
 SLEEPER = "import time\nprint('up', flush=True)\ntime.sleep(60)"
-FREED = re.compile(r"its slot was free (\d+) ms after the cancel")
 
 
 def exited(pid):
@@ -263,28 +263,56 @@ def exited(pid):
         return True
 
 
+def running_sandbox(serve):
+    """What shows that serve's one running sandbox still exists: a function that is true
+    while it does. Native: its launcher has not ended or a cgroup of it is still there (the
+    run's sandbox is gone when every process of it has ended and its cgroups are removed).
+    Docker: the container's first process has not ended (the container's processes share
+    its pid namespace and end with it; `docker rm` follows in the background)."""
+    if serve.backend == "native":
+        launchers = [c for c in children(serve.pid()) if "__launcher" in cmdline(c)]
+        if len(launchers) != 1:
+            raise RuntimeError(f"expected one running sandbox, found {len(launchers)} launchers")
+        launcher = launchers[0]
+        argv = cmdline(launcher)
+        cgroups = [os.path.dirname(argv[i + 1]) for i, a in enumerate(argv) if a == "--cgroup-procs"]
+        return lambda: not exited(launcher) or any(os.path.exists(c) for c in cgroups)
+    names = subprocess.run(
+        ["docker", "ps", "--format", "{{.Names}}", "--filter", f"name=mcp-code-mode-{serve.pid()}-"],
+        capture_output=True, text=True).stdout.split()
+    if len(names) != 1:
+        raise RuntimeError(f"expected one running container, found {names}")
+    pid = int(subprocess.run(["docker", "inspect", "-f", "{{.State.Pid}}", names[0]],
+                             capture_output=True, text=True).stdout.strip() or 0)
+    if pid <= 0:
+        raise RuntimeError(f"container {names[0]} has no process")
+    return lambda: not exited(pid)
+
+
 async def time_steering(binary, toy, backend, reps):
-    """Milliseconds from a cancel to the run's slot being free (serve's log), `reps` times,
-    and from the client leaving mid-run to serve's exit, `reps` times."""
-    serve = Serve(binary, toy, backend, 0, log_filter="warn,mcp_code_mode::serve=info")
+    """Seconds from a cancel to the run's sandbox being gone, `reps` times, and from the
+    client leaving mid-run to serve's exit, `reps` times."""
+    serve = Serve(binary, toy, backend, 0)
 
     async def cancels(session):
+        freed = []
         for i in range(reps):
             task = asyncio.create_task(session.call_tool("run_python", {"code": SLEEPER}))
             await asyncio.sleep(2.0)  # the sandbox has started and sleeps
+            alive = running_sandbox(serve)
+            cancelled = time.perf_counter()
             task.cancel()  # the SDK sends notifications/cancelled
             try:
                 await task
             except BaseException:
                 pass
-            limit = time.monotonic() + 15
-            while time.monotonic() < limit:
-                with open(serve.log) as f:
-                    if len(FREED.findall(f.read())) > i:
-                        break
-                await asyncio.sleep(0.01)
-        with open(serve.log) as f:
-            return [int(ms) / 1000 for ms in FREED.findall(f.read())]
+            limit = cancelled + 15
+            while alive() and time.perf_counter() < limit:
+                await asyncio.sleep(0.0005)
+            if alive():
+                raise RuntimeError("a cancelled run's sandbox was still there after 15 s")
+            freed.append(time.perf_counter() - cancelled)
+        return freed
 
     freed = await serve_session(serve, cancels)
     exits = []
