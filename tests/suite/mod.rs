@@ -25,6 +25,8 @@ mod layers;
 mod layers_alone;
 /// Lenient parsing of what wrapped servers send: odd optional fields, external `$ref`s.
 mod lenient_parsing;
+/// The warm pool through the library API, without serve.
+mod library_pool;
 /// Wrapped servers that misbehave.
 mod misbehaving_servers;
 /// The warm pool: one run per pooled sandbox, dead and stale members replaced.
