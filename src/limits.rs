@@ -9,6 +9,11 @@ use std::time::Duration;
 pub const DEFAULT_DEADLINE_SECS: u64 = 90;
 /// Default number of tool calls one run may send to wrapped servers (`--max-calls`).
 pub const DEFAULT_MAX_CALLS: u32 = 200;
+/// Calls of one run the host may refuse (unknown tool, arguments outside the schema, past the
+/// budget, ...) on top of those the budget lets through; the call after that stops the run,
+/// so a flood of refused calls cannot flood the audit log, the progress notifications or the
+/// host's time until the deadline.
+pub const MAX_REFUSED_CALLS: u32 = 1000;
 /// Time one tool call may take on its wrapped server before it is refused.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 /// Largest arguments object, in UTF-8 bytes of its compact JSON.

@@ -49,6 +49,11 @@ impl CallBudget {
         }
     }
 
+    /// Calls the run may send.
+    pub fn max(&self) -> u32 {
+        self.max
+    }
+
     /// Calls sent so far.
     pub fn used(&self) -> u32 {
         self.used.load(Ordering::SeqCst)

@@ -23,7 +23,7 @@ use super::stop::{Gone, NotReady, Stop};
 use super::{CallEnd, EXIT_GRACE, MAX_CALLS_IN_FLIGHT, RunEvent, RunReport, RunResult, Steering};
 use crate::bridge::refusal::CallError;
 use crate::bridge::{Bridge, CallBudget};
-use crate::limits::MAX_PROTOCOL_LINE_BYTES;
+use crate::limits::{MAX_PROTOCOL_LINE_BYTES, MAX_REFUSED_CALLS};
 use crate::lines::{LineRead, continue_line, read_line};
 use crate::sandbox::{Backend, HeldLimits, Sandbox, SandboxError};
 
@@ -348,7 +348,9 @@ impl HeldSandbox {
 /// Serve one cell's calls until `done`, its lines held to `rules` (which gather its streamed
 /// `output`); how it ended otherwise (never [`Stop::Crashed`]: the caller learns that from the
 /// sandbox's end). Calls still in flight when it ends are dropped, and nothing after `done`
-/// is read.
+/// is read. A cell may send the calls its budget lets through plus
+/// [`MAX_REFUSED_CALLS`] refused ones; the call line after that stops it
+/// ([`Stop::TooManyCalls`]).
 #[allow(clippy::too_many_arguments)]
 async fn serve_cell(
     bridge: &Arc<Bridge>,
@@ -368,6 +370,9 @@ async fn serve_cell(
     let mut line = Vec::new();
     let late = || Stop::Deadline(length);
     let cancel = &steering.cancel;
+    // Every call line counts, answered or refused: past this the cell is stopped.
+    let most_calls = u64::from(budget.max()) + u64::from(MAX_REFUSED_CALLS);
+    let mut calls_read: u64 = 0;
     let outcome = loop {
         // With MAX_CALLS_IN_FLIGHT calls in flight the next line waits until one is over.
         let room = calls.len() < MAX_CALLS_IN_FLIGHT;
@@ -402,6 +407,10 @@ async fn serve_cell(
             Ok(Step::Read) => {}
             Ok(Step::Done(result)) => break Ok(result),
             Ok(Step::Call { id, tool, args }) => {
+                calls_read += 1;
+                if calls_read > most_calls {
+                    break Err(Stop::TooManyCalls(most_calls));
+                }
                 let bridge = bridge.clone();
                 let budget = budget.clone();
                 let to_runner = to_runner.clone();

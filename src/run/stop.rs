@@ -26,6 +26,9 @@ pub(super) enum Stop {
     Crashed(Crash),
     /// The caller cancelled the run.
     Cancelled,
+    /// The cell sent more calls than its budget lets through plus
+    /// [`crate::limits::MAX_REFUSED_CALLS`]; the value is that sum.
+    TooManyCalls(u64),
 }
 
 impl fmt::Display for Stop {
@@ -43,6 +46,11 @@ impl fmt::Display for Stop {
             Self::Violation(violation) => write!(f, "protocol violation: {violation}"),
             Self::Crashed(crash) => crash.fmt(f),
             Self::Cancelled => f.write_str(CANCELLED),
+            Self::TooManyCalls(most) => write!(
+                f,
+                "more than {most} calls (the budget plus {} refused); the sandbox was killed",
+                crate::limits::MAX_REFUSED_CALLS
+            ),
         }
     }
 }
@@ -130,6 +138,10 @@ mod tests {
             "protocol violation: a ready message during a cell"
         );
         assert_eq!(Stop::Cancelled.to_string(), CANCELLED);
+        assert_eq!(
+            Stop::TooManyCalls(1200).to_string(),
+            "more than 1200 calls (the budget plus 1000 refused); the sandbox was killed"
+        );
         assert_eq!(
             Stop::Crashed(Crash::Signal(9)).to_string(),
             "the sandbox was killed by signal 9 without a result"

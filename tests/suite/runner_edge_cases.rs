@@ -9,14 +9,15 @@
 //! cell is stopped (deadline, protocol violation, memory); a runner that exits by itself or
 //! refuses a host line; dunder-named tools; forged lines: a `done` past the output cap or
 //! denying truncation, calls after a `done`, lines written while a held sandbox runs no cell,
-//! a forged `began`.
+//! a forged `began`; a flood of refused calls.
 //!
 //! Each forged-line test was checked to fail with its rule taken out of the host: the
 //! truncated flag taken from the `done` alone (the forged-done test); reading on after a
 //! `done` until the sandbox's output ends (the after-done test); the check for waiting lines
 //! before a held sandbox's next cell (the between-cells test, by its error; with the
 //! began-first rule also out, by the journal); the nonce check of `began` (the forged-began
-//! test).
+//! test); the count of a cell's calls (the flood test: the loop ends and prints 5000, the
+//! written lines keep the host busy until the deadline).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -53,6 +54,7 @@ crate::on_both_backends!(
     no_call_after_a_done_line_reaches_the_server,
     lines_written_while_no_cell_runs_discard_a_held_sandbox,
     a_forged_began_does_not_open_a_cell,
+    a_flood_of_refused_calls_stops_the_run,
 );
 
 fn an_error_holding_lone_surrogates_keeps_what_was_printed(backend: &str) {
@@ -482,4 +484,25 @@ fn a_forged_began_does_not_open_a_cell(backend: &str) {
         [r#"call echo {"text":"cell one"}"#],
         "neither the forged call nor the cell's own reached the server"
     );
+}
+
+fn a_flood_of_refused_calls_stops_the_run(backend: &str) {
+    // Calls through the tool functions, refused for their arguments, and the same written
+    // as lines straight to the host without waiting for any answer.
+    let looped = "n = 0\nfor i in range(5000):\n    try:\n        await add({'x': i})\n    except ToolError:\n        n += 1\nprint(n)";
+    let written = format!(
+        "import json, os, time\nfd = {RUNNER_CHANNEL}.PROTO_OUT\n\
+         data = ''.join(json.dumps({{'type': 'call', 'id': 10000 + i, 'tool': 'add', \
+         'args': {{'x': i}}}}) + '\\n' for i in range(5000)).encode()\n\
+         while data:\n    data = data[os.write(fd, data):]\ntime.sleep(30)"
+    );
+    for code in [looped.to_owned(), written] {
+        let r = run(backend, &code, &["--max-calls", "2"]);
+        assert!(r.stopped(), "{r:?}");
+        assert_eq!(
+            r.error(),
+            "more than 1002 calls (the budget plus 1000 refused); the sandbox was killed",
+            "{r:?}"
+        );
+    }
 }

@@ -29,6 +29,7 @@ fn the_skills_numbers_are_the_codes() {
             format!("{DEFAULT_DEADLINE_SECS} seconds"),
         ),
         ("tool calls", format!("{DEFAULT_MAX_CALLS} ")),
+        ("refused calls", format!("{MAX_REFUSED_CALLS} more")),
         (
             "one call's time",
             format!("{} seconds", CALL_TIMEOUT.as_secs()),
