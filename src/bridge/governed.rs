@@ -15,7 +15,9 @@ use serde_json::Value;
 
 use super::refusal::{CallError, Refusal};
 use super::{Bridge, CallBudget};
-use crate::governance::approval::{Answer, ApprovalRequest, Approver, NOBODY_TO_ASK};
+use crate::governance::approval::{
+    Answer, ApprovalRequest, Approver, MAX_SHOWN_ARGS_CHARS, NOBODY_TO_ASK,
+};
 use crate::governance::audit::{
     Approval, AuditLog, CallRecord, Decision, RUN_ENDED, Record, Verdict,
 };
@@ -190,28 +192,40 @@ impl Bridge {
         }
     }
 
-    /// Ask a person about a call to `server`'s `tool`; `Ok` to send it. Refuses with
-    /// [`Refusal::Declined`] on decline or cancel, and with the reason when nobody can be asked.
+    /// Ask a person about a call to `server`'s `tool` (`py_name` to the code); `Ok` to send
+    /// it. Refuses with [`Refusal::Declined`] on decline or cancel, with the reason when
+    /// nobody can be asked, and without asking with [`Refusal::TooLongToApprove`] when the
+    /// arguments are too long to show whole.
     pub(super) async fn ask_approval(
         &self,
         budget: &CallBudget,
+        py_name: &str,
         server: &str,
         tool: &str,
         args: &Value,
         trace: &mut CallTrace,
     ) -> Result<(), CallError> {
+        let request = ApprovalRequest {
+            server: server.to_owned(),
+            tool: tool.to_owned(),
+            args: args.clone(),
+        };
+        if let Err(chars) = request.shown_args() {
+            // Nobody is asked about what they could not see whole.
+            trace.approval = Some(Approval {
+                decision: Decision::Unavailable,
+                wait_ms: 0,
+            });
+            return Err(CallError::Refused(Refusal::TooLongToApprove {
+                tool: py_name.to_owned(),
+                chars,
+                limit: MAX_SHOWN_ARGS_CHARS,
+            }));
+        }
         let asked = Instant::now();
         trace.asking = Some(asked);
         let answer = match &budget.tag.approver {
-            Some(approver) => {
-                approver
-                    .approve(ApprovalRequest {
-                        server: server.to_owned(),
-                        tool: tool.to_owned(),
-                        args: args.clone(),
-                    })
-                    .await
-            }
+            Some(approver) => approver.approve(request).await,
             None => Answer::Unavailable(format!("{tool} {NOBODY_TO_ASK}")),
         };
         let (decision, result) = match answer {

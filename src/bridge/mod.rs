@@ -521,7 +521,7 @@ impl Bridge {
             gate()?;
             // The person is shown the server's name as they know it (`python3`, not `server`).
             let shown = self.shared.slots[tool.server].entry.shown_name();
-            self.ask_approval(budget, &shown, &tool.mcp_name, args, trace)
+            self.ask_approval(budget, py_name, &shown, &tool.mcp_name, args, trace)
                 .await?;
         }
         {

@@ -119,6 +119,21 @@ The limit is raised with {}",
         /// The timeout in force.
         timeout: Duration,
     },
+    /// The call needs approval and its arguments, escaped as the request shows them, are
+    /// longer than a request shows whole (`MAX_SHOWN_ARGS_CHARS` of
+    /// `governance::approval`); nobody is asked, since nobody could see every character
+    /// that would reach the server (README "Governance").
+    #[error(
+        "{tool} refused: arguments too long to show for approval: {chars} characters, limit {limit}"
+    )]
+    TooLongToApprove {
+        /// The tool's Python name.
+        tool: String,
+        /// Characters of the arguments as the request would show them.
+        chars: usize,
+        /// The most a request shows.
+        limit: usize,
+    },
     /// A person declined or dismissed the approval request (README "Governance").
     #[error("declined by the user")]
     Declined,
@@ -173,6 +188,7 @@ impl Refusal {
             Self::ServerDown { .. } => "server_down",
             Self::ResultTooLarge { .. } => "result_too_large",
             Self::TimedOut { .. } => "timed_out",
+            Self::TooLongToApprove { .. } => "too_long_to_approve",
             Self::Declined => "declined",
             Self::NotApproved { .. } => "not_approved",
             Self::AuditFailed { .. } => "audit_failed",

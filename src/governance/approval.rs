@@ -21,7 +21,10 @@ use crate::sandbox::escape_controls;
 /// The `ToolError` message of a call a person declined or dismissed.
 pub(crate) const DECLINED: &str = "declined by the user";
 
-/// Characters of the arguments' JSON shown in an approval request; longer is cut with `…`.
+/// Most characters of the arguments' JSON (control and format characters escaped) an
+/// approval request shows. The arguments are always shown whole: a call whose arguments
+/// are longer is refused without asking ([`ApprovalRequest::shown_args`]), since a cut
+/// request would let the code hide what matters behind a padded early value.
 pub(crate) const MAX_SHOWN_ARGS_CHARS: usize = 2000;
 
 /// One call waiting for approval.
@@ -37,16 +40,30 @@ pub struct ApprovalRequest {
 }
 
 impl ApprovalRequest {
-    /// The text a person reads: the server, the tool and the arguments, the arguments as
-    /// compact JSON cut at [`MAX_SHOWN_ARGS_CHARS`], control characters escaped everywhere
-    /// (a name or a value cannot move the cursor or retitle a terminal).
+    /// The arguments as a person reads them: compact JSON, control and format characters
+    /// escaped ([`escape_controls`]); `Err` with its length in characters when that is over
+    /// [`MAX_SHOWN_ARGS_CHARS`] (the call must then be refused without asking).
+    pub fn shown_args(&self) -> Result<String, usize> {
+        let args = escape_controls(&serde_json::to_string(&self.args).unwrap_or_default());
+        match args.chars().count() {
+            n if n > MAX_SHOWN_ARGS_CHARS => Err(n),
+            _ => Ok(args),
+        }
+    }
+
+    /// The text a person reads: the server, the tool and the whole arguments
+    /// ([`Self::shown_args`]), control and format characters escaped everywhere (a name or
+    /// a value cannot move the cursor, retitle a terminal or reorder the text). Arguments
+    /// too long to show are not shown at all: such a call is refused before anyone is asked.
     pub fn message(&self) -> String {
-        let args = serde_json::to_string(&self.args).unwrap_or_default();
-        let args = crate::bridge::refusal::cap(&args, MAX_SHOWN_ARGS_CHARS);
-        escape_controls(&format!(
-            "The code wants to call the tool {:?} of the server {:?} with these arguments:\n{args}\nAccept to send this call; decline or cancel to refuse it.",
-            self.tool, self.server
-        ))
+        let args = self
+            .shown_args()
+            .unwrap_or_else(|n| format!("(arguments too long to show: {n} characters)"));
+        format!(
+            "The code wants to call the tool {} of the server {} with these arguments:\n{args}\nAccept to send this call; decline or cancel to refuse it.",
+            escape_controls(&format!("{:?}", self.tool)),
+            escape_controls(&format!("{:?}", self.server)),
+        )
     }
 }
 
@@ -55,7 +72,8 @@ impl ApprovalRequest {
     /// schema (the answer is the action alone), titled with the tool and server.
     pub(crate) fn form(&self) -> ElicitRequestParams {
         let mut schema = ElicitationSchema::new(Default::default());
-        schema.title = Some(format!("Allow {} on {}?", self.tool, self.server).into());
+        schema.title =
+            Some(escape_controls(&format!("Allow {} on {}?", self.tool, self.server)).into());
         ElicitRequestParams::FormElicitationParams {
             meta: None,
             message: self.message(),
@@ -247,20 +265,44 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_request_names_server_tool_and_arguments_escaped_and_cut() {
+    fn the_request_names_server_tool_and_whole_arguments_escaped() {
         let request = ApprovalRequest {
             server: "files\u{1b}]0;x\u{7}".into(),
-            tool: "delete".into(),
-            args: serde_json::json!({"path": "/tmp/a", "note": "\u{9b}2J", "pad": "y".repeat(5000)}),
+            tool: "delete\u{202e}".into(),
+            args: serde_json::json!({"path": "/tmp/a\u{202e}", "note": "\u{9b}2J", "pad": "y".repeat(1500), "tail": "/../etc"}),
         };
         let text = request.message();
-        assert!(text.contains("\"delete\""), "{text}");
-        assert!(text.contains("/tmp/a"), "{text}");
+        assert!(text.contains("\"delete\\u{202e}\""), "{text}");
+        assert!(text.contains("/tmp/a\\u{202e}"), "{text}");
+        assert!(text.contains(&"y".repeat(1500)), "{text}");
+        assert!(text.contains("\"tail\":\"/../etc\""), "{text}");
+        assert!(!text.contains('…'), "{text}");
         assert!(
-            !text.chars().any(|c| c.is_control() && c != '\n'),
+            !text
+                .chars()
+                .any(|c| (c.is_control() && c != '\n') || c == '\u{202e}'),
             "{text:?}"
         );
-        assert!(text.chars().count() < MAX_SHOWN_ARGS_CHARS + 300);
-        assert!(text.contains('…'));
+    }
+
+    #[test]
+    fn arguments_too_long_to_show_whole_are_not_shown_cut() {
+        let request = ApprovalRequest {
+            server: "files".into(),
+            tool: "delete_all".into(),
+            args: serde_json::json!({"path": format!("/harmless/tmp/file{}/../../../../etc", " ".repeat(2000))}),
+        };
+        let n = serde_json::to_string(&request.args)
+            .unwrap()
+            .chars()
+            .count();
+        assert_eq!(request.shown_args(), Err(n));
+        assert!(!request.message().contains("/harmless"));
+        // Escaping counts: a value that fits raw but not escaped is too long to show.
+        let request = ApprovalRequest {
+            args: serde_json::json!({"p": "\u{200b}".repeat(300)}),
+            ..request
+        };
+        assert!(request.shown_args().is_err());
     }
 }

@@ -335,7 +335,8 @@ pub enum Decision {
     /// `action: "cancel"` (dismissed without a choice).
     Cancelled,
     /// Nobody could be asked: the client did not declare the elicitation capability, or
-    /// there is no client (`exec`), or the request failed; the reason is the call's.
+    /// there is no client (`exec`), or the request failed, or the arguments were too long
+    /// to show whole (then nobody was asked); the reason is the call's.
     Unavailable,
     /// The run ended (its deadline, a cancel) while the person had not answered; the
     /// request was withdrawn and the call never sent.

@@ -150,14 +150,27 @@ impl StderrDrain {
     }
 }
 
-/// `text` with every control character (C0, DEL, C1) but newline and tab written as
-/// `\u{..}`, so text from a sandbox cannot move a terminal's cursor, retitle its window or
-/// colour what follows when it is printed or logged (ECMA-48: C0 is U+0000-U+001F, C1 is
-/// U+0080-U+009F; ESC and CSI start the sequences).
+/// `text` with every control character (C0, DEL, C1) but newline and tab, every format
+/// character and every line or paragraph separator written as `\u{..}`, so text from a
+/// sandbox or a wrapped server cannot move a terminal's cursor, retitle its window or colour
+/// what follows when it is printed or logged (ECMA-48: C0 is U+0000-U+001F, C1 is
+/// U+0080-U+009F; ESC and CSI start the sequences), nor reorder or hide what a person reads
+/// (Unicode general category Cf: the bidi embeddings and overrides U+202A-U+202E, the
+/// isolates U+2066-U+2069, zero-width characters U+200B-U+200F, U+FEFF, tag characters;
+/// Zl U+2028 and Zp U+2029 break lines).
 pub fn escape_controls(text: &str) -> String {
+    use unicode_general_category::{GeneralCategory, get_general_category};
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
-        if c.is_control() && c != '\n' && c != '\t' {
+        let hidden = (c.is_control() && c != '\n' && c != '\t')
+            || (!c.is_ascii()
+                && matches!(
+                    get_general_category(c),
+                    GeneralCategory::Format
+                        | GeneralCategory::LineSeparator
+                        | GeneralCategory::ParagraphSeparator
+                ));
+        if hidden {
             out.push_str(&c.escape_unicode().to_string());
         } else {
             out.push(c);
@@ -188,6 +201,15 @@ mod tests {
             !escaped
                 .chars()
                 .any(|c| c.is_control() && c != '\n' && c != '\t')
+        );
+    }
+
+    #[test]
+    fn bidi_overrides_isolates_and_zero_width_characters_are_escaped_too() {
+        let hostile = "/tmp/\u{202e}fdp.exe\u{2066}x\u{2069}\u{200b}\u{200f}\u{feff}\u{ad}\u{2028}\u{e0041}é→";
+        assert_eq!(
+            escape_controls(hostile),
+            "/tmp/\\u{202e}fdp.exe\\u{2066}x\\u{2069}\\u{200b}\\u{200f}\\u{feff}\\u{ad}\\u{2028}\\u{e0041}é→"
         );
     }
 

@@ -271,6 +271,41 @@ fn approval_is_not_asked_for_a_call_the_private_data_rule_refuses() {
 }
 
 #[test]
+fn approval_of_arguments_too_long_to_show_whole_is_refused_without_asking_and_audited() {
+    let Some(f) = Fixture::ready() else { return };
+    // A padded early value would push the part that matters past a cut prompt.
+    let code = "try:\n    await write_note({'id': 1, 'text': '/harmless/tmp/file' + ' ' * 2000 + '/../../../../etc'})\nexcept ToolError as e:\n    print('ToolError:', e)\nprint(await write_note({'id': 2, 'text': 'y' * 1900 + '/tail'}))";
+    let reply = f.run_approved("accept", code, &["--approve", "write_note"]);
+    let out = printed(&reply);
+    assert!(
+        out.starts_with(
+            "ToolError: write_note refused: arguments too long to show for approval: 2052 characters, limit 2000\n"
+        ) && out.ends_with("done\n"),
+        "{reply}"
+    );
+    // Only the call that fits was asked about, and shown whole.
+    let asked = reply["asked"].as_array().unwrap();
+    assert_eq!(asked.len(), 1, "{reply}");
+    let message = asked[0]["message"].as_str().unwrap();
+    assert!(
+        message.contains("/tail\"}") && !message.contains('…'),
+        "{message}"
+    );
+    assert_eq!(f.calls_received(), ["write_note"]);
+    let records = f.records();
+    let refused = of_kind(&records, "call")[0];
+    assert_eq!(refused["verdict"], "refused", "{refused}");
+    assert!(
+        refused["reason"]
+            .as_str()
+            .unwrap()
+            .contains("too long to show for approval"),
+        "{refused}"
+    );
+    assert_eq!(f.decisions(), ["unavailable", "accepted"]);
+}
+
+#[test]
 fn approval_of_destructive_tools_asks_for_every_tool_not_annotated_read_only() {
     let Some(f) = Fixture::ready() else { return };
     let code = "print(await read_note({'id': 1}))\nprint(await delete_note({'id': 1}))\nprint(await unannotated({}))";
