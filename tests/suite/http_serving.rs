@@ -55,9 +55,19 @@ impl Served {
         token: Option<&str>,
         servers: impl FnOnce(&mut Command, &std::path::Path),
     ) -> Self {
+        Self::launch_as(Command::new(bin()), args, token, servers)
+    }
+
+    /// [`Served::launch`] with `command` (the binary, or a wrapper given the binary as an
+    /// argument) in place of the bare binary.
+    pub(super) fn launch_as(
+        mut command: Command,
+        args: &[&str],
+        token: Option<&str>,
+        servers: impl FnOnce(&mut Command, &std::path::Path),
+    ) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let journal = dir.path().join("journal");
-        let mut command = Command::new(bin());
         command.args(["serve", "--http", "127.0.0.1:0"]).args(args);
         if let Some(token) = token {
             let file = dir.path().join("token");
@@ -101,6 +111,11 @@ impl Served {
             token: token.map(str::to_owned),
             _dir: dir,
         }
+    }
+
+    /// `host:port` it listens on.
+    pub(super) fn addr(&self) -> &str {
+        &self.addr
     }
 
     pub(super) fn url(&self) -> String {

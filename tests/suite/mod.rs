@@ -17,6 +17,8 @@ mod extension_tasks;
 mod golden;
 /// Audit log, read-only mode, approval through elicitation.
 mod governance;
+/// `serve --http`'s connections: header read timeout, connection cap.
+mod http_connections;
 /// `serve --http`: Streamable HTTP clients, token, Origin, sessions, metrics, shutdown.
 mod http_serving;
 /// Which layer of the native sandbox denies what.

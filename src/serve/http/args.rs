@@ -9,7 +9,10 @@ use clap::Args;
 use clap::builder::TypedValueParser;
 
 use super::auth::{BearerToken, TOKEN_ENV};
-use super::{DEFAULT_GRACE, DEFAULT_MAX_BODY_BYTES, DEFAULT_SESSION_IDLE, HttpOptions};
+use super::{
+    ConnectionLimits, DEFAULT_GRACE, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_MAX_CONNECTIONS, DEFAULT_SESSION_IDLE, HttpOptions,
+};
 use crate::serve::session::{DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_RUNS};
 
 /// `serve`'s Streamable HTTP options (all but `--http` need `--http`).
@@ -47,6 +50,14 @@ pub(crate) struct HttpArgs {
     /// Seconds runs in flight get to finish after SIGTERM before they are cancelled.
     #[arg(long, value_name = "SECONDS", default_value_t = DEFAULT_GRACE.as_secs(), value_parser = clap::value_parser!(u64).range(0..=3600))]
     shutdown_grace: u64,
+    /// Seconds a client gets to send a request's whole header block (and that a keep-alive
+    /// connection may sit idle between requests) before its connection is closed.
+    #[arg(long, value_name = "SECONDS", default_value_t = DEFAULT_HEADER_READ_TIMEOUT.as_secs(), value_parser = clap::value_parser!(u64).range(1..=600))]
+    http_header_timeout: u64,
+    /// TCP connections open at once; more wait in the accept queue until one closes. Keep
+    /// it under the process's descriptor limit (ulimit -n).
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_CONNECTIONS, value_parser = clap::value_parser!(u32).range(1..=1_000_000).map(|n| n as usize))]
+    http_max_connections: usize,
 }
 
 impl HttpArgs {
@@ -77,6 +88,10 @@ impl HttpArgs {
             session_idle: Duration::from_secs(self.session_idle),
             max_body_bytes: self.http_max_body,
             grace: Duration::from_secs(self.shutdown_grace),
+            connections: ConnectionLimits {
+                header_read_timeout: Duration::from_secs(self.http_header_timeout),
+                max_connections: self.http_max_connections,
+            },
         }))
     }
 }

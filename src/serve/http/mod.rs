@@ -35,6 +35,7 @@
 
 pub(crate) mod args;
 mod auth;
+mod listen;
 pub(crate) mod tasks;
 
 use std::net::SocketAddr;
@@ -55,6 +56,9 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use self::auth::{BearerToken, Verdict};
+pub(crate) use self::listen::{
+    ConnectionLimits, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_MAX_CONNECTIONS,
+};
 use self::tasks::SessionTasks;
 use super::CodeModeServer;
 use super::metrics::{CONTENT_TYPE, RefusalReason};
@@ -93,6 +97,8 @@ pub(crate) struct HttpOptions {
     pub max_body_bytes: usize,
     /// Time runs in flight get to finish at shutdown before they are cancelled.
     pub grace: Duration,
+    /// Header read timeout and connection cap ([`listen`]).
+    pub connections: ConnectionLimits,
 }
 
 struct Shared {
@@ -191,11 +197,10 @@ pub(crate) async fn serve_http(
             let _ = stop_accepting.send(());
         }
     };
-    let serving = axum::serve(listener, app).with_graceful_shutdown(async move {
+    let serving = listen::serve_connections(listener, app, options.connections, async move {
         let _ = accepting_stopped.await;
     });
-    let (served, ()) = tokio::join!(serving.into_future(), drained);
-    served.context("the HTTP server failed")?;
+    tokio::join!(serving, drained);
     tracing::info!("shut down");
     Ok(())
 }

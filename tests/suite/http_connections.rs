@@ -1,0 +1,104 @@
+//! `serve --http`'s bounds on connections, judged from raw TCP:
+//!
+//! - a connection that sends half a request header is closed within the header read
+//!   timeout;
+//! - while more half-sent connections are open than the process has descriptors, `/healthz`
+//!   still answers (the connection cap keeps the rest in the accept queue, and the timeout
+//!   frees the slots).
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use super::common::{bin, example};
+use super::http_serving::Served;
+
+/// The start of a request whose header block never ends.
+const HALF_A_HEADER: &[u8] = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n";
+
+/// `serve --http` wrapping the toy server, under `ulimit -n NOFILE` when given.
+fn serve(args: &[&str], nofile: Option<u32>) -> Served {
+    let command = match nofile {
+        Some(n) => {
+            let mut c = Command::new("sh");
+            c.args(["-c", &format!("ulimit -n {n} && exec \"$0\" \"$@\"")])
+                .arg(bin());
+            c
+        }
+        None => Command::new(bin()),
+    };
+    Served::launch_as(command, args, None, |command, journal| {
+        command
+            .arg("--")
+            .arg(example("toy_server"))
+            .arg("--journal")
+            .arg(journal);
+    })
+}
+
+fn half_sent(addr: &str) -> std::io::Result<TcpStream> {
+    let mut stream = TcpStream::connect_timeout(&addr.parse().unwrap(), Duration::from_secs(5))?;
+    stream.write_all(HALF_A_HEADER)?;
+    Ok(stream)
+}
+
+#[test]
+fn a_connection_that_sends_half_a_header_is_closed_within_the_header_read_timeout() {
+    let served = serve(&["--http-header-timeout", "2"], None);
+    let mut stream = half_sent(served.addr()).unwrap();
+    let began = Instant::now();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let mut buf = [0u8; 256];
+    // The server closes it: end of file (or a reset), not the read timeout.
+    let read = stream.read(&mut buf);
+    let waited = began.elapsed();
+    assert!(
+        matches!(&read, Ok(0))
+            || matches!(&read, Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset),
+        "the half-sent connection was not closed: {read:?} after {waited:?}\n{}",
+        served.log()
+    );
+    assert!(
+        waited >= Duration::from_millis(1500) && waited < Duration::from_secs(20),
+        "closed after {waited:?}, the timeout is 2 s"
+    );
+}
+
+#[test]
+fn healthz_answers_while_more_half_sent_connections_are_open_than_serve_has_descriptors() {
+    // 400 stalled connections against 256 descriptors: without a cap the process runs out
+    // of descriptors, and without the timeout none is ever given back.
+    let served = serve(
+        &[
+            "--http-header-timeout",
+            "1",
+            "--http-max-connections",
+            "100",
+        ],
+        Some(256),
+    );
+    let stalled: Vec<TcpStream> = (0..400)
+        .filter_map(|_| half_sent(served.addr()).ok())
+        .collect();
+    assert!(
+        stalled.len() >= 300,
+        "only {} of 400 connections could be opened\n{}",
+        stalled.len(),
+        served.log()
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    let began = Instant::now();
+    let (status, text) = served.request("GET", "/healthz", &[], "");
+    assert!(
+        status == 200 || status == 503,
+        "/healthz got {status} after {:?} with {} stalled connections: {text}\n{}",
+        began.elapsed(),
+        stalled.len(),
+        served.log()
+    );
+    assert!(text.contains("\"live\":true"), "{text}\n{}", served.log());
+    drop(stalled);
+}
