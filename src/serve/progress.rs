@@ -17,6 +17,7 @@
 //! and rmcp's [`TaskContext::set_status_message`] sets. The same messages go there
 //! ([`ProgressSink::TaskStatus`]), in the same order and at the same times.
 
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use rmcp::model::{ProgressNotificationParam, ProgressToken};
@@ -39,6 +40,16 @@ pub(super) enum ProgressSink {
         /// The request's `progressToken`.
         token: ProgressToken,
     },
+    /// `notifications/progress` under the token of a 2025-11-25 task-augmented call, to the
+    /// session's client as soon as it has one: the call can reach serve before rmcp has
+    /// handled the client's `notifications/initialized`, so the client is looked up for each
+    /// notification, not when the run starts.
+    SessionClient {
+        /// The session's client, set once it has initialized.
+        peer: Arc<OnceLock<Peer<RoleServer>>>,
+        /// The call's `progressToken`.
+        token: ProgressToken,
+    },
     /// The `statusMessage` of an extension task (SEP-2663).
     TaskStatus(TaskContext),
 }
@@ -46,15 +57,20 @@ pub(super) enum ProgressSink {
 impl ProgressSink {
     async fn send(&self, progress: f64, message: String) {
         match self {
-            Self::Client { peer, token } => {
-                let param =
-                    ProgressNotificationParam::new(token.clone(), progress).with_message(message);
-                if let Err(e) = peer.notify_progress(param).await {
-                    tracing::debug!("failed to send a progress notification: {e}");
-                }
-            }
+            Self::Client { peer, token } => notify(peer, token, progress, message).await,
+            Self::SessionClient { peer, token } => match peer.get() {
+                Some(peer) => notify(peer, token, progress, message).await,
+                None => tracing::debug!("no progress notification: the client has not initialized"),
+            },
             Self::TaskStatus(context) => context.set_status_message(message),
         }
+    }
+}
+
+async fn notify(peer: &Peer<RoleServer>, token: &ProgressToken, progress: f64, message: String) {
+    let param = ProgressNotificationParam::new(token.clone(), progress).with_message(message);
+    if let Err(e) = peer.notify_progress(param).await {
+        tracing::debug!("failed to send a progress notification: {e}");
     }
 }
 

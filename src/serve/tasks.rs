@@ -247,9 +247,10 @@ impl Tasks {
         tokio::spawn(async move {
             let approver: Arc<dyn Approver> =
                 Arc::new(TaskApprover::new(this.clone(), task_id.clone()));
-            let progress = progress_token
-                .zip(this.server.peer())
-                .map(|(token, peer)| ProgressSink::Client { peer, token });
+            let progress = progress_token.map(|token| ProgressSink::SessionClient {
+                peer: this.server.peer.clone(),
+                token,
+            });
             let result = this
                 .server
                 .run_task(&code, cancel, progress, Some(approver))
