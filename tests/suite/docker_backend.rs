@@ -3,7 +3,8 @@
 //! Every test needs a Docker engine (`scripts/start-docker`); without one it is skipped
 //! loudly, and fails under `CI=true`.
 //!
-//! Index: the quick start; the deadline and killed runs leave no container; the host
+//! Index: the quick start; the deadline and killed runs leave no container (the reaper ends
+//! a SIGKILLed exec's container; the next start removes what a killed reaper left); the host
 //! environment stays out; Python under the exported seccomp profile; the memory limit.
 
 use std::process::{Command, Output, Stdio};
@@ -88,13 +89,34 @@ fn a_run_killed_at_the_deadline_leaves_no_container() {
     assert_eq!(containers_of(pid), Vec::<String>::new());
 }
 
-#[test]
-fn a_container_left_by_a_killed_exec_is_removed_by_the_next_start() {
-    if !docker_ready() {
-        return;
+/// SIGKILLs the container reaper of the process `pid` (a `sh` whose `$0` is
+/// `mcp-code-mode-reaper` and whose owner argument starts with `pid-`).
+fn kill_reaper_of(pid: u32) {
+    let owner = format!("{pid}-");
+    let mut killed = 0;
+    for entry in std::fs::read_dir("/proc").expect("read /proc").flatten() {
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+        let is_reaper = args.len() > 4
+            && args[3] == b"mcp-code-mode-reaper"
+            && args[4].starts_with(owner.as_bytes());
+        if is_reaper {
+            let status = Command::new("kill")
+                .arg("-9")
+                .arg(entry.file_name())
+                .status()
+                .expect("run kill");
+            assert!(status.success(), "kill the reaper");
+            killed += 1;
+        }
     }
-    let mut child = spawn_exec("import time\ntime.sleep(600)", &[]);
-    let pid = child.id();
+    assert_eq!(killed, 1, "exec {pid} should have exactly one reaper");
+}
+
+/// Waits until exec `pid` has a container; panics after 60 s.
+fn wait_for_container(pid: u32) {
     let start = Instant::now();
     while containers_of(pid).is_empty() {
         assert!(
@@ -103,7 +125,41 @@ fn a_container_left_by_a_killed_exec_is_removed_by_the_next_start() {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
-    // SIGKILL: no destructor runs, the container outlives its owner.
+}
+
+#[test]
+fn a_busy_container_ends_within_seconds_of_its_exec_being_sigkilled() {
+    if !docker_ready() {
+        return;
+    }
+    let mut child = spawn_exec("while True: pass", &["--deadline", "30"]);
+    let pid = child.id();
+    wait_for_container(pid);
+    std::thread::sleep(Duration::from_secs(1));
+    child.kill().expect("kill exec");
+    child.wait().expect("reap exec");
+    let killed = Instant::now();
+    // Well inside the deadline and RLIMIT_CPU (deadline + 5 s): only the reaper ends it.
+    while !containers_of(pid).is_empty() {
+        assert!(
+            killed.elapsed() < Duration::from_secs(20),
+            "the container of exec {pid} still exists 20 s after exec was SIGKILLed"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn a_container_left_by_a_killed_exec_is_removed_by_the_next_start() {
+    if !docker_ready() {
+        return;
+    }
+    let mut child = spawn_exec("import time\ntime.sleep(600)", &[]);
+    let pid = child.id();
+    wait_for_container(pid);
+    // SIGKILL of the exec and of its reaper: no destructor runs, the container outlives
+    // its owner.
+    kill_reaper_of(pid);
     child.kill().expect("kill exec");
     child.wait().expect("reap exec");
     assert!(

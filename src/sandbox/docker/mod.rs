@@ -248,6 +248,58 @@ pub fn remove_strays() -> Result<usize, DockerError> {
     Ok(strays.len())
 }
 
+/// `$0` of the reaper's shell: tests and `ps` find it by this name.
+pub const REAPER_NAME: &str = "mcp-code-mode-reaper";
+
+/// The reaper's script: wait for end of file on stdin (a pipe whose only writer is this
+/// process), then force-remove every container labelled with the owner `$1`.
+const REAPER_SCRIPT: &str = "cat >/dev/null; \
+    ids=$(docker ps --all --quiet --no-trunc --filter \"label=$2=$1\"); \
+    [ -z \"$ids\" ] || docker rm --force $ids >/dev/null 2>&1";
+
+/// Starts, once per process, a reaper that removes this process's containers when it dies,
+/// however it dies (SIGKILL included), so a sandbox's code does not outlive `serve` or
+/// `exec`. The reaper is a `sh` outside the container (the code cannot reach it), in its own
+/// process group (a terminal's Ctrl-C to our group does not end it), whose stdin is a pipe
+/// whose write end only this process holds (close-on-exec, never closed while we live): the
+/// kernel closes it when we die, the reaper reads end of file, lists the containers with
+/// our [`OWNER_LABEL`] and removes them (`docker rm --force`: SIGKILL, then removal). It
+/// idles in `read(2)` until then, and also runs at an ordinary exit, when it finds nothing.
+/// When the reaper itself cannot start, or is killed together with us, the bounds left are
+/// each process's RLIMIT_CPU and the next start's [`remove_strays`].
+fn start_reaper() {
+    static WRITER: std::sync::OnceLock<Option<std::process::ChildStdin>> =
+        std::sync::OnceLock::new();
+    WRITER.get_or_init(|| {
+        use std::os::unix::process::CommandExt;
+        let owner = Owner::current().to_string();
+        let mut command = std::process::Command::new("sh");
+        command
+            .arg("-c")
+            .arg(REAPER_SCRIPT)
+            .arg(REAPER_NAME)
+            .arg(&owner)
+            .arg(OWNER_LABEL)
+            .env_clear()
+            .envs(client_env(std::env::vars()))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0);
+        match command.spawn() {
+            // The child is never waited for: it ends only after we do.
+            Ok(mut child) => child.stdin.take(),
+            Err(e) => {
+                tracing::warn!(
+                    "cannot start the container reaper (sh: {e}): if this process is \
+                     killed, its containers run on until RLIMIT_CPU or the next start"
+                );
+                None
+            }
+        }
+    });
+}
+
 /// Write the profile `text` beside the rootfs (content-addressed, written once), or to a
 /// temp file when the cache directory is not writable.
 fn write_profile(
@@ -302,8 +354,9 @@ pub struct DockerBackend {
 
 impl DockerBackend {
     /// A backend for `rootfs`, with RLIMIT_CPU of `cpu_seconds` in each container. Blocking:
-    /// builds the image when it is missing ([`build_image`]), removes containers of dead
-    /// owners ([`remove_strays`]) and writes the seccomp profile once, content-addressed,
+    /// builds the image when it is missing ([`build_image`]), starts this process's reaper
+    /// once ([`start_reaper`]), removes containers of dead owners ([`remove_strays`]) and
+    /// writes the seccomp profile once, content-addressed,
     /// beside the rootfs in its cache directory (`docker-seccomp-<sha256/16>.json`; a
     /// private temp file deleted with the backend when the cache is not writable), so a
     /// killed process leaves no file behind.
@@ -313,6 +366,7 @@ impl DockerBackend {
     /// [`DockerError::Seccomp`] when the profile cannot be written.
     pub fn new(rootfs: &Rootfs, cpu_seconds: u64) -> Result<Self, DockerError> {
         let image = build_image(rootfs)?;
+        start_reaper();
         if let Err(e) = remove_strays() {
             tracing::warn!("{e}");
         }
