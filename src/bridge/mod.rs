@@ -25,6 +25,7 @@ pub use budget::{CallBudget, Taint};
 pub use catalog::names::python_name;
 pub use catalog::{Catalog, CatalogError, Selection, ServerTools};
 pub use refusal::{CallError, Refusal};
+pub use relist::RELIST_INTERVAL;
 pub use upstream::{DEFAULT_ENV, RESTART_COOLDOWN, RemoteSpec, RemoteTransport, ServerSpec};
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -6,11 +6,15 @@
 //! then tells its own client (`notifications/tools/list_changed`, the run_python
 //! description embeds the catalog) and the warm pool replaces sandboxes started with the old
 //! one. A run also re-lists before it starts ([`super::Bridge::refresh`]), waiting for a
-//! re-list in progress, so the next run always sees the new catalog. A new list the catalog
+//! re-list in progress, so the next run always sees the new catalog. A server that sends
+//! the notification in a loop is read at most once per [`RELIST_INTERVAL`] by the task. A new list the catalog
 //! refuses (a name clash) leaves the old one in place, with a warning.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use super::{REFRESH_WAIT, Shared};
 
@@ -54,14 +58,28 @@ impl Shared {
     }
 }
 
-/// Start the task that re-lists as soon as a server says its tools changed. It holds the
-/// bridge only while it re-lists, and ends when the bridge is closed or dropped.
+/// Shortest time between two re-lists of the background task: a server that says
+/// `list_changed` in a loop gets its tools read at most this often (runs still re-list
+/// before they start, [`super::Bridge::refresh`]), and so at most this often a new catalog,
+/// a line in the log and a replaced warm pool.
+pub const RELIST_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Start the task that re-lists when a server says its tools changed: at once, unless the
+/// last re-list began less than [`RELIST_INTERVAL`] ago, then when that interval is over.
+/// Notifications coalesce: whatever arrives while it waits or re-lists is one pending
+/// re-list (one [`tokio::sync::Notify`] permit, one flag per server). It holds the bridge
+/// only while it re-lists, and ends when the bridge is closed or dropped.
 pub(super) fn spawn_relister(shared: &Arc<Shared>) {
     let weak = Arc::downgrade(shared);
     let wake = shared.wake.clone();
     tokio::spawn(async move {
+        let mut last: Option<Instant> = None;
         loop {
             wake.notified().await;
+            if let Some(last) = last {
+                tokio::time::sleep_until(last + RELIST_INTERVAL).await;
+            }
+            last = Some(Instant::now());
             let Some(shared) = weak.upgrade() else {
                 break;
             };

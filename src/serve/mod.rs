@@ -414,8 +414,9 @@ struct CatalogChanges {
 }
 
 impl CatalogChanges {
-    /// Call `notify` once per new generation (several changes close together may be one
-    /// call), until `notify` fails (the client went away) or the bridge is dropped.
+    /// Call `notify` once per new generation, at most once per
+    /// [`crate::bridge::RELIST_INTERVAL`] (changes in between are one call), until `notify`
+    /// fails (the client went away) or the bridge is dropped.
     async fn each<F, Fut>(mut self, notify: F)
     where
         F: Fn() -> Fut,
@@ -432,6 +433,7 @@ impl CatalogChanges {
                 return;
             }
             tracing::info!(generation = now, "told the client its tool list changed");
+            tokio::time::sleep(crate::bridge::RELIST_INTERVAL).await;
         }
     }
 }

@@ -1,6 +1,7 @@
 //! Starting wrapped servers: servers start at once, one that fails leaves the
 //! others working and is retried by later runs, `--strict` keeps all or nothing, a server
-//! without tools starts with none, `list_changed` is read again, and `serve`/`exec` take the
+//! without tools starts with none, `list_changed` is read again (a server sending it in a
+//! loop at most once a second), and `serve`/`exec` take the
 //! server command without `--`.
 
 use std::path::Path;
@@ -190,6 +191,78 @@ async fn list_changed_is_read_again_and_the_next_run_sees_the_new_catalog() {
     assert_eq!(
         bridge.call(&budget, "new_tool", &json!({})).await.unwrap(),
         "new"
+    );
+    bridge.close().await;
+}
+
+#[tokio::test]
+async fn a_server_spamming_list_changed_is_read_again_rarely_and_the_next_run_sees_its_last_tools()
+{
+    // `spam` sends `list_changed` every 2 ms for about 3 s, each time with a new tool list,
+    // then settles on `final_tool`.
+    let tools = |name: &str| {
+        json!([
+            {"name": "spam", "inputSchema": {"type": "object"}},
+            {"name": name, "inputSchema": {"type": "object"}}
+        ])
+    };
+    let mut steps = Vec::new();
+    for n in 0..1200 {
+        steps.push(json!({"set_tools": tools(&format!("tool_{n}"))}));
+        steps.push(json!({"raw": "{\"jsonrpc\": \"2.0\", \"method\": \"notifications/tools/list_changed\"}\n"}));
+        steps.push(json!({"sleep_ms": 2}));
+    }
+    steps.push(json!({"set_tools": tools("final_tool")}));
+    steps.push(json!({"raw": "{\"jsonrpc\": \"2.0\", \"method\": \"notifications/tools/list_changed\"}\n"}));
+    steps.push(json!({"reply": {"content": [{"type": "text", "text": "spammed"}]}}));
+    let dir = tempfile::tempdir().expect("temp dir");
+    let log = dir.path().join("received.log");
+    let scenario = json!({
+        "tools": tools("tool_start"),
+        "log": log,
+        "on": {
+            "tools/call:spam": steps,
+            "tools/call:final_tool": [{"reply": {"content": [{"type": "text", "text": "final"}]}}]
+        }
+    });
+    let path = dir.path().join("spam.json");
+    std::fs::write(&path, scenario.to_string()).expect("write the scenario");
+    let spec = ServerSpec {
+        name: "spam".into(),
+        command: example("scripted_server").display().to_string(),
+        args: vec![path.display().to_string()],
+        ..ServerSpec::default()
+    };
+    let bridge = Bridge::open(vec![entry(spec)], false).await.expect("opens");
+    let before = bridge.generation();
+    let budget = CallBudget::new(10);
+    let started = std::time::Instant::now();
+    assert_eq!(
+        bridge.call(&budget, "spam", &json!({})).await.unwrap(),
+        "spammed"
+    );
+    let spam_seconds = started.elapsed().as_secs();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    bridge.refresh().await;
+    let received = std::fs::read_to_string(&log).expect("read the log");
+    let relists = received.matches("\"tools/list\"").count();
+    // One read at the start, one per RELIST_INTERVAL (1 s) while it spammed, the refresh.
+    assert!(
+        relists <= spam_seconds as usize + 4,
+        "{relists} tools/list in {spam_seconds} s of spam"
+    );
+    assert!(
+        bridge.generation() - before <= spam_seconds + 3,
+        "{} catalogs in {spam_seconds} s of spam",
+        bridge.generation() - before
+    );
+    assert!(bridge.catalog().get("final_tool").is_some());
+    assert_eq!(
+        bridge
+            .call(&budget, "final_tool", &json!({}))
+            .await
+            .unwrap(),
+        "final"
     );
     bridge.close().await;
 }

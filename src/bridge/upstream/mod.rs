@@ -200,7 +200,9 @@ impl ClientHandler for BridgeClient {
     }
 
     async fn on_tool_list_changed(&self, _context: rmcp::service::NotificationContext<RoleClient>) {
-        tracing::info!(server = %self.server, "the server says its tool list changed; it is read again");
+        // One line per re-list is logged (relist.rs), not one per notification: a server
+        // may send them in a loop.
+        tracing::debug!(server = %self.server, "the server says its tool list changed");
         self.tools_changed.set();
     }
 }
