@@ -77,6 +77,9 @@ pub struct CodeModeServer {
     handshake_only: bool,
     /// Cancelled when the process starts shutting down: new runs are refused.
     draining: CancellationToken,
+    /// Cancelled when shutdown cancels the runs left after its grace period: a run
+    /// cancelled then says so ([`CANCELLED_AT_SHUTDOWN`]), not that its client cancelled it.
+    shutdown: CancellationToken,
     /// This session's client, once it has sent `notifications/initialized`: where the
     /// notifications of task runs go ([`tasks`]), which have no request context of their own.
     peer: Arc<std::sync::OnceLock<Peer<RoleServer>>>,
@@ -153,6 +156,7 @@ impl CodeModeServer {
             in_flight: Arc::default(),
             handshake_only: false,
             draining: CancellationToken::new(),
+            shutdown: CancellationToken::new(),
             peer: Arc::default(),
             _session_end: None,
             extension_tasks: sep_tasks::new_manager(),
@@ -238,6 +242,7 @@ impl CodeModeServer {
 
     /// Cancel every run of every session now (shutdown, after its grace period).
     pub fn cancel_all_runs(&self) {
+        self.shutdown.cancel();
         self.disconnected.cancel();
     }
 
@@ -323,13 +328,16 @@ impl CodeModeServer {
             biased;
             () = steering.cancel.cancelled() => {
                 tracing::info!("a queued run was cancelled before it started");
-                return (cancelled_result(), RunOutcome::cancelled);
+                return (cancelled_result(self.cancelled_error()), RunOutcome::cancelled);
             }
             slots = slots => slots,
         };
         let _running = self.metrics.sandbox_running();
         match self.pool.run_steered(code, &self.options, steering).await {
-            Ok(report) => {
+            Ok(mut report) => {
+                if report.result.error.as_deref() == Some(CANCELLED) {
+                    report.result.error = Some(self.cancelled_error().into());
+                }
                 tracing::info!(
                     limits = %report.limits_text(),
                     calls = report.calls,
@@ -351,7 +359,9 @@ impl CodeModeServer {
                 result.meta = Some(rmcp::model::MetaObject(meta));
                 let outcome = match &report.result {
                     r if r.succeeded() => RunOutcome::ok,
-                    r if r.error.as_deref() == Some(CANCELLED) => RunOutcome::cancelled,
+                    r if matches!(r.error.as_deref(), Some(CANCELLED | CANCELLED_AT_SHUTDOWN)) => {
+                        RunOutcome::cancelled
+                    }
                     r if r.stopped => RunOutcome::stopped,
                     _ => RunOutcome::error,
                 };
@@ -450,12 +460,27 @@ impl CodeModeServer {
     }
 }
 
-/// The result of a run cancelled before it started (the client never reads it: rmcp drops
-/// the response to a cancelled request).
-fn cancelled_result() -> CallToolResult {
+/// The error of a run cancelled at shutdown, after the grace period (`--shutdown-grace`).
+pub const CANCELLED_AT_SHUTDOWN: &str = "the run was cancelled because mcp-code-mode is shutting down (its shutdown grace period ended); the sandbox was killed; run it again in a new session";
+
+impl CodeModeServer {
+    /// The error of a cancelled run: [`CANCELLED_AT_SHUTDOWN`] once shutdown cancelled the
+    /// runs left ([`Self::cancel_all_runs`]), else the client's [`CANCELLED`].
+    fn cancelled_error(&self) -> &'static str {
+        if self.shutdown.is_cancelled() {
+            CANCELLED_AT_SHUTDOWN
+        } else {
+            CANCELLED
+        }
+    }
+}
+
+/// The result of a run cancelled before it started, with `error` (the client of a
+/// cancelled request never reads it: rmcp drops the response to a cancelled request).
+fn cancelled_result(error: &str) -> CallToolResult {
     let result = crate::run::RunResult {
         stdout: String::new(),
-        error: Some(CANCELLED.into()),
+        error: Some(error.into()),
         truncated: false,
         stopped: true,
     };

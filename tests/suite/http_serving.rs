@@ -844,6 +844,24 @@ fn sigterm_lets_a_run_in_flight_finish_then_exits() {
 }
 
 #[test]
+fn a_run_cancelled_at_the_end_of_the_shutdown_grace_says_serve_is_shutting_down() {
+    if !native_client_ready() {
+        return;
+    }
+    let mut served = Served::start(&["--shutdown-grace", "1"], None);
+    let client = slow_client(&served, "60");
+    served.terminate();
+    assert!(served.wait_exit(Duration::from_secs(20)).is_some());
+    let out = output_json(client);
+    let error = out["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("shutting down") && !error.contains("by the client"),
+        "{out}\n{}",
+        served.log()
+    );
+}
+
+#[test]
 fn sigterm_cancels_a_run_still_going_after_the_grace_period() {
     if !native_client_ready() {
         return;
