@@ -113,6 +113,8 @@ async fn every_tool_is_kept(via: Via) {
         "any_object",
         "not_json",
         "external_ref",
+        "null_fields",
+        "schema_absent",
     ] {
         assert!(catalog.get(name).is_some(), "{via:?}: {name} was left out");
     }
@@ -179,6 +181,58 @@ async fn every_text_arrives(via: Via) {
     );
     assert_eq!(call("any_object").await.unwrap(), "any", "{via:?}");
     bridge.close().await;
+}
+
+async fn null_or_odd_result_fields_keep_the_text(via: Via) {
+    let (_server, bridge) = open(via).await;
+    let budget = CallBudget::new(20);
+    let call = |tool: &'static str| {
+        let (bridge, budget) = (&bridge, &budget);
+        async move { bridge.call(budget, tool, &json!({})).await }
+    };
+    // `structuredContent`, `isError` and `_meta` all null: dropped, the text is the result.
+    assert_eq!(call("null_fields").await.unwrap(), "the text", "{via:?}");
+    // `content: null` is no blocks; the structured result stands.
+    assert_eq!(call("null_content").await.unwrap(), "{\"n\": 1}", "{via:?}");
+    // A structuredContent that is no object, next to text blocks: the text wins.
+    assert_eq!(
+        call("scalar_structured").await.unwrap(),
+        "the text",
+        "{via:?}"
+    );
+    bridge.close().await;
+}
+
+#[tokio::test]
+async fn a_result_whose_optional_fields_are_null_keeps_its_text() {
+    null_or_odd_result_fields_keep_the_text(Via::Stdio).await;
+}
+
+#[tokio::test]
+async fn a_remote_result_whose_optional_fields_are_null_keeps_its_text() {
+    for via in REMOTE {
+        null_or_odd_result_fields_keep_the_text(via).await;
+    }
+}
+
+#[tokio::test]
+async fn a_tool_whose_input_schema_is_not_an_object_is_left_out_and_the_rest_kept() {
+    for via in [Via::Stdio, Via::HttpJson] {
+        let (_server, bridge) = open(via).await;
+        let catalog = bridge.catalog();
+        for name in [
+            "schema_string",
+            "schema_number",
+            "schema_null",
+            "schema_array",
+        ] {
+            assert!(catalog.get(name).is_none(), "{via:?}: {name} was kept");
+        }
+        // No inputSchema at all is an object schema naming no arguments: kept.
+        assert!(catalog.get("schema_absent").is_some(), "{via:?}");
+        assert!(catalog.get("any_object").is_some(), "{via:?}");
+        bridge.close().await;
+    }
 }
 
 #[tokio::test]

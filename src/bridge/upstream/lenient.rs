@@ -11,6 +11,8 @@
 //!   `assistant`, in any case; a single string is a list of one);
 //! - a `resource_link` with no `name` keeps its URI, which becomes its name;
 //! - a text block whose `text` is a number or boolean keeps it as text;
+//! - a tool result's `null` optional fields are dropped, and a `structuredContent` that is
+//!   no object next to content blocks too ([`call_result`]);
 //! - every other optional field rmcp cannot read is dropped, one field at a time
 //!   ([`keep_readable`]), and the rest is kept; unknown fields are kept as they are (rmcp
 //!   ignores them).
@@ -254,6 +256,27 @@ pub(super) fn content_block(block: &mut Value, hints: &mut Hints) -> bool {
 /// Repair the fields of a `tools/call` result around its content blocks (the blocks are
 /// repaired one by one by the caller).
 pub(super) fn call_result(result: &mut Map<String, Value>, hints: &mut Hints) {
+    // `null` is no value for an optional field: dropped, so `"structuredContent": null`
+    // leaves the text to the content and `"content": null` reads as no blocks.
+    for key in ["content", "structuredContent", "isError", "_meta"] {
+        if result.get(key).is_some_and(Value::is_null) {
+            result.remove(key);
+            hints.note(format!("dropped {key} (null)"));
+        }
+    }
+    // `structuredContent` is a JSON object (MCP 2025-06-18 "Structured Content"); another
+    // value next to content blocks is dropped so the blocks' text is what the code gets.
+    // Without blocks it is kept: it is all the result says.
+    let blocks = result
+        .get("content")
+        .is_some_and(|c| c.as_array().is_none_or(|a| !a.is_empty()));
+    if blocks
+        && let Some(structured) = result.get("structuredContent")
+        && !structured.is_object()
+    {
+        hints.note(format!("dropped structuredContent ({})", kind(structured)));
+        result.remove("structuredContent");
+    }
     booleans(result, &["isError"], "", hints);
     let content = result.insert("content".into(), Value::Array(Vec::new()));
     keep_readable::<CallToolResult>(result, &["content"], "", hints);

@@ -188,15 +188,26 @@ pub(super) fn repair_result(kind: Pending, result: &mut Value) {
                 tools.retain_mut(|tool| {
                     if let Some(obj) = tool.as_object_mut() {
                         // JSON Schema's boolean forms keep their meaning: `false` accepts no
-                        // arguments at all, `true` any; a missing or other value means an
-                        // object with no named arguments (any object).
+                        // arguments at all, `true` any; a missing one means an object with
+                        // no named arguments (any object). Any other value (a string, a
+                        // number, null, an array) is no schema: the tool is left out, since
+                        // what its arguments may be is unknown.
                         let schema = match obj.get("inputSchema") {
                             Some(Value::Object(_)) => None,
                             Some(Value::Bool(false)) => Some(json!({"not": {}})),
                             Some(Value::Bool(true)) => {
                                 Some(json!({"type": "object", "additionalProperties": true}))
                             }
-                            _ => Some(json!({"type": "object"})),
+                            None => Some(json!({"type": "object"})),
+                            Some(other) => {
+                                let name = obj.get("name").and_then(Value::as_str).unwrap_or("");
+                                tracing::warn!(
+                                    "left out the tool {:?}: its inputSchema is {}, not a JSON Schema object",
+                                    crate::bridge::refusal::cap(name, 80),
+                                    json_kind(other)
+                                );
+                                return false;
+                            }
                         };
                         if let Some(schema) = schema {
                             obj.insert("inputSchema".into(), schema);
@@ -229,7 +240,9 @@ pub(super) fn repair_result(kind: Pending, result: &mut Value) {
             hints.log("the initialize answer");
         }
         Pending::CallTool => {
+            let mut hints = Hints::default();
             if let Some(obj) = result.as_object_mut() {
+                lenient::call_result(obj, &mut hints);
                 // An empty result object is a valid, empty result (rmcp's model wants a field).
                 if !["content", "structuredContent", "isError"]
                     .iter()
@@ -237,10 +250,6 @@ pub(super) fn repair_result(kind: Pending, result: &mut Value) {
                 {
                     obj.insert("content".into(), json!([]));
                 }
-            }
-            let mut hints = Hints::default();
-            if let Some(obj) = result.as_object_mut() {
-                lenient::call_result(obj, &mut hints);
             }
             if let Some(Value::Array(blocks)) = result.get_mut("content") {
                 for block in blocks.iter_mut() {
@@ -322,10 +331,10 @@ mod tests {
     }
 
     #[test]
-    fn boolean_input_schemas_keep_their_meaning() {
+    fn boolean_input_schemas_keep_their_meaning_and_a_missing_one_is_any_object() {
         let p = pending_with("1", Pending::ListTools);
         let m = message(decode(
-            json!({"jsonrpc": "2.0", "id": 1, "result": {"tools": [{"name": "none", "inputSchema": false}, {"name": "any", "inputSchema": true}, {"name": "null", "inputSchema": null}]}}),
+            json!({"jsonrpc": "2.0", "id": 1, "result": {"tools": [{"name": "none", "inputSchema": false}, {"name": "any", "inputSchema": true}, {"name": "absent"}]}}),
             &p,
         ));
         let text = serde_json::to_string(&m.unwrap()).unwrap();
@@ -335,6 +344,45 @@ mod tests {
             text.contains(r#""inputSchema":{"type":"object"}"#),
             "{text}"
         );
+    }
+
+    #[test]
+    fn a_tool_whose_input_schema_is_no_object_or_boolean_is_left_out() {
+        let p = pending_with("1", Pending::ListTools);
+        let m = message(decode(
+            json!({"jsonrpc": "2.0", "id": 1, "result": {"tools": [{"name": "s", "inputSchema": "lol"}, {"name": "n", "inputSchema": 42}, {"name": "z", "inputSchema": null}, {"name": "a", "inputSchema": [{}]}, {"name": "kept", "inputSchema": {"type": "object"}}]}}),
+            &p,
+        ));
+        let m = serde_json::to_value(m.unwrap()).unwrap();
+        let names: Vec<&str> = m["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["kept"]);
+    }
+
+    #[test]
+    fn null_optional_fields_of_a_tool_result_are_dropped_and_its_text_kept() {
+        let p = pending_with("2", Pending::CallTool);
+        let m = message(decode(
+            json!({"jsonrpc": "2.0", "id": 2, "result": {"content": [{"type": "text", "text": "hi"}], "structuredContent": null, "isError": null, "_meta": null}}),
+            &p,
+        ));
+        let m = serde_json::to_value(m.unwrap()).unwrap();
+        assert_eq!(
+            m["result"],
+            json!({"content": [{"type": "text", "text": "hi"}]}),
+            "{m}"
+        );
+        let p = pending_with("3", Pending::CallTool);
+        let m = message(decode(
+            json!({"jsonrpc": "2.0", "id": 3, "result": {"content": null}}),
+            &p,
+        ));
+        let m = serde_json::to_value(m.unwrap()).unwrap();
+        assert_eq!(m["result"], json!({"content": []}), "{m}");
     }
 
     #[test]
