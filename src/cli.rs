@@ -143,7 +143,8 @@ struct RunArgs {
     /// Label this tool private (repeatable): after it is called, only private tools work.
     #[arg(long = "private", value_name = "TOOL")]
     private: Vec<String>,
-    /// Pass this variable from our environment to the wrapped server (repeatable).
+    /// Pass this variable from our environment to the wrapped server (repeatable); an unset
+    /// one is an error, as an unset `${VAR}` in a config file is.
     #[arg(long = "env", value_name = "NAME")]
     env: Vec<String>,
     /// Several servers from an `mcpServers` config file (instead of --allow, --private,
@@ -164,6 +165,12 @@ struct RunArgs {
     /// every call.
     #[arg(long, value_name = "SECONDS", default_value_t = crate::limits::CALL_TIMEOUT.as_secs_f64(), value_parser = call_timeout_secs)]
     call_timeout: f64,
+    /// Time each wrapped server may take to start and answer `initialize` and `tools/list`,
+    /// in seconds (above 0, at most 3600); a config entry's `startupTimeout` overrides it
+    /// for that server. `serve` answers its client's `initialize` only once every server
+    /// has started or failed, so a hanging server delays it by this much.
+    #[arg(long, value_name = "SECONDS", default_value_t = crate::bridge::STARTUP_TIMEOUT.as_secs_f64(), value_parser = call_timeout_secs)]
+    startup_timeout: f64,
     /// All or nothing: refuse to start unless every wrapped server starts, and the native
     /// backend unless every layer `doctor` checks is ok (exit 2 with what is not).
     #[arg(long)]
@@ -377,7 +384,7 @@ async fn signalled() {
     until_signal(std::future::pending::<()>()).await;
 }
 
-/// `--call-timeout`: seconds above 0 and at most 3600.
+/// `--call-timeout` and `--startup-timeout`: seconds above 0 and at most 3600.
 fn call_timeout_secs(text: &str) -> Result<f64, String> {
     match text.parse::<f64>() {
         Ok(secs) if secs > 0.0 && secs <= 3600.0 => Ok(secs),
@@ -411,7 +418,8 @@ fn entries(args: &RunArgs) -> anyhow::Result<(Vec<ServerEntry>, Option<AuditOpti
     for name in &args.env {
         match std::env::var(name) {
             Ok(value) => env.push((name.clone(), value)),
-            Err(_) => tracing::warn!("--env {name}: not set in this environment; not passed"),
+            // As an unset `${VAR}` in a config file stops startup (config/vars.rs).
+            Err(_) => bail!("--env {name}: the variable {name} is not set in this environment"),
         }
     }
     let entry = ServerEntry {
@@ -422,6 +430,7 @@ fn entries(args: &RunArgs) -> anyhow::Result<(Vec<ServerEntry>, Option<AuditOpti
             env,
             cwd: None,
             remote: None,
+            startup_timeout: None,
         },
         selection: Selection {
             allow: (!args.allow.is_empty()).then(|| args.allow.clone()),
@@ -442,6 +451,11 @@ fn entries(args: &RunArgs) -> anyhow::Result<(Vec<ServerEntry>, Option<AuditOpti
 
 async fn prepare(args: &RunArgs) -> anyhow::Result<(Arc<Bridge>, Arc<dyn Backend>, RunOptions)> {
     let (mut entries, config_audit) = entries(args)?;
+    let startup_timeout = Duration::try_from_secs_f64(args.startup_timeout)
+        .context("--startup-timeout must be a number of seconds above 0")?;
+    for entry in &mut entries {
+        entry.spec.startup_timeout.get_or_insert(startup_timeout);
+    }
     args.governance.apply(&mut entries);
     // Opened before anything starts: an audit log that cannot be opened stops startup.
     let audit = match args.governance.audit_options().or(config_audit) {

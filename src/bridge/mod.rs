@@ -26,7 +26,9 @@ pub use catalog::names::python_name;
 pub use catalog::{Catalog, CatalogError, Selection, ServerTools};
 pub use refusal::{CallError, Refusal};
 pub use relist::RELIST_INTERVAL;
-pub use upstream::{DEFAULT_ENV, RESTART_COOLDOWN, RemoteSpec, RemoteTransport, ServerSpec};
+pub use upstream::{
+    DEFAULT_ENV, RESTART_COOLDOWN, RemoteSpec, RemoteTransport, STARTUP_TIMEOUT, ServerSpec,
+};
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -85,6 +87,7 @@ impl ServerEntry {
                 env: Vec::new(),
                 cwd: None,
                 remote: None,
+                startup_timeout: None,
             },
             selection: Selection::default(),
             max_result_bytes: None,

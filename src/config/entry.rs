@@ -8,7 +8,8 @@
 //! `private` (`true`, `false` or a list of tool names), `maxResultBytes`, and `timeout`: the
 //! time one call to this server may take, in seconds (Cline's unit), overriding
 //! `--call-timeout`; a value of 1000 or more is read as milliseconds (the unit Claude Code's
-//! configs use). Windsurf's and Roo's
+//! configs use). `startupTimeout`, in the same units, overrides `--startup-timeout`: the
+//! time the server may take to start and answer `initialize` and `tools/list`. Windsurf's and Roo's
 //! `disabledTools` leaves those tools out; `"disabled": true` skips the entry. `readOnly` and
 //! `approve` are governance's ([`super::governance`]).
 //!
@@ -47,6 +48,7 @@ pub(super) const ENTRY_KEYS: &[&str] = &[
     "private",
     "maxResultBytes",
     "timeout",
+    "startupTimeout",
     "readOnly",
     "approve",
 ];
@@ -203,7 +205,8 @@ pub(super) fn parse_entry(
             }
         },
     };
-    let call_timeout = call_timeout(place, map)?;
+    let call_timeout = timeout_field(place, map, "timeout")?;
+    spec.startup_timeout = timeout_field(place, map, "startupTimeout")?;
     Ok(Some(ServerEntry {
         spec,
         selection: Selection {
@@ -224,19 +227,21 @@ pub(super) const TIMEOUT_MILLIS_FROM: f64 = 1000.0;
 /// Longest call timeout, seconds (the longest deadline).
 pub(super) const MAX_CALL_TIMEOUT_SECS: f64 = 3600.0;
 
-/// The entry's `timeout`: seconds, or milliseconds from [`TIMEOUT_MILLIS_FROM`] on.
-fn call_timeout(
+/// The entry's `key` (`timeout`, `startupTimeout`): seconds, or milliseconds from
+/// [`TIMEOUT_MILLIS_FROM`] on; above 0 and at most [`MAX_CALL_TIMEOUT_SECS`] seconds.
+fn timeout_field(
     place: &str,
     map: &Map<String, Value>,
+    key: &str,
 ) -> Result<Option<std::time::Duration>, ConfigError> {
-    let Some(value) = map.get("timeout") else {
+    let Some(value) = map.get(key) else {
         return Ok(None);
     };
     let bad = || {
         invalid(
             place,
             format!(
-                "\"timeout\" must be a number of seconds above 0 and at most {MAX_CALL_TIMEOUT_SECS}"
+                "{key:?} must be a number of seconds above 0 and at most {MAX_CALL_TIMEOUT_SECS}"
             ),
         )
     };
@@ -245,7 +250,7 @@ fn call_timeout(
         .filter(|n| n.is_finite() && *n > 0.0)
         .ok_or_else(bad)?;
     let secs = if number >= TIMEOUT_MILLIS_FROM {
-        tracing::info!("config: {place}: \"timeout\" {number} read as milliseconds");
+        tracing::info!("config: {place}: {key:?} {number} read as milliseconds");
         number / 1000.0
     } else {
         number

@@ -115,6 +115,28 @@ fn timeout_is_seconds_below_a_thousand_and_milliseconds_from_there() {
 }
 
 #[test]
+fn start_up_timeout_is_read_like_timeout_and_is_unset_without_the_key() {
+    let parsed = |entry: &str| {
+        let text = format!(r#"{{"mcpServers": {{"s": {{"command": "x"{entry}}}}}}}"#);
+        parse_with(&text, &env).map(|c| c.servers[0].spec.startup_timeout)
+    };
+    assert_eq!(parsed("").unwrap(), None);
+    assert_eq!(
+        parsed(r#", "startupTimeout": 5"#).unwrap(),
+        Some(std::time::Duration::from_secs(5))
+    );
+    assert_eq!(
+        parsed(r#", "startupTimeout": 1500"#).unwrap(),
+        Some(std::time::Duration::from_millis(1500))
+    );
+    let error = parsed(r#", "startupTimeout": 0"#).unwrap_err().to_string();
+    assert!(
+        error.contains("\"startupTimeout\" must be a number of seconds"),
+        "{error}"
+    );
+}
+
+#[test]
 fn a_cursor_config_reads_its_env_file_and_a_url_without_type() {
     let c = fixture("cursor.json");
     let memory = server(&c, "memory");

@@ -68,6 +68,7 @@ impl Scenario {
             env: Vec::new(),
             cwd: None,
             remote: None,
+            startup_timeout: None,
         }
     }
 }

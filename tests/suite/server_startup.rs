@@ -267,6 +267,77 @@ async fn a_server_spamming_list_changed_is_read_again_rarely_and_the_next_run_se
     bridge.close().await;
 }
 
+#[tokio::test]
+async fn serve_answers_initialize_within_its_startup_timeout_when_a_wrapped_server_hangs() {
+    use rmcp::ServiceExt;
+    if !require(native_available(), "user namespaces are not available here") {
+        return;
+    }
+    let toy = super::common::toy();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = dir.path().join("servers.json");
+    let text = json!({"mcpServers": {
+        "good": {"command": toy[0], "args": &toy[1..]},
+        "hangs": {"command": "/bin/sleep", "args": ["1000"]},
+    }});
+    std::fs::write(&config, text.to_string()).expect("write the config");
+    let config = config.display().to_string();
+    let mut serve = spawn_serve([
+        "serve",
+        "--pool",
+        "0",
+        "--startup-timeout",
+        "2",
+        "--config",
+        &config,
+    ]);
+    let pipes = (
+        serve.stdout.take().expect("stdout"),
+        serve.stdin.take().expect("stdin"),
+    );
+    let started = std::time::Instant::now();
+    let client = tokio::time::timeout(Duration::from_secs(30), ().serve(pipes))
+        .await
+        .expect("initialize answered within 30 s, not after the default 60 s")
+        .expect("initialize");
+    let waited = started.elapsed();
+    // 2 s of startup timeout, plus the toy server's start on a loaded machine.
+    assert!(
+        waited < Duration::from_secs(20),
+        "initialize took {waited:?}"
+    );
+    let tools = client.list_all_tools().await.expect("tools/list");
+    let description = tools
+        .first()
+        .and_then(|t| t.description.clone())
+        .unwrap_or_default();
+    assert!(description.contains("good__add"), "{description}");
+    client.cancel().await.expect("close the client");
+}
+
+#[test]
+fn an_env_option_naming_an_unset_variable_stops_startup_naming_it() {
+    let out = std::process::Command::new(bin())
+        .args([
+            "exec",
+            "--env",
+            "MCP_CODE_MODE_TEST_NEVER_SET",
+            "--code",
+            "print(1)",
+        ])
+        .arg("--")
+        .args(super::common::toy())
+        .env_remove("MCP_CODE_MODE_TEST_NEVER_SET")
+        .output()
+        .expect("run exec");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("MCP_CODE_MODE_TEST_NEVER_SET is not set"),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn serve_tells_its_client_when_the_wrapped_tools_change() {
     if !native_client_ready() {

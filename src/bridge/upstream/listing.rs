@@ -3,7 +3,7 @@
 use rmcp::model::Tool;
 
 use super::tasks::{self, TaskTools};
-use super::{CLOSE_GRACE, Live, MAX_TOOL_PAGES, STARTUP_TIMEOUT, ServerSpec, UpstreamError};
+use super::{CLOSE_GRACE, Live, MAX_TOOL_PAGES, ServerSpec, UpstreamError};
 
 /// The server's whole tool list, read by rmcp; for a remote server, the task support of its
 /// tools is then read from the raw list (rmcp's `Tool` drops it; `tasks.rs`), which a
@@ -16,7 +16,7 @@ pub(super) async fn list_all(
     let tools = list_pages(spec, live).await?;
     if spec.remote.is_some() {
         let discover = tasks::discover_task_support(&live.raw, task_tools, &spec.name);
-        if tokio::time::timeout(STARTUP_TIMEOUT, discover)
+        if tokio::time::timeout(spec.startup_wait(), discover)
             .await
             .is_err()
         {
@@ -35,7 +35,7 @@ async fn list_pages(spec: &ServerSpec, live: &Live) -> Result<Vec<Tool>, Upstrea
         let params = cursor
             .clone()
             .map(|c| rmcp::model::PaginatedRequestParams::default().with_cursor(Some(c)));
-        let listed = tokio::time::timeout(STARTUP_TIMEOUT, peer.list_tools(params));
+        let listed = tokio::time::timeout(spec.startup_wait(), peer.list_tools(params));
         let died = async {
             live.reason.closed().await;
             tokio::time::sleep(CLOSE_GRACE).await;

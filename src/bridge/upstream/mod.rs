@@ -59,8 +59,9 @@ use self::tasks::{RawRequests, TaskTools};
 pub(crate) use self::tools_changed::ToolsChanged;
 use self::transport::{CloseReason, ReaderTask, line_transport};
 
-/// Time allowed for a server to start and answer `initialize` and `tools/list`.
-pub(crate) const STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
+/// Default time allowed for a server to start and answer `initialize` and `tools/list`
+/// (`--startup-timeout`; a config entry's `startupTimeout`): [`ServerSpec::startup_timeout`].
+pub const STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
 /// Least time between two restarts of a server that died.
 pub const RESTART_COOLDOWN: Duration = Duration::from_secs(2);
 /// Pages of `tools/list` read at most (a server that never stops paging is cut off).
@@ -92,6 +93,17 @@ pub struct ServerSpec {
     /// A remote server: reached at this URL instead of started (`command`, `args`, `env`
     /// and `cwd` are then empty and unused).
     pub remote: Option<RemoteSpec>,
+    /// Time allowed to start and answer `initialize` and each `tools/list` page; `None`:
+    /// [`STARTUP_TIMEOUT`]. A client's `initialize` of `serve` waits for every server's
+    /// start, so for the slowest of these.
+    pub startup_timeout: Option<Duration>,
+}
+
+impl ServerSpec {
+    /// [`Self::startup_timeout`], or [`STARTUP_TIMEOUT`] when it is not set.
+    pub fn startup_wait(&self) -> Duration {
+        self.startup_timeout.unwrap_or(STARTUP_TIMEOUT)
+    }
 }
 
 /// A remote server's address.
@@ -587,13 +599,14 @@ async fn connect(
         reason.closed().await;
         tokio::time::sleep(CLOSE_GRACE).await;
     };
-    let handshake = tokio::time::timeout(STARTUP_TIMEOUT, client.serve(transport));
+    let startup = spec.startup_wait();
+    let handshake = tokio::time::timeout(startup, client.serve(transport));
     let outcome = tokio::select! {
         biased;
         outcome = handshake => match outcome {
             Ok(Ok(session)) => Ok(session),
             Ok(Err(e)) => Err(reason.get().unwrap_or_else(|| e.to_string())),
-            Err(_) => Err(format!("no answer within {} s", STARTUP_TIMEOUT.as_secs())),
+            Err(_) => Err(format!("no answer within {} s", startup.as_secs_f64())),
         },
         () = died => Err(reason.get().unwrap_or_else(|| "the connection ended".to_owned())),
     };

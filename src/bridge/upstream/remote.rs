@@ -19,9 +19,7 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 
 use super::lenient_http::LenientHttpClient;
 use super::tasks::RawRequests;
-use super::{
-    BridgeClient, RemoteSpec, RemoteTransport, STARTUP_TIMEOUT, ServerSpec, UpstreamError,
-};
+use super::{BridgeClient, RemoteSpec, RemoteTransport, ServerSpec, UpstreamError};
 use crate::bridge::upstream::transport::MAX_SERVER_LINE_BYTES;
 
 /// Largest response body or SSE event read from a remote server, in bytes (the same bound
@@ -42,7 +40,7 @@ fn failed(spec: &ServerSpec, why: String) -> UpstreamError {
 ///
 /// # Errors
 /// [`UpstreamError::Session`] naming the server and why (a refused header, a legacy SSE
-/// endpoint, no answer within [`STARTUP_TIMEOUT`], an HTTP or protocol error).
+/// endpoint, no answer within [`ServerSpec::startup_wait`], an HTTP or protocol error).
 pub(super) async fn connect(
     spec: &ServerSpec,
     remote: &RemoteSpec,
@@ -76,7 +74,8 @@ pub(super) async fn connect(
         .map_err(|e| failed(spec, format!("cannot set up an HTTP client: {e}")))?;
     let raw = RawRequests::over_http(client_http.raw(headers));
     let transport = StreamableHttpClientTransport::with_client(client_http, config);
-    match tokio::time::timeout(STARTUP_TIMEOUT, client.serve(transport)).await {
+    let startup = spec.startup_wait();
+    match tokio::time::timeout(startup, client.serve(transport)).await {
         Ok(Ok(session)) => Ok((session, raw)),
         Ok(Err(e)) => Err(failed(
             spec,
@@ -84,7 +83,7 @@ pub(super) async fn connect(
         )),
         Err(_) => Err(failed(
             spec,
-            format!("no answer within {} s", STARTUP_TIMEOUT.as_secs()),
+            format!("no answer within {} s", startup.as_secs_f64()),
         )),
     }
 }
