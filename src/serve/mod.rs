@@ -18,6 +18,7 @@ mod session;
 mod stdio;
 mod task_approval;
 mod tasks;
+mod unreadable;
 
 use std::sync::Arc;
 

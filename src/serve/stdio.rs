@@ -5,10 +5,14 @@
 //! - rmcp's `initialize` answer gets the `tasks` capability and its `tools/list` answer
 //!   marks run_python `execution.taskSupport: "optional"`.
 //!
-//! Every other line passes unchanged, so rmcp's own handling of bad input holds. A line up
-//! to [`INSPECT_LINE_BYTES`] is read whole before it is passed on; a longer one streams
-//! through as it arrives (it cannot be a task request). The end of the client's input (or a
-//! read error) cancels every run at once, so the service ends without waiting for them.
+//! - a line serde_json cannot read gets `-32700 Parse error`, and a line over
+//!   [`INSPECT_LINE_BYTES`] (rmcp's own line cap) `-32600 Invalid Request`, each with the
+//!   line's id when it can be read, else `null` ([`super::unreadable`]); rmcp would drop
+//!   them without an answer and leave the client waiting. A too long line is skipped as it
+//!   arrives, never held whole.
+//!
+//! Every other line passes unchanged. The end of the client's input (or a read error)
+//! cancels every run at once, so the service ends without waiting for them.
 
 use std::time::Duration;
 
@@ -20,10 +24,11 @@ use tokio_util::sync::CancellationToken;
 
 use super::CodeModeServer;
 use super::tasks::{Tasks, is_task_message, patch_answer};
+use super::unreadable::{INVALID_REQUEST, PARSE_ERROR, error_answer, unreadable};
 use crate::lines::{LineRead, read_line};
 
-/// Longest client line looked at for task requests, in bytes (a task-augmented call carries
-/// the code).
+/// Longest client line, in bytes (rmcp's own cap on a line); a longer one is answered with
+/// an error and skipped.
 pub(super) const INSPECT_LINE_BYTES: usize = 16 * 1024 * 1024;
 /// Buffer of the pipes between this layer and rmcp.
 const PIPE_BYTES: usize = 64 * 1024;
@@ -109,17 +114,35 @@ async fn read_client<R: AsyncRead + Unpin>(
                     });
                     continue;
                 }
+                if !line.trim_ascii().is_empty()
+                    && let Some(why) = unreadable(&line)
+                {
+                    tracing::warn!(
+                        "a client line is not JSON serde can read ({why}); answered -32700"
+                    );
+                    let _ = replies.send(error_answer(
+                        &line,
+                        PARSE_ERROR,
+                        &format!("Parse error: {why}"),
+                    ));
+                    continue;
+                }
                 line.push(b'\n');
                 if to_rmcp.write_all(&line).await.is_err() {
                     break;
                 }
             }
             Ok(LineRead::TooLong) => {
-                if to_rmcp.write_all(&line).await.is_err()
-                    || pass_rest_of_line(&mut reader, &mut to_rmcp).await.is_err()
-                {
+                let why = format!(
+                    "Invalid Request: the line is over {} MiB, the cap on one message",
+                    INSPECT_LINE_BYTES >> 20
+                );
+                tracing::warn!("a client line is over the cap; answered -32600 and skipped it");
+                let answer = error_answer(&line, INVALID_REQUEST, &why);
+                if skip_rest_of_line(&mut reader).await.is_err() {
                     break;
                 }
+                let _ = replies.send(answer);
             }
             Ok(LineRead::Eof { .. }) | Err(_) => break,
         }
@@ -129,11 +152,8 @@ async fn read_client<R: AsyncRead + Unpin>(
     let _ = to_rmcp.shutdown().await;
 }
 
-/// Copy what is left of the current line, its `\n` included, from `reader` to `out`.
-async fn pass_rest_of_line<R: AsyncRead + Unpin>(
-    reader: &mut BufReader<R>,
-    out: &mut DuplexStream,
-) -> std::io::Result<()> {
+/// Read past what is left of the current line, its `\n` included.
+async fn skip_rest_of_line<R: AsyncRead + Unpin>(reader: &mut BufReader<R>) -> std::io::Result<()> {
     loop {
         let available = reader.fill_buf().await?;
         if available.is_empty() {
@@ -143,7 +163,6 @@ async fn pass_rest_of_line<R: AsyncRead + Unpin>(
             Some(at) => (at + 1, true),
             None => (available.len(), false),
         };
-        out.write_all(&available[..len]).await?;
         reader.consume(len);
         if ended {
             return Ok(());

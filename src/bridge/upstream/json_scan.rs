@@ -5,7 +5,7 @@ use serde_json::Value;
 
 /// The value of the top-level `"id"` member of a JSON object's text, read without parsing
 /// the rest (which may be invalid or too deep).
-pub(super) fn top_level_id(bytes: &[u8]) -> Option<Value> {
+pub(crate) fn top_level_id(bytes: &[u8]) -> Option<Value> {
     let mut depth = 0usize;
     let mut i = 0;
     while i < bytes.len() {

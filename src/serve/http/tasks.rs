@@ -18,6 +18,8 @@
 //! - the answers to `initialize` and `tools/list` (a JSON body or an SSE stream that ends
 //!   with the answer) get the `tasks` capability and run_python's
 //!   `execution.taskSupport: "optional"`;
+//! - a JSON body serde_json cannot read gets `400` with a JSON-RPC `-32700 Parse error`
+//!   response ([`parse_error`]), where rmcp would answer `415`;
 //! - everything else goes to rmcp unchanged (the body is read, up to the body cap, and
 //!   handed on whole).
 //!
@@ -143,7 +145,11 @@ pub(crate) async fn route(
         )
             .into_response();
     };
-    let message = serde_json::from_slice::<Value>(&bytes).ok();
+    let message = match serde_json::from_slice::<Value>(&bytes) {
+        Ok(message) => Some(message),
+        Err(e) if is_json(&parts.headers) => return parse_error(&bytes, &e),
+        Err(_) => None,
+    };
     let session = parts
         .headers
         .get("mcp-session-id")
@@ -182,6 +188,34 @@ pub(crate) async fn route(
         (Some(_), Some(_), Some("tools/list")) => patched(next.run(request).await).await,
         _ => next.run(request).await,
     }
+}
+
+/// Whether the request says its body is JSON (`Content-Type: application/json`, parameters
+/// allowed); other media types are left to rmcp, which answers `415`.
+fn is_json(headers: &axum::http::HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|essence| essence.trim().eq_ignore_ascii_case("application/json"))
+}
+
+/// `400 Bad Request` with the JSON-RPC `-32700 Parse error` response to a JSON body that
+/// serde_json cannot read (bad syntax, a lone surrogate escape), carrying the body's id when
+/// it can be read ([`crate::serve::unreadable`]); rmcp would answer `415`.
+fn parse_error(body: &[u8], error: &serde_json::Error) -> Response {
+    tracing::warn!("a request body is not JSON serde can read ({error}); answered -32700");
+    let answer = crate::serve::unreadable::error_answer(
+        body,
+        crate::serve::unreadable::PARSE_ERROR,
+        &format!("Parse error: {error}"),
+    );
+    (
+        StatusCode::BAD_REQUEST,
+        [(header::CONTENT_TYPE, "application/json")],
+        answer.to_string(),
+    )
+        .into_response()
 }
 
 /// A `ping` with the headers of `request` (a task request), for rmcp to check first: the
