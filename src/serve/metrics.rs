@@ -8,7 +8,7 @@
 //! | `runs_total` | counter | `outcome`: `ok`, `error` (raised), `stopped`, `cancelled`, `failed_to_start` |
 //! | `run_duration_seconds` | histogram | (buckets 0.05 s to 600 s) |
 //! | `tool_calls_total` | counter | `server`, `outcome`: `ok`, `tool_error`, `refused`, `host_fault` |
-//! | `refusals_total` | counter | `reason`: `unauthorized`, `origin`, `session_cap`, or a refused call's kind (`outside_schema`, `private_only`, `budget_spent`, ...) |
+//! | `refusals_total` | counter | `reason`: `unauthorized`, `origin`, `host`, `body_too_large`, `session_cap`, or a refused call's kind (`outside_schema`, `private_only`, `budget_spent`, ...) |
 //! | `sandboxes_running` | gauge | |
 //! | `sandboxes_pooled` | gauge | (idle warm sandboxes, read at each scrape) |
 //! | `server_restarts_total` | counter | `server` (read at each scrape) |
@@ -65,8 +65,12 @@ pub enum CallOutcome {
 pub enum RefusalReason {
     /// No or a wrong bearer token (HTTP 401).
     unauthorized,
-    /// An `Origin` or `Host` header that is not allowed (HTTP 403).
+    /// An `Origin` header that is not allowed (HTTP 403).
     origin,
+    /// A `Host` header that is not allowed (HTTP 403).
+    host,
+    /// A request body over `--http-max-body` (HTTP 413).
+    body_too_large,
     /// A new session while the session cap is reached (HTTP 503).
     session_cap,
 }
@@ -76,6 +80,8 @@ impl RefusalReason {
         match self {
             Self::unauthorized => "unauthorized",
             Self::origin => "origin",
+            Self::host => "host",
+            Self::body_too_large => "body_too_large",
             Self::session_cap => "session_cap",
         }
     }

@@ -489,10 +489,36 @@ fn a_foreign_origin_gets_403_and_an_allowed_origin_passes() {
     let (status, text) = served.initialize(&[("Host", "evil.example")]);
     assert!(status == 403 || status == 400, "{text}");
     let metrics = served.metrics();
-    assert!(
-        sample(&metrics, "mcp_code_mode_refusals_total{reason=\"origin\"}") >= Some(2.0),
+    assert_eq!(
+        sample(&metrics, "mcp_code_mode_refusals_total{reason=\"origin\"}"),
+        Some(2.0),
         "{metrics}"
     );
+}
+
+#[test]
+fn host_header_and_oversized_body_refusals_are_counted_under_their_own_reasons() {
+    let served = Served::start(&["--http-max-body", "2048"], Some(TOKEN));
+    let (status, text) = served.initialize(&[("Host", "evil.example")]);
+    assert_eq!(status, 403, "{text}");
+    let bearer = format!("Bearer {TOKEN}");
+    let headers = [
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+        ("Authorization", bearer.as_str()),
+    ];
+    let (status, text) = served.request("POST", "/mcp", &headers, &"x".repeat(4096));
+    assert_eq!(status, 413, "{text}");
+    let metrics = served.metrics();
+    let count = |reason: &str| {
+        sample(
+            &metrics,
+            &format!("mcp_code_mode_refusals_total{{reason=\"{reason}\"}}"),
+        )
+    };
+    assert_eq!(count("host"), Some(1.0), "{metrics}");
+    assert_eq!(count("body_too_large"), Some(1.0), "{metrics}");
+    assert_eq!(count("origin").unwrap_or(0.0), 0.0, "{metrics}");
 }
 
 #[test]

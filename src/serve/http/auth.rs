@@ -78,7 +78,16 @@ impl BearerToken {
     ///
     /// # Errors
     /// [`TokenError`].
+    /// A file that the group or others may read draws a warning naming its mode (not a
+    /// refusal: a Kubernetes secret volume mounts files 0644 by default, inside a pod
+    /// where no other user reads them).
     pub(crate) fn from_file(path: &Path) -> Result<Self, TokenError> {
+        if let Some(mode) = readable_by_others(path) {
+            tracing::warn!(
+                "the token file {} has mode {mode:04o}: its group or other users can read the token; `chmod 600` it",
+                path.display()
+            );
+        }
         let text = std::fs::read_to_string(path).map_err(|error| TokenError::Read {
             path: path.display().to_string(),
             error,
@@ -91,6 +100,13 @@ impl BearerToken {
         let digest: [u8; 32] = Sha256::digest(presented).into();
         digest.ct_eq(&self.digest).into()
     }
+}
+
+/// The permission bits of `path` when its group or other users may read it.
+fn readable_by_others(path: &Path) -> Option<u32> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(path).ok()?.permissions().mode() & 0o7777;
+    (mode & 0o044 != 0).then_some(mode)
 }
 
 /// What an `Authorization` header value says, against `token`.
@@ -179,6 +195,23 @@ mod tests {
         );
         assert_eq!(check(&t, Some(b"0123456789abcdef0123")), Verdict::Missing);
         assert_eq!(check(&t, None), Verdict::Missing);
+    }
+
+    #[test]
+    fn a_token_file_its_group_or_others_can_read_is_noticed() {
+        use std::os::unix::fs::PermissionsExt;
+        let file = tempfile::NamedTempFile::new().unwrap();
+        let set = |mode| {
+            std::fs::set_permissions(file.path(), std::fs::Permissions::from_mode(mode)).unwrap();
+        };
+        set(0o644);
+        assert_eq!(readable_by_others(file.path()), Some(0o644));
+        set(0o640);
+        assert_eq!(readable_by_others(file.path()), Some(0o640));
+        set(0o600);
+        assert_eq!(readable_by_others(file.path()), None);
+        set(0o400);
+        assert_eq!(readable_by_others(file.path()), None);
     }
 
     #[test]

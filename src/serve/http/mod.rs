@@ -283,9 +283,25 @@ async fn guard(State(shared): State<Arc<Shared>>, request: Request, next: Next) 
     }
     let closes_session = request.method() == Method::DELETE && request.uri().path() == MCP_PATH;
     let response = next.run(request).await;
-    if response.status() == StatusCode::FORBIDDEN {
-        metrics.refused(RefusalReason::origin);
-    }
+    let response = match response.status() {
+        StatusCode::FORBIDDEN => {
+            let (parts, body) = response.into_parts();
+            // rmcp's 403 names the header it refused ("Host header is not allowed").
+            let text = axum::body::to_bytes(body, 4096).await.unwrap_or_default();
+            let host = text.windows(4).any(|w| w == b"Host");
+            metrics.refused(if host {
+                RefusalReason::host
+            } else {
+                RefusalReason::origin
+            });
+            Response::from_parts(parts, axum::body::Body::from(text))
+        }
+        StatusCode::PAYLOAD_TOO_LARGE => {
+            metrics.refused(RefusalReason::body_too_large);
+            response
+        }
+        _ => response,
+    };
     if closes_session && response.status() == StatusCode::ACCEPTED {
         // rmcp 3.11 answers a closed session with a hard-coded `202 Accepted`; the MCP
         // Python SDK takes only 200 or 204 as success. The session is closed by then, so
