@@ -106,7 +106,10 @@ impl PendingRecord<'_> {
     fn record(&self, log: &AuditLog, reason: Option<String>) -> Record {
         let (server, tool) = match &self.trace.target {
             Some((server, tool)) => (Some(server.clone()), tool.clone()),
-            None => (None, self.py_name.to_owned()),
+            None => (
+                None,
+                crate::governance::audit::recorded_tool_name(self.py_name),
+            ),
         };
         let approval = match (self.trace.asking, &self.trace.approval) {
             (Some(asked), _) => Some(Approval {

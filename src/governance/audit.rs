@@ -244,12 +244,16 @@ impl AuditLog {
 
     /// The `args` field of a call record for these arguments, as `--audit-args` says.
     pub fn args_field(&self, args: &Value) -> Option<Value> {
+        let digest = || {
+            let bytes = serde_json::to_vec(args).unwrap_or_default();
+            serde_json::json!({"sha256": sha256_hex(&bytes), "bytes": bytes.len()})
+        };
         match self.options.args {
+            // Arguments over the size the bridge takes (refused for it) are the code's to
+            // make as large as a protocol line: their digest keeps the record small.
+            ArgsMode::Full if args_size(args) > crate::limits::MAX_ARGS_BYTES => Some(digest()),
             ArgsMode::Full => Some(args.clone()),
-            ArgsMode::Digest => {
-                let bytes = serde_json::to_vec(args).unwrap_or_default();
-                Some(serde_json::json!({"sha256": sha256_hex(&bytes), "bytes": bytes.len()}))
-            }
+            ArgsMode::Digest => Some(digest()),
             ArgsMode::Off => None,
         }
     }
@@ -257,6 +261,23 @@ impl AuditLog {
     /// The `code` field of a run record, as `--audit-code` says.
     pub fn code_field(&self, code: &str) -> Option<String> {
         self.options.code.then(|| code.to_owned())
+    }
+}
+
+/// Bytes of `args` as compact JSON.
+fn args_size(args: &Value) -> usize {
+    serde_json::to_vec(args).map_or(usize::MAX, |bytes| bytes.len())
+}
+
+/// Longest tool name a call record keeps, in characters: a name the code made up (no known
+/// tool) can be as long as a protocol line.
+pub(crate) const MAX_RECORDED_TOOL_CHARS: usize = 200;
+
+/// `name` cut to [`MAX_RECORDED_TOOL_CHARS`] characters, `…` marking a cut.
+pub(crate) fn recorded_tool_name(name: &str) -> String {
+    match name.char_indices().nth(MAX_RECORDED_TOOL_CHARS) {
+        Some((at, _)) => format!("{}…", &name[..at]),
+        None => name.to_owned(),
     }
 }
 

@@ -134,6 +134,28 @@ fn arguments_are_recorded_in_full_as_a_digest_or_not_at_all() {
 }
 
 #[test]
+fn what_the_code_can_make_as_large_as_a_line_is_recorded_bounded() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut options = AuditOptions::new(dir.path().join("a"));
+    options.args = ArgsMode::Full;
+    let log = AuditLog::open(options).unwrap();
+    let small = serde_json::json!({"text": "x".repeat(100)});
+    assert_eq!(log.args_field(&small), Some(small.clone()));
+    let large = serde_json::json!({"text": "x".repeat(crate::limits::MAX_ARGS_BYTES)});
+    let recorded = log.args_field(&large).unwrap();
+    assert_eq!(recorded["bytes"], crate::limits::MAX_ARGS_BYTES + 11);
+    assert!(recorded["sha256"].is_string());
+    let name = "n".repeat(500_000);
+    let cut = recorded_tool_name(&name);
+    assert_eq!(cut.chars().count(), MAX_RECORDED_TOOL_CHARS + 1);
+    assert!(cut.ends_with('…'));
+    assert_eq!(
+        recorded_tool_name("é".repeat(200).as_str()),
+        "é".repeat(200)
+    );
+}
+
+#[test]
 fn a_call_record_names_its_verdict_approval_and_result() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("audit.jsonl");

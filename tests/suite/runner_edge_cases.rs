@@ -9,7 +9,7 @@
 //! cell is stopped (deadline, protocol violation, memory); a runner that exits by itself or
 //! refuses a host line; dunder-named tools; forged lines: a `done` past the output cap or
 //! denying truncation, calls after a `done`, lines written while a held sandbox runs no cell,
-//! a forged `began`; a flood of refused calls.
+//! a forged `began`; a flood of refused calls; forged calls in the audit log.
 //!
 //! Each forged-line test was checked to fail with its rule taken out of the host: the
 //! truncated flag taken from the `done` alone (the forged-done test); reading on after a
@@ -55,6 +55,7 @@ crate::on_both_backends!(
     lines_written_while_no_cell_runs_discard_a_held_sandbox,
     a_forged_began_does_not_open_a_cell,
     a_flood_of_refused_calls_stops_the_run,
+    the_audit_log_records_forged_calls_bounded,
 );
 
 fn an_error_holding_lone_surrogates_keeps_what_was_printed(backend: &str) {
@@ -505,4 +506,46 @@ fn a_flood_of_refused_calls_stops_the_run(backend: &str) {
             "{r:?}"
         );
     }
+}
+
+fn the_audit_log_records_forged_calls_bounded(backend: &str) {
+    // A made-up tool name as long as a line may be, and arguments far over the 16 KiB the
+    // bridge takes, even with --audit-args full: each record stays small.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let audit = dir.path().join("audit.jsonl");
+    let code = format!(
+        "import json, os, time\nfd = {RUNNER_CHANNEL}.PROTO_OUT\n\
+         for i, (tool, args) in enumerate([('n' * 500000, {{}}), ('echo', {{'text': 'x' * 500000}})]):\n\
+         \x20   os.write(fd, (json.dumps({{'type': 'call', 'id': 10 + i, 'tool': tool, 'args': args}}) + '\\n').encode())\n\
+         time.sleep(2)\nprint(await echo({{'text': 'after'}}))"
+    );
+    let r = run(
+        backend,
+        &code,
+        &[
+            "--audit",
+            &audit.display().to_string(),
+            "--audit-args",
+            "full",
+        ],
+    );
+    assert_eq!(r.printed(), "after\n", "{r:?}");
+    let log = std::fs::read_to_string(&audit).expect("the audit log");
+    assert!(log.len() < 8 * 1024, "{} bytes: {log:.2000}", log.len());
+    let calls: Vec<serde_json::Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON record"))
+        .filter(|r: &serde_json::Value| r["kind"] == "call")
+        .collect();
+    assert_eq!(calls.len(), 3, "{log}");
+    assert_eq!(
+        calls[0]["tool"].as_str().map(|t| t.chars().count()),
+        Some(201)
+    );
+    assert_eq!(calls[1]["args"]["bytes"], 500_011, "{log}");
+    assert_eq!(
+        calls[2]["args"],
+        serde_json::json!({"text": "after"}),
+        "{log}"
+    );
 }
