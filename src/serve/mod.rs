@@ -5,10 +5,13 @@
 //! run slots at once, see [`session`]; more calls wait their turn)
 //! and returns the result object `{"stdout", "error", "truncated", "stopped"}` as JSON text
 //! and as `structuredContent`; a run that raised or was stopped is a normal tool result with
-//! `isError: true` (a JSON-RPC error is kept for malformed requests: an unknown tool name or
-//! arguments without a string `code`).
+//! `isError: true` (a JSON-RPC error is kept for malformed requests: an unknown tool name,
+//! arguments without a string `code`, or with any other argument: [`run_python_code`]).
 
 pub mod description;
+
+mod arguments;
+pub(crate) use arguments::run_python_code;
 pub(crate) mod http;
 mod metrics;
 mod progress;
@@ -621,14 +624,8 @@ impl ServerHandler for CodeModeServer {
                 None,
             ));
         }
-        let code = request
-            .arguments
-            .as_ref()
-            .and_then(|a| a.get("code"))
-            .and_then(Value::as_str)
-            .ok_or_else(|| {
-                McpError::invalid_params("run_python needs a string argument \"code\"", None)
-            })?;
+        let code = run_python_code(request.arguments.as_ref())
+            .map_err(|why| McpError::invalid_params(why, None))?;
         if self.draining.is_cancelled() {
             return Ok(CallToolResponse::Complete(CallToolResult::error(vec![
                 ContentBlock::text(

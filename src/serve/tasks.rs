@@ -190,12 +190,8 @@ impl Tasks {
                 format!("unknown tool {name:?}; the only tool is {TOOL_NAME}"),
             ));
         }
-        let Some(code) = params.pointer("/arguments/code").and_then(Value::as_str) else {
-            return Err((
-                INVALID_PARAMS,
-                "run_python needs a string argument \"code\"".into(),
-            ));
-        };
+        let code = super::run_python_code(params.get("arguments").and_then(Value::as_object))
+            .map_err(|why| (INVALID_PARAMS, why))?;
         let progress_token = params
             .pointer("/_meta/progressToken")
             .cloned()

@@ -198,10 +198,11 @@ fn variant_name(member: &Value, index: usize) -> String {
     }
 }
 
-/// One line: whitespace runs become one space, cut at `max` characters with `…`.
+/// One line: whitespace runs become one space, cut at `max` characters with `…`, control
+/// and format characters escaped.
 fn one_line(text: &str, max: usize) -> String {
     let joined = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    crate::bridge::refusal::cap(&joined, max)
+    crate::sandbox::escape_controls(&crate::bridge::refusal::cap(&joined, max))
 }
 
 /// Lines for the properties of `schema` at `indent`, `level` levels below the parameters.

@@ -22,6 +22,8 @@ use crate::pyjson;
 
 /// Parameters listed in one stub before `... (N more)`.
 pub(super) const MAX_PARAMS: usize = 50;
+use crate::sandbox::escape_controls;
+
 /// Longest short description in a summary line, in characters.
 pub(super) const MAX_SUMMARY_CHARS: usize = 200;
 
@@ -57,14 +59,15 @@ pub(super) fn cut_bytes(text: &str, max: usize) -> &str {
 }
 
 /// The description as kept: cut at [`MAX_DESCRIPTION_BYTES`] (then ending in ` …`),
-/// surrounding blank space trimmed.
+/// surrounding blank space trimmed, control and format characters escaped
+/// ([`escape_controls`]: a server's ESC sequence or bidi override reaches nobody's screen).
 pub(super) fn kept_description(description: Option<&str>) -> String {
     let full = description.unwrap_or("");
     let kept = cut_bytes(full, MAX_DESCRIPTION_BYTES).trim();
     if kept.len() < full.trim().len() {
-        format!("{kept} …")
+        format!("{} …", escape_controls(kept))
     } else {
-        kept.to_owned()
+        escape_controls(kept)
     }
 }
 
