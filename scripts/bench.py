@@ -509,7 +509,8 @@ def print_table(runs, rows, notes, bridge, direct, rust, steering, start_load):
     print("\n| steering (`--pool 0`) | p50 ms | max ms |")
     print("|---|---:|---:|")
     for backend, (freed, exits) in steering.items():
-        for what, times in ((f"a cancel until the run's slot is free ({len(freed)} cancels)", freed),
+        for what, times in ((f"a cancel until the run's sandbox is gone ({len(freed)} cancels)",
+                             freed),
                             (f"the client leaves mid-run until serve has exited ({len(exits)} runs)",
                              exits)):
             if times:

@@ -10,9 +10,9 @@
 //! process, and the sandbox, cloned from it, is born inside all the same. The reason is speed:
 //! a write to `cgroup.procs` (a whole thread group) takes the kernel's global threadgroup
 //! lock, whose write side waits for an RCU grace period when no other move happened just
-//! before (7-15 ms of a cold start on a 2-core VM); moving only the caller's own thread skips
-//! that lock (`cgroup_procs_write_start` in kernel/cgroup/cgroup.c, Linux 5.17 and later; an
-//! older kernel takes the lock as before). cgroup v2 allows no single-thread move out of a
+//! before (7-15 ms of a cold start on a 2-core VM with Linux 6.18); moving only the caller's
+//! own thread skips that lock (`cgroup_procs_write_start` in kernel/cgroup/cgroup.c; a kernel
+//! without that shortcut takes the lock either way, as for `cgroup.procs`). cgroup v2 allows no single-thread move out of a
 //! domain cgroup, so there, and when `tasks` cannot be written, the pid goes to
 //! `cgroup.procs`.
 
