@@ -338,11 +338,14 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             };
             let report = report?;
             // Which limits held is part of what a run reports; stdout carries only the result.
-            eprintln!(
-                "mcp-code-mode: limits: {}; calls sent: {}",
-                report.limits_text(),
-                report.calls
-            );
+            // A run refused before its sandbox started held no limits: no empty field then.
+            match &report.limits {
+                Some(limits) => eprintln!(
+                    "mcp-code-mode: limits: {limits}; calls sent: {}",
+                    report.calls
+                ),
+                None => eprintln!("mcp-code-mode: calls sent: {}", report.calls),
+            }
             #[allow(clippy::print_stdout)]
             {
                 println!("{}", report.result.to_json());

@@ -120,7 +120,7 @@ pub(super) fn delegated_cgroup_fix(
             )
         ),
         (CgroupVersion::V2, false) => "as root, make a cgroup for this user and move the shell into it: sudo mkdir /sys/fs/cgroup/mcp-code-mode-$USER && sudo chown -R $USER /sys/fs/cgroup/mcp-code-mode-$USER && echo $$ | sudo tee /sys/fs/cgroup/mcp-code-mode-$USER/cgroup.procs (or run as root)".into(),
-        _ => "v1 hierarchies belong to root and systemd delegates none of them: run as root, or, as root, make one cgroup per controller for this user and move the shell into them: for c in memory pids cpu; do sudo mkdir -p /sys/fs/cgroup/$c/mcp-code-mode-$USER && sudo chown -R $USER /sys/fs/cgroup/$c/mcp-code-mode-$USER && echo $$ | sudo tee /sys/fs/cgroup/$c/mcp-code-mode-$USER/cgroup.procs; done (or boot with cgroup v2, where serve and exec use a delegated systemd scope by themselves)".into(),
+        _ => "v1 hierarchies belong to root and systemd delegates none of them: run as root, or, as root, make one cgroup per controller for this user and move the shell into them (blkio, which holds the disk I/O limit, where this v1 host has it): for c in memory pids cpu blkio; do [ -d /sys/fs/cgroup/$c ] || continue; sudo mkdir -p /sys/fs/cgroup/$c/mcp-code-mode-$USER && sudo chown -R $USER /sys/fs/cgroup/$c/mcp-code-mode-$USER && echo $$ | sudo tee /sys/fs/cgroup/$c/mcp-code-mode-$USER/cgroup.procs; done (or boot with cgroup v2, where serve and exec use a delegated systemd scope by themselves)".into(),
     }
 }
 

@@ -227,7 +227,8 @@ fn an_unprivileged_user_on_v1_falls_back_to_rlimits_with_root_made_cgroups_as_th
     assert!(cg.detail.contains("rlimits"));
     let fix = cg.fix.as_deref().unwrap();
     assert!(
-        fix.contains("for c in memory pids cpu") && fix.contains("cgroup.procs"),
+        fix.contains("for c in memory pids cpu blkio; do [ -d /sys/fs/cgroup/$c ] || continue;")
+            && fix.contains("cgroup.procs"),
         "{fix}"
     );
     assert_eq!(report.exit_code(), 1);

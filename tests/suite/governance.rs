@@ -729,6 +729,12 @@ fn audit_required_fails_closed_on_a_full_disk_and_sends_nothing() {
         "{required:?}"
     );
     assert!(f.calls_received().is_empty(), "{:?}", f.calls_received());
+    // No sandbox ran, so no limits held: the summary line says only the calls.
+    assert!(
+        required.stderr.contains("mcp-code-mode: calls sent: 0")
+            && !required.stderr.contains("limits: ;"),
+        "{required:?}"
+    );
     // Without --audit-required the failure is reported and the run goes on.
     let lenient = f.exec(code, &["--audit", "/dev/full"]);
     assert_eq!(lenient.printed(), "done\n", "{lenient:?}");
