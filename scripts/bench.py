@@ -83,23 +83,18 @@ def children(pid):
 
 
 def status_kib(pid, field):
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1])
-    except OSError:
-        return None
-    return None
+    """A `field: N kB` line of /proc/PID/status, KiB (None when the process is gone)."""
+    return kib_field(f"/proc/{pid}/status", field)
 
 
 def pss_kib(pid):
     """Proportional set size: the process's own pages plus its share of pages it shares
     (the binary, libraries, the rootfs's files) with other processes, KiB."""
-    return status_kib_in(f"/proc/{pid}/smaps_rollup", "Pss", pid)
+    return kib_field(f"/proc/{pid}/smaps_rollup", "Pss")
 
 
-def status_kib_in(path, field, pid):
+def kib_field(path, field):
+    """The number of the first `field: N kB` line of `path`, KiB (None if unreadable or absent)."""
     try:
         with open(path) as f:
             for line in f:

@@ -408,6 +408,24 @@ async fn cell(held: &mut HeldSandbox, code: &str) -> RunReport {
         .expect("the sandbox started")
 }
 
+/// Runs a second cell (one echo call) in `held`, checks that it was stopped with `error`,
+/// and returns its report.
+async fn cell_two_is_stopped(held: &mut HeldSandbox, error: &str) -> RunReport {
+    let r = cell(held, "print(await echo({'text': 'cell two'}))").await;
+    assert!(r.result.stopped, "{r:?}");
+    assert_eq!(r.result.error.as_deref(), Some(error), "{r:?}");
+    r
+}
+
+/// Checks that the toy server's `journal` saw the first cell's echo call and nothing else.
+fn only_cell_one_was_served(journal: &Path, why: &str) {
+    assert_eq!(
+        calls_seen(journal),
+        [r#"call echo {"text":"cell one"}"#],
+        "{why}"
+    );
+}
+
 fn lines_written_while_no_cell_runs_discard_a_held_sandbox(backend: &str) {
     let dir = tempfile::tempdir().expect("temp dir");
     let journal = dir.path().join("journal");
@@ -425,16 +443,12 @@ fn lines_written_while_no_cell_runs_discard_a_held_sandbox(backend: &str) {
         assert_eq!(r.result.stdout, "cell one\n", "{r:?}");
         assert!(r.result.succeeded(), "{r:?}");
         tokio::time::sleep(Duration::from_secs(2)).await;
-        let r = cell(held, "print(await echo({'text': 'cell two'}))").await;
-        assert!(r.result.stopped, "{r:?}");
-        assert_eq!(
-            r.result.error.as_deref(),
-            Some(
-                "protocol violation: lines written while no cell ran; \
-                 this cell was not run and the sandbox is discarded"
-            ),
-            "{r:?}"
-        );
+        let r = cell_two_is_stopped(
+            held,
+            "protocol violation: lines written while no cell ran; \
+             this cell was not run and the sandbox is discarded",
+        )
+        .await;
         assert_eq!(r.calls, 0, "{r:?}");
         let r = cell(held, "print(x)").await;
         assert_eq!(
@@ -443,10 +457,9 @@ fn lines_written_while_no_cell_runs_discard_a_held_sandbox(backend: &str) {
             "{r:?}"
         );
     });
-    assert_eq!(
-        calls_seen(&journal),
-        [r#"call echo {"text":"cell one"}"#],
-        "only the first cell's own call reached the server"
+    only_cell_one_was_served(
+        &journal,
+        "only the first cell's own call reached the server",
     );
 }
 
@@ -469,21 +482,16 @@ fn a_forged_began_does_not_open_a_cell(backend: &str) {
         );
         let r = cell(held, &first).await;
         assert!(r.result.succeeded(), "{r:?}");
-        let r = cell(held, "print(await echo({'text': 'cell two'}))").await;
-        assert!(r.result.stopped, "{r:?}");
-        assert_eq!(
-            r.result.error.as_deref(),
-            Some(
-                "protocol violation: a line before the runner began the cell \
-                 (written while no cell ran)"
-            ),
-            "{r:?}"
-        );
+        cell_two_is_stopped(
+            held,
+            "protocol violation: a line before the runner began the cell \
+             (written while no cell ran)",
+        )
+        .await;
     });
-    assert_eq!(
-        calls_seen(&journal),
-        [r#"call echo {"text":"cell one"}"#],
-        "neither the forged call nor the cell's own reached the server"
+    only_cell_one_was_served(
+        &journal,
+        "neither the forged call nor the cell's own reached the server",
     );
 }
 

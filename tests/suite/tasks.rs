@@ -145,7 +145,13 @@ fn a_wrapped_tool_that_requires_tasks_is_called_as_a_task() {
     if !ready() {
         return;
     }
-    let (out, journal) = scenario("required-tool", &[], Wrapped::TaskServer);
+    required_tool_is_called_as_a_task(Wrapped::TaskServer);
+}
+
+/// The `required-tool` scenario against `wrapped`: the task-required tool goes through
+/// tasks/get and tasks/result, the optional one gets a plain call, nothing is cancelled.
+fn required_tool_is_called_as_a_task(wrapped: Wrapped) {
+    let (out, journal) = scenario("required-tool", &[], wrapped);
     assert_eq!(out["stdout"], "researched: tides\nquick: moon\n", "{out}");
     let lines: Vec<&str> = journal.lines().collect();
     for expected in [
@@ -168,7 +174,13 @@ fn a_cancelled_run_cancels_the_task_of_its_wrapped_call() {
     if !ready() {
         return;
     }
-    let (out, journal) = scenario("abort-required", &[], Wrapped::TaskServer);
+    aborted_call_cancels_its_task(Wrapped::TaskServer);
+}
+
+/// The `abort-required` scenario against `wrapped`: the client aborts the run while its
+/// task-required call runs; the task is cancelled on the server and never finishes.
+fn aborted_call_cancels_its_task(wrapped: Wrapped) {
+    let (out, journal) = scenario("abort-required", &[], wrapped);
     assert_eq!(out["outcome"], "rejected: McpError", "{out}");
     assert!(journal.contains("tasks/cancel"), "{journal}");
     assert!(
@@ -419,22 +431,7 @@ impl Drop for RemoteTaskServer {
 /// The `required-tool` scenario against a remote task server answering in `mode`.
 fn remote_required_tool(mode: &str) {
     let server = RemoteTaskServer::start(mode);
-    let (out, journal) = scenario("required-tool", &[], server.wrapped());
-    assert_eq!(out["stdout"], "researched: tides\nquick: moon\n", "{out}");
-    let lines: Vec<&str> = journal.lines().collect();
-    for expected in [
-        "tools/call research task",
-        "tasks/get",
-        "tasks/result",
-        "tools/call quick",
-    ] {
-        assert!(lines.contains(&expected), "{expected}: {journal}");
-    }
-    assert!(
-        !lines.contains(&"tools/call quick task"),
-        "an optional tool gets a plain call: {journal}"
-    );
-    assert!(!lines.contains(&"tasks/cancel"), "{journal}");
+    required_tool_is_called_as_a_task(server.wrapped());
 }
 
 #[test]
@@ -459,14 +456,7 @@ fn a_cancelled_run_cancels_the_task_of_its_remote_wrapped_call() {
         return;
     }
     let server = RemoteTaskServer::start("sse");
-    let (out, journal) = scenario("abort-required", &[], server.wrapped());
-    assert_eq!(out["outcome"], "rejected: McpError", "{out}");
-    assert!(journal.contains("tasks/cancel"), "{journal}");
-    assert!(
-        journal.contains("cancelled "),
-        "the server's task store holds it cancelled: {journal}"
-    );
-    assert!(!journal.contains("finished"), "{journal}");
+    aborted_call_cancels_its_task(server.wrapped());
 }
 
 #[test]
