@@ -7,7 +7,8 @@ One invocation measures, on this machine and at this load:
   and p99 over RUNS runs for native pooled, native cold (`--pool 0`), Docker pooled and
   Docker cold (one `docker run` per call), and bare bubblewrap + python on the same rootfs
   (runner.py doing the same start and cell, no serve: the floor of a cold start) when bwrap
-  is installed; each with its ratio to native pooled. Pooled rows wait between runs until
+  is installed; each with its ratio to native pooled. Native cold and bubblewrap runs are
+  taken in turn, one of each, so their ratio compares the two under the same load. Pooled rows wait between runs until
   the pool has refilled (serve logs each ready sandbox), so they time a warm take; the
   back-to-back row times runs that come faster than the pool refills.
 - four runs at once (native pooled), p50/p90/p99 of the time until all four are done;
@@ -28,7 +29,7 @@ The result goes to stdout as Markdown tables ready for the README: the machine n
 kernel, load average at the start and the end), the rows above, the bridge, steering, the
 memory, and each target (README, "Speed") with whether it was met. Progress goes to stderr.
 Nothing here fails on a miss. Run it on an idle machine: every other process competes for
-the same cores.
+the same cores (it waits, at most 90 s, for the CPUs to be idle before the first row).
 """
 
 import asyncio
@@ -407,8 +408,9 @@ def rust_direct_costs(client, toy):
     return measured["sequential_s"], measured["gathered_s"]
 
 
-def time_bwrap(launcher_cmdline, runs):
-    """runner.py under bare bubblewrap on the same rootfs: spawn, start, cell, done, exit."""
+def bwrap_command(launcher_cmdline):
+    """bwrap running the launcher's program on the launcher's rootfs, every namespace unshared:
+    (argv, None), or (None, why not)."""
     bwrap = shutil.which("bwrap")
     if not bwrap:
         return None, "not installed"
@@ -416,28 +418,83 @@ def time_bwrap(launcher_cmdline, runs):
         return None, "no native sandbox to copy the rootfs from"
     rootfs = launcher_cmdline[launcher_cmdline.index("--rootfs") + 1]
     argv = launcher_cmdline[launcher_cmdline.index("--") + 1:]
-    command = [bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--ro-bind", rootfs, "/",
-               "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--clearenv", "--", *argv]
+    return [bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--ro-bind", rootfs, "/",
+            "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--clearenv", "--", *argv], None
+
+
+async def bwrap_once(command):
+    """runner.py under bare bubblewrap: spawn, start, cell `print(1)`, done, exit. Seconds."""
     start_line = json.dumps({"type": "start", "tools": [], "limits": {}}) + "\n"
     cell_line = json.dumps({"type": "cell", "code": PRINT1}) + "\n"
-    times = []
-    for _ in range(runs + 3):
-        t = time.perf_counter()
-        p = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        p.stdin.write((start_line + cell_line).encode())
-        p.stdin.flush()
-        done = None
-        for line in p.stdout:
-            msg = json.loads(line)
-            if msg["type"] == "done":
-                done = msg
-                break
-        p.stdin.close()
-        p.wait()
-        times.append(time.perf_counter() - t)
-        if not done or done["stdout"] != "1\n":
-            return None, f"failed: {p.stderr.read().decode()[:200]}"
-    return times[3:], None
+    t = time.perf_counter()
+    p = await asyncio.create_subprocess_exec(
+        *command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p.stdin.write((start_line + cell_line).encode())
+    await p.stdin.drain()
+    done = None
+    while line := await p.stdout.readline():
+        msg = json.loads(line)
+        if msg["type"] == "done":
+            done = msg
+            break
+    p.stdin.close()
+    await p.wait()
+    elapsed = time.perf_counter() - t
+    if not done or done["stdout"] != "1\n":
+        raise RuntimeError(f"failed: {(await p.stderr.read()).decode()[:200]}")
+    return elapsed
+
+
+async def time_cold_beside_bwrap(binary, toy, launcher_cmdline, runs):
+    """Native cold runs through serve (`--pool 0`) and bare bubblewrap runs, taken in turn
+    (one of each, `runs` times), so both rows see the same machine: a cold start is tens of
+    milliseconds of CPU on two cores, and whatever else runs meanwhile (a build finishing,
+    the previous row's containers being removed) would otherwise land on one row only.
+    Returns (native row, bubblewrap times or None, why not)."""
+    command, why = bwrap_command(launcher_cmdline)
+    serve = Serve(binary, toy, "native", 0)
+
+    async def body(session):
+        native, pooled, bw = [], 0, []
+        for i in range(runs + 3):
+            start = time.perf_counter()
+            result = await call(session, PRINT1)
+            elapsed = time.perf_counter() - start
+            if command:
+                bw.append(await bwrap_once(command))
+            if i < 3:  # the first runs of a new serve warm the page cache for both
+                continue
+            native.append(elapsed)
+            pooled += bool((result.meta or {}).get("mcp-code-mode/pooled"))
+        return (native, {"pooled": pooled}), bw[3:] or None
+
+    native, bw = await serve_session(serve, body)
+    return native, bw, why
+
+
+def cpu_busy(interval=1.0):
+    """The fraction of all CPUs' time spent busy over `interval` seconds (/proc/stat)."""
+    def sample():
+        with open("/proc/stat") as f:
+            fields = [int(v) for v in f.readline().split()[1:]]
+        idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+        return sum(fields), idle
+
+    total0, idle0 = sample()
+    time.sleep(interval)
+    total1, idle1 = sample()
+    return 1 - (idle1 - idle0) / max(1, total1 - total0)
+
+
+def wait_idle(limit=90, busy=0.15):
+    """Wait (at most `limit` s) until the CPUs are under `busy` for a whole second, so what the
+    build before us left running (the linker, cargo) is not timed as ours. Returns the last
+    busy fraction seen."""
+    end = time.monotonic() + limit
+    seen = cpu_busy()
+    while seen >= busy and time.monotonic() < end:
+        seen = cpu_busy()
+    return seen
 
 
 def load():
@@ -587,7 +644,9 @@ def main():
     binary = os.path.join(target, "release", "mcp-code-mode")
     toy = os.path.join(target, "release", "examples", "toy_server")
     client = os.path.join(target, "release", "examples", "echo_client")
+    busy = wait_idle()
     start_load = load()
+    print(f"CPUs {busy:.0%} busy before the first row", file=sys.stderr, flush=True)
     print(f"machine: {machine()}; load average at start: {start_load}", file=sys.stderr, flush=True)
 
     rows, notes = {}, {}
@@ -600,15 +659,19 @@ def main():
         print(f"  measured {name} (load {load()})", file=sys.stderr, flush=True)
 
     measure("native pooled", time_print1(binary, toy, "native", 4, runs))
-    measure("native cold (--pool 0)", time_print1(binary, toy, "native", 0, runs))
+    launcher = rows.get("native pooled", (None, {}))[1].get("launcher")
+    try:
+        cold, bw, why = asyncio.run(time_cold_beside_bwrap(binary, toy, launcher, runs))
+        rows["native cold (--pool 0)"] = cold
+        if bw:
+            rows["bubblewrap + python, no serve"] = (bw, {})
+        else:
+            notes["bubblewrap + python, no serve"] = why
+    except Exception as e:
+        notes["native cold (--pool 0)"] = f"not measured ({type(e).__name__}: {str(e)[:160]})"
+    print(f"  measured native cold beside bubblewrap (load {load()})", file=sys.stderr, flush=True)
     measure("docker pooled", time_print1(binary, toy, "docker", 4, runs))
     measure("docker cold (--pool 0)", time_print1(binary, toy, "docker", 0, runs))
-    launcher = rows.get("native pooled", (None, {}))[1].get("launcher")
-    bw, why = time_bwrap(launcher, runs)
-    if bw:
-        rows["bubblewrap + python, no serve"] = (bw, {})
-    else:
-        notes["bubblewrap + python, no serve"] = why
     measure("native back to back, --pool 4", time_back_to_back(binary, toy, 4, runs))
     measure("native, 4 runs at once (all done)", time_four_at_once(binary, toy, max(10, runs // 4)))
 
