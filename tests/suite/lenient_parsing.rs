@@ -82,8 +82,13 @@ fn http_spec(server: &mut Server, mode: &str) -> ServerSpec {
 }
 
 async fn open(via: Via) -> (Server, Bridge) {
+    open_scenario("lenient", via).await
+}
+
+/// The bridge on `tests/scenarios/NAME.json`, reached `via`.
+async fn open_scenario(name: &str, via: Via) -> (Server, Bridge) {
     let mut server = Server {
-        scenario: Scenario::load("lenient"),
+        scenario: Scenario::load(name),
         http: None,
     };
     let spec = match via {
@@ -93,9 +98,7 @@ async fn open(via: Via) -> (Server, Bridge) {
     };
     let bridge = Bridge::open(vec![entry(spec)], false)
         .await
-        .unwrap_or_else(|e| {
-            panic!("{via:?}: a server with odd optional fields did not start: {e}")
-        });
+        .unwrap_or_else(|e| panic!("{via:?}: the {name} server did not start: {e}"));
     (server, bridge)
 }
 
@@ -286,4 +289,47 @@ async fn an_external_ref_keeps_its_tool_and_the_rest_of_the_schema_is_checked() 
         );
     }
     bridge.close().await;
+}
+
+/// The server asks the client three things during a call: a ping (answered), a sampling
+/// request whose params are not an object (one rmcp cannot read: it must be answered with an
+/// error, not left unanswered) and an unknown method (refused). Each is answered, and the
+/// call then returns what the server made of the answers.
+async fn the_servers_requests_during_a_call_are_each_answered(via: Via) {
+    let (_server, bridge) = open_scenario("asks", via).await;
+    let budget = CallBudget::new(5);
+    let text = bridge
+        .call(&budget, "asks", &json!({}))
+        .await
+        .unwrap_or_else(|e| panic!("{via:?}: {e:?}"));
+    let result: serde_json::Value = serde_json::from_str(&text).expect("structured answers");
+    let answers = result["answers"].as_array().expect("answers").clone();
+    assert_eq!(answers.len(), 3, "{via:?}: {answers:?}");
+    assert_eq!(
+        answers[0]["result"],
+        json!({}),
+        "{via:?}: ping: {}",
+        answers[0]
+    );
+    for (i, what) in [
+        (1, "the unreadable sampling request"),
+        (2, "the unknown method"),
+    ] {
+        assert!(
+            answers[i]["error"]["message"].is_string(),
+            "{via:?}: {what} got no error answer: {}",
+            answers[i]
+        );
+    }
+    bridge.close().await;
+}
+
+#[tokio::test]
+async fn requests_from_a_local_server_during_a_call_are_each_answered() {
+    the_servers_requests_during_a_call_are_each_answered(Via::Stdio).await;
+}
+
+#[tokio::test]
+async fn requests_from_a_remote_server_during_a_call_are_each_answered() {
+    the_servers_requests_during_a_call_are_each_answered(Via::HttpSse).await;
 }

@@ -92,7 +92,11 @@ impl LenientHttpClient {
     fn repaired(&self, response: StreamableHttpPostResponse) -> StreamableHttpPostResponse {
         match response {
             StreamableHttpPostResponse::Json(message, session) => {
-                StreamableHttpPostResponse::Json(repair_message(message, &self.pending), session)
+                let refuse = self.refuser();
+                StreamableHttpPostResponse::Json(
+                    repair_message(message, &self.pending, &refuse),
+                    session,
+                )
             }
             StreamableHttpPostResponse::Sse(events, session) => {
                 StreamableHttpPostResponse::Sse(self.repaired_events(events), session)
@@ -103,27 +107,55 @@ impl LenientHttpClient {
 
     fn repaired_events(&self, events: Events) -> Events {
         let pending = self.pending.clone();
+        let refuse = self.refuser();
         events
-            .map(move |event| event.map(|sse| repair_event(sse, &pending)))
+            .map(move |event| event.map(|sse| repair_event(sse, &pending, &refuse)))
             .boxed()
+    }
+
+    /// What answers a request of the server that rmcp cannot read (so rmcp would never
+    /// answer it, and the server would wait for the answer until its own timeout): an error
+    /// response POSTed on the session, as the stdio transport writes one.
+    fn refuser(&self) -> impl Fn(Value, &str) + Send + Sync + 'static {
+        let (http, endpoint) = (self.http.clone(), self.endpoint.clone());
+        move |id, why| {
+            tracing::warn!("refused a request of a remote server: {why}");
+            endpoint.post_answer(&http, refusal(id, why));
+        }
     }
 }
 
+/// The error response to a request of the server that rmcp cannot read (-32602, invalid
+/// params, as the stdio transport answers it).
+fn refusal(id: Value, why: &str) -> Value {
+    serde_json::json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32602, "message": why}})
+}
+
 /// A message rmcp has read, repaired as a stdio line would be; unchanged when the repair
-/// cannot turn it into a message.
-fn repair_message(message: ServerJsonRpcMessage, pending: &PendingMap) -> ServerJsonRpcMessage {
+/// cannot turn it into a message (a request that cannot be read is answered by `refuse`).
+fn repair_message(
+    message: ServerJsonRpcMessage,
+    pending: &PendingMap,
+    refuse: &impl Fn(Value, &str),
+) -> ServerJsonRpcMessage {
     let Ok(value) = serde_json::to_value(&message) else {
         return message;
     };
     match decode(value, pending) {
         Decoded::Message(repaired) => *repaired,
-        Decoded::Refuse(..) | Decoded::Junk => message,
+        Decoded::Refuse(id, why) => {
+            refuse(id, &why);
+            message
+        }
+        Decoded::Junk => message,
     }
 }
 
 /// An SSE event whose `data` is a JSON-RPC message, with that message repaired; data that
-/// is not JSON but names a request in flight becomes an error answer to it.
-fn repair_event(mut sse: Sse, pending: &PendingMap) -> Sse {
+/// is not JSON but names a request in flight becomes an error answer to it, and a request
+/// of the server that cannot be read is answered by `refuse` (the event is left as it was:
+/// rmcp skips it).
+fn repair_event(mut sse: Sse, pending: &PendingMap, refuse: &impl Fn(Value, &str)) -> Sse {
     let Some(data) = sse.data.as_deref().filter(|d| !d.trim().is_empty()) else {
         return sse;
     };
@@ -131,10 +163,14 @@ fn repair_event(mut sse: Sse, pending: &PendingMap) -> Sse {
         Ok(value) => decode(value, pending),
         Err(e) => unparsable_line(data.trim().as_bytes(), &e, pending),
     };
-    if let Decoded::Message(message) = decoded
-        && let Ok(text) = serde_json::to_string(&message)
-    {
-        sse.data = Some(text);
+    match decoded {
+        Decoded::Message(message) => {
+            if let Ok(text) = serde_json::to_string(&message) {
+                sse.data = Some(text);
+            }
+        }
+        Decoded::Refuse(id, why) => refuse(id, &why),
+        Decoded::Junk => {}
     }
     sse
 }
@@ -264,7 +300,7 @@ mod tests {
         let body = json!({"jsonrpc": "2.0", "id": 3, "result": {"tools": [
             {"name": "t", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": "true"}}]}});
         let read: ServerJsonRpcMessage = serde_json::from_value(body).unwrap();
-        let text = serde_json::to_string(&repair_message(read, &pending)).unwrap();
+        let text = serde_json::to_string(&repair_message(read, &pending, &|_, _| {})).unwrap();
         assert!(text.contains(r#""readOnlyHint":true"#), "{text}");
         assert!(
             pending.lock().unwrap().is_empty(),
@@ -282,11 +318,29 @@ mod tests {
         let sse = event(
             r#"{"jsonrpc":"2.0","id":4,"result":{"content":[{"type":"resource_link","uri":"file:///a"}]}}"#,
         );
-        let data = repair_event(sse, &pending).data.unwrap();
+        let data = repair_event(sse, &pending, &|_, _| {}).data.unwrap();
         assert!(data.contains(r#""name":"file:///a""#), "{data}");
         let pending = pending_call(5, "tools/call");
         let sse = event(r#"{"jsonrpc":"2.0","id":5,"result":{"x":NaN}}"#);
-        let data = repair_event(sse, &pending).data.unwrap();
+        let data = repair_event(sse, &pending, &|_, _| {}).data.unwrap();
         assert!(data.contains(r#""error""#), "{data}");
+    }
+
+    #[test]
+    fn a_request_of_the_server_rmcp_cannot_read_is_refused_with_its_id() {
+        let refused = std::sync::Mutex::new(Vec::new());
+        let refuse = |id: Value, why: &str| refused.lock().unwrap().push((id, why.to_owned()));
+        let sse = Sse {
+            data: Some(
+                r#"{"jsonrpc":"2.0","id":"s1","method":"sampling/createMessage","params":"x"}"#
+                    .into(),
+            ),
+            ..Sse::default()
+        };
+        repair_event(sse, &PendingMap::default(), &refuse);
+        let refused = refused.into_inner().unwrap();
+        assert_eq!(refused.len(), 1, "{refused:?}");
+        assert_eq!(refused[0].0, json!("s1"));
+        assert_eq!(refusal(json!("s1"), "bad")["error"]["code"], -32602);
     }
 }

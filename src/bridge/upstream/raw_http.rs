@@ -40,6 +40,8 @@ struct Endpoint {
     session_id: Option<Arc<str>>,
     auth_header: Option<String>,
     protocol_version: Option<HeaderValue>,
+    /// Every header rmcp added (the entry's and the protocol version).
+    headers: HashMap<HeaderName, HeaderValue>,
 }
 
 impl SessionEndpoint {
@@ -56,6 +58,7 @@ impl SessionEndpoint {
             session_id: session_id.cloned(),
             auth_header: auth_header.cloned(),
             protocol_version: headers.get("mcp-protocol-version").cloned(),
+            headers: headers.clone(),
         };
         if let Ok(mut slot) = self.0.lock() {
             *slot = Some(endpoint);
@@ -64,6 +67,40 @@ impl SessionEndpoint {
 
     fn get(&self) -> Option<Endpoint> {
         self.0.lock().ok().and_then(|slot| slot.clone())
+    }
+
+    /// POST `answer` (a JSON-RPC response to a request of the server) on the session, as
+    /// rmcp POSTs its own answers, in the background: the stream that carried the request
+    /// is not held up, and the server's reply (202 Accepted) is read and dropped. Nothing is
+    /// sent before rmcp's first POST opened the session.
+    pub(super) fn post_answer(&self, http: &reqwest::Client, answer: Value) {
+        let Some(endpoint) = self.get() else {
+            return;
+        };
+        let mut request = http
+            .post(endpoint.uri.as_ref())
+            .header(http::header::ACCEPT, "application/json, text/event-stream")
+            .header(http::header::CONTENT_TYPE, "application/json");
+        for (name, value) in &endpoint.headers {
+            request = request.header(name, value);
+        }
+        if let Some(session) = &endpoint.session_id {
+            request = request.header("mcp-session-id", session.as_ref());
+        }
+        if let Some(token) = endpoint.auth_header {
+            request = request.bearer_auth(token);
+        }
+        let request = request.body(answer.to_string());
+        tokio::spawn(async move {
+            match request.send().await {
+                Ok(response) if !response.status().is_success() => tracing::warn!(
+                    "the server did not take our answer to its request: HTTP {}",
+                    response.status()
+                ),
+                Ok(response) => drop(read_bounded(response, MAX_ERROR_BODY_BYTES).await),
+                Err(e) => tracing::warn!("failed to answer a request of the server: {e}"),
+            }
+        });
     }
 }
 
