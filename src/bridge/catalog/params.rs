@@ -319,6 +319,24 @@ mod tests {
     }
 
     #[test]
+    fn hidden_characters_in_names_enums_and_defaults_are_escaped() {
+        // A bidi override or an escape sequence in any part of a schema reaches the code's
+        // TOOLS, and a person reading it, only as an escape.
+        let s = json!({"properties": {
+            "a\u{202e}b": {"enum": ["x\u{202e}y", "\u{1b}[2J"], "default": "x\u{2066}y",
+                            "description": "d\u{202e}e"}
+        }});
+        let block = params_block(&s);
+        for hidden in ['\u{202e}', '\u{2066}', '\u{1b}'] {
+            assert!(!block.contains(hidden), "{hidden:?} in {block}");
+        }
+        assert!(
+            block.contains("\\u202e") && block.contains("\\u2066"),
+            "{block}"
+        );
+    }
+
+    #[test]
     fn nested_fields_and_variants_are_listed() {
         let s = json!({"properties": {
             "edits": {"type": "array", "items": {"type": "object", "properties": {
