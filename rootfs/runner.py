@@ -12,7 +12,7 @@ rest of the rootfs, with its bytecode precompiled there:
   channel   the private descriptors and the relay of the host's input (imported first)
   abi       the seccomp filter that kills the process on a foreign-ABI syscall
   wire      writing protocol lines; the limits; valid-Unicode helpers
-  inbox     the thread that reads and checks the host's lines; ToolError
+  inbox     reading and checking the host's lines (by the loop that waits); ToolError
   tools     the tool functions, their `call` lines, search_tools
   capture   sys.stdout/sys.stderr: keeping, streaming and capping output; signal handlers
   errors    exits and tracebacks

@@ -42,9 +42,9 @@ run_cell.loop_spoiled = False
 def main():
     """Serves the host until it closes the protocol (exit status 0)."""
     abi.seal_abi()  # before any thread starts
-    threading.Thread(target=inbox.reader, name="protocol-reader", daemon=True).start()
+    threading.Thread(target=inbox.drain, name="protocol-drain", daemon=True).start()
 
-    start = inbox.messages.get()
+    start = inbox.next_message()
     if start is None:
         channel.real_exit(0)
     if start["type"] != "start":
@@ -77,7 +77,7 @@ def main():
         wire.send({"type": "ready"})
 
     while True:
-        msg = inbox.messages.get()
+        msg = inbox.next_message()
         if msg is None:
             channel.real_exit(0)
         if msg["type"] != "cell":

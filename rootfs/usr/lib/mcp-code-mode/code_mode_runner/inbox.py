@@ -1,19 +1,35 @@
-"""Reading from the host: a thread reads every line and checks it. Results go to the waiting
-call's event loop (whichever loop made the call); start and cell messages go to the main
-thread through `messages`. A line the runner cannot take ends it with status 2."""
+"""Reading from the host: whoever waits for a line reads it. Between cells the main thread
+reads (blocking) until the next start or cell. During a cell, each event loop that has made
+a tool call watches the protocol descriptor (loop.add_reader), so a result wakes the loop
+that waits for it and is handed to its future there, with no thread in between. Input that
+nobody reads for DRAIN_AFTER (the waiting loop is blocked by the code, or no loop runs) is
+read by the drain thread, so the host's writes never wait on the code. One reader at a time:
+every line read is checked, a result goes to the future of its call (on its own loop,
+whichever reader read it), start and cell messages wait in `messages` for the main thread.
+A line the runner cannot take ends it with status 2."""
 
+import asyncio
 import builtins
+import collections
 import json
 import keyword
-import queue
+import os
 import re
+import select
+import socket
 import threading
+import time
+import weakref
 
 from . import channel, wire
 
 RUNNER_NAMES = ("ToolError", "TOOLS", "search_tools")
 # A real dunder (`__class__`); `__`, `____` and `__class___` are not.
 DUNDER = re.compile(r"__[^_](?:.*[^_])?__")
+# Bytes asked for per read of the protocol.
+READ_SIZE = 65536
+# Seconds input may wait unread before the drain thread reads it.
+DRAIN_AFTER = 0.01
 
 
 class ToolError(Exception):
@@ -24,10 +40,26 @@ class ToolError(Exception):
     __module__ = "__main__"
 
 
-messages = queue.Queue()  # start/cell messages, then None at EOF
-pending = {}  # call id -> (loop, future)
-pending_lock = threading.Lock()
+messages = collections.deque()  # start/cell messages read, not yet taken by the main thread
+pending = {}  # call id -> (loop, future); dict operations are atomic under the GIL
 eof = threading.Event()
+
+# The protocol input is a socket (channel relays a pipe onto one), so a loop can read it
+# without blocking (MSG_DONTWAIT) while the main thread reads it blocking between cells.
+_sock = socket.socket(fileno=channel.PROTO_IN)
+_read_lock = threading.Lock()  # held by whoever reads; `_buffer` is theirs meanwhile
+_buffer = bytearray()  # bytes read after the last complete line
+_reads = 0  # reads of the protocol so far
+_watched = weakref.WeakSet()  # the loops that watch the protocol (see watch)
+_forked = False  # in a child made by os.fork: the protocol is the parent's to read
+
+
+def _after_fork():
+    global _forked
+    _forked = True
+
+
+os.register_at_fork(after_in_child=_after_fork)
 
 
 def bad_host_line(reason):
@@ -88,40 +120,149 @@ def _resolve(future, msg):
         future.set_exception(ToolError(msg["error"]))
 
 
-def reader():
-    """The protocol-reader thread: every line from the host until EOF."""
-    with open(channel.PROTO_IN, "rb", buffering=65536, closefd=False) as pipe:
-        for raw in pipe:
-            try:
-                msg = json.loads(raw)
-            except ValueError as error:
-                bad_host_line("not JSON: " + str(error)[:200])
-            kind = msg.get("type") if isinstance(msg, dict) else None
-            if kind == "result":
-                _check_result(msg)
-                with pending_lock:
-                    waiting = pending.pop(msg["id"], None)
-                if waiting is None:
-                    continue  # unknown or cancelled id: ignored
-                loop, future = waiting
-                try:
-                    loop.call_soon_threadsafe(_resolve, future, msg)
-                except RuntimeError:
-                    pass  # that loop is closed; nobody is waiting any more
-            elif kind == "start":
-                _check_start(msg)
-                messages.put(msg)
-            elif kind == "cell":
-                if not isinstance(msg.get("code"), str):
-                    bad_host_line("cell needs a string code")
-                messages.put(msg)
-            else:
-                bad_host_line("unknown message type")
+def _take(raw, reading_loop):
+    """Check one line from the host and hand it on; `reading_loop` is the loop reading it
+    (None for the main thread between cells)."""
+    try:
+        msg = json.loads(raw)
+    except ValueError as error:
+        bad_host_line("not JSON: " + str(error)[:200])
+    kind = msg.get("type") if isinstance(msg, dict) else None
+    if kind == "result":
+        _check_result(msg)
+        waiting = pending.pop(msg["id"], None)
+        if waiting is None:
+            return  # unknown or cancelled id: ignored
+        loop, future = waiting
+        if loop is reading_loop:
+            _resolve(future, msg)
+            return
+        try:
+            loop.call_soon_threadsafe(_resolve, future, msg)
+        except RuntimeError:
+            pass  # that loop is closed; nobody is waiting any more
+    elif kind == "start":
+        _check_start(msg)
+        messages.append(msg)
+    elif kind == "cell":
+        if not isinstance(msg.get("code"), str):
+            bad_host_line("cell needs a string code")
+        messages.append(msg)
+    else:
+        bad_host_line("unknown message type")
+
+
+def _split(data, reading_loop):
+    """Take each complete line of what was read so far plus `data`."""
+    if not _buffer and data.endswith(b"\n") and data.count(b"\n") == 1:
+        _take(data, reading_loop)  # the usual read: one whole line
+        return
+    seen = len(_buffer)
+    _buffer.extend(data)
+    start = 0
+    end = _buffer.find(b"\n", seen)
+    while end >= 0:
+        _take(bytes(_buffer[start : end + 1]), reading_loop)
+        start = end + 1
+        end = _buffer.find(b"\n", start)
+    del _buffer[:start]
+
+
+def _at_eof():
+    """The host closed the protocol: calls in flight can never be answered now."""
     eof.set()
-    with pending_lock:
-        waiting = bool(pending)
-    if waiting:  # calls can never be answered now
+    if pending:
         channel.diag("the host closed the protocol with calls in flight")
         channel.real_exit(0)
-    messages.put(None)
 
+
+def _read_ready(reading_loop, until_empty):
+    """Read and take what the host sent, without blocking (the caller holds `_read_lock`):
+    one read, or with `until_empty` until nothing is left. False at the end of input."""
+    global _reads
+    while True:
+        try:
+            data = _sock.recv(READ_SIZE, socket.MSG_DONTWAIT)
+        except (BlockingIOError, InterruptedError):
+            return True
+        except OSError:  # the protocol is gone (the code closed it): as its end
+            data = b""
+        _reads += 1
+        if not data:
+            _at_eof()
+            return False
+        _split(data, reading_loop)
+        if len(data) < READ_SIZE and not until_empty:
+            return True  # all there was; a later line wakes the loop again
+
+
+def _readable():
+    """A watching loop's callback: read what the host sent."""
+    loop = asyncio.get_running_loop()
+    if eof.is_set():
+        _unwatch(loop)
+        return
+    if _forked or not _read_lock.acquire(blocking=False):
+        return  # someone else reads it
+    try:
+        if not _read_ready(loop, until_empty=False):
+            _unwatch(loop)
+    finally:
+        _read_lock.release()
+
+
+def watch(loop):
+    """Make `loop` read the protocol whenever it waits and a line is there: once per loop,
+    for its life (a closed loop drops its readers)."""
+    if loop not in _watched:
+        loop.add_reader(_sock, _readable)
+        _watched.add(loop)
+
+
+def _unwatch(loop):
+    loop.remove_reader(_sock)
+    _watched.discard(loop)
+
+
+def drain():
+    """The drain thread: reads what waited unread for DRAIN_AFTER, so the host can always
+    write its lines (a host whose writes wait stops reading the code's calls). That is input
+    no loop reads: the loop that waits for it is busy (the code blocks it), or no loop runs
+    (a plain cell). A result read here goes to its loop as a callback; EOF and bad lines end
+    the runner as anywhere else."""
+    poller = select.poll()
+    poller.register(_sock, select.POLLIN)
+    seen_waiting = None  # the read count when input was last seen waiting
+    while not eof.is_set():
+        time.sleep(DRAIN_AFTER)
+        if not poller.poll(0):
+            seen_waiting = None
+        elif seen_waiting != _reads:
+            seen_waiting = _reads  # give its reader DRAIN_AFTER more
+        elif _read_lock.acquire(blocking=False):
+            try:
+                _read_ready(None, until_empty=True)
+            finally:
+                _read_lock.release()
+
+
+def next_message():
+    """The main thread's next start or cell message, read blocking; None at EOF."""
+    global _reads
+    while True:
+        if messages:
+            return messages.popleft()
+        if eof.is_set():
+            return None
+        with _read_lock:
+            if messages or eof.is_set():
+                continue  # another reader took it meanwhile
+            try:
+                data = _sock.recv(READ_SIZE)
+            except OSError:  # the protocol is gone: as its end
+                data = b""
+            _reads += 1
+            if data:
+                _split(data, None)
+            else:
+                _at_eof()

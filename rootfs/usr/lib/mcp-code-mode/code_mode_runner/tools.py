@@ -71,16 +71,15 @@ async def _call(tool, params):
     if inbox.eof.is_set():
         channel.diag("a tool call after the host closed the protocol")
         channel.real_exit(0)
-    with inbox.pending_lock:
-        inbox.pending[call_id] = (loop, future)
+    inbox.watch(loop)  # the result wakes this loop
+    inbox.pending[call_id] = (loop, future)
     if capture.current is not None:  # the host has the output so far if the call never returns
         capture.current.flush()
     wire.write_line(line)
     try:
         return await future
     finally:
-        with inbox.pending_lock:
-            inbox.pending.pop(call_id, None)
+        inbox.pending.pop(call_id, None)
 
 
 def _call_shape_error(name, params):
