@@ -57,7 +57,7 @@ use tokio::process::{Child, Command};
 use self::listing::list_all;
 use self::tasks::{RawRequests, TaskTools};
 pub(crate) use self::tools_changed::ToolsChanged;
-use self::transport::{CloseReason, ReaderTask, line_transport};
+use self::transport::{CloseReason, line_transport};
 
 /// Default time allowed for a server to start and answer `initialize` and `tools/list`
 /// (`--startup-timeout`; a config entry's `startupTimeout`): [`ServerSpec::startup_timeout`].
@@ -222,11 +222,10 @@ impl ClientHandler for BridgeClient {
 struct Live {
     session: RunningService<RoleClient, BridgeClient>,
     reason: CloseReason,
-    /// The local server's process and stdout reader; `None` for a remote server.
+    /// The local server's process; `None` for a remote server.
     process: Option<Process>,
     /// Requests sent beside rmcp's (tasks).
     raw: RawRequests,
-    _reader: Option<ReaderTask>,
 }
 
 /// The server process, watched by a task that records how it ended; dropping this kills it.
@@ -532,7 +531,6 @@ async fn connect(
                 reason: CloseReason::default(),
                 process: None,
                 raw,
-                _reader: None,
             });
     }
     let mut command = Command::new(&spec.command);
@@ -587,8 +585,7 @@ async fn connect(
     let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
         return Err(session_error(spec, "start", "no stdio pipes".into(), &tail));
     };
-    let (transport, reason, reader, raw) =
-        line_transport(&spec.name, stdout, stdin, task_tools.clone());
+    let (transport, reason, raw) = line_transport(&spec.name, stdout, stdin, task_tools.clone());
     let process = Process::watch(child, spec.name.clone(), reason.clone());
     let client = BridgeClient {
         server: spec.name.clone(),
@@ -624,7 +621,6 @@ async fn connect(
         reason,
         process: Some(process),
         raw,
-        _reader: Some(reader),
     })
 }
 

@@ -19,11 +19,10 @@ use rmcp::service::RoleClient;
 use rmcp::transport::Transport;
 use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
-use tokio::sync::mpsc;
 
 use super::repair::{Decoded, Pending, PendingMap, decode, expect_answer, id_key, unparsable_line};
 use super::tasks::{LineWriter, RawRequests, TaskTools, record_task_support};
-use crate::lines::{LineRead, read_line};
+use crate::lines::{LineRead, continue_line};
 
 /// Longest line accepted from a wrapped server, in bytes.
 pub(super) const MAX_SERVER_LINE_BYTES: usize = 16 * 1024 * 1024;
@@ -119,76 +118,79 @@ impl CloseReason {
     }
 }
 
-/// An rmcp client transport over a child's stdin/stdout.
-pub(super) struct LineTransport<W> {
+/// An rmcp client transport over a child's stdin/stdout. The server's lines are read in
+/// [`Transport::receive`] itself, by the task that runs rmcp's service, so an answer
+/// reaches rmcp without a hop through another task.
+pub(super) struct LineTransport<R, W> {
     writer: SharedWriter<W>,
-    incoming: mpsc::Receiver<ServerJsonRpcMessage>,
+    /// `None` once the server's output has ended (or was refused).
+    incoming: Option<Incoming<R, W>>,
     pending: PendingMap,
 }
 
 type SharedWriter<W> = Arc<tokio::sync::Mutex<W>>;
 
-/// Messages decoded ahead of rmcp; with lines up to [`MAX_SERVER_LINE_BYTES`], this bounds
-/// what waits in memory.
-const INCOMING_QUEUE: usize = 16;
-
-/// The reader task of a transport; dropping this ends it (a server whose stdout stays open,
-/// held by a child of its own, must not leave a reader behind).
-pub(super) struct ReaderTask(tokio::task::JoinHandle<()>);
-
-impl Drop for ReaderTask {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
-/// Build the transport, spawning the reader task on the current runtime: also the
-/// [`RawRequests`] of the connection (answered beside rmcp), with the task support of the
-/// tools its `tools/list` answers name recorded in `task_tools`.
+/// Build the transport: also the [`RawRequests`] of the connection (answered beside rmcp),
+/// with the task support of the tools its `tools/list` answers name recorded in
+/// `task_tools`.
 pub(super) fn line_transport<R, W>(
     server: &str,
     reader: R,
     writer: W,
     task_tools: TaskTools,
-) -> (LineTransport<W>, CloseReason, ReaderTask, RawRequests)
+) -> (LineTransport<R, W>, CloseReason, RawRequests)
 where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    let (tx, rx) = mpsc::channel(INCOMING_QUEUE);
     let pending: PendingMap = Arc::default();
     let reason = CloseReason::default();
     let writer = Arc::new(tokio::sync::Mutex::new(writer));
     let raw = RawRequests::new(Replier(writer.clone()));
-    let task = tokio::spawn(read_loop(
-        server.to_owned(),
-        reader,
-        tx,
-        Replier(writer.clone()),
-        Side {
-            pending: pending.clone(),
-            raw: raw.clone(),
-            task_tools,
-        },
-        reason.clone(),
-    ));
+    let incoming = Incoming {
+        server: server.to_owned(),
+        reader: BufReader::with_capacity(64 * 1024, reader),
+        line: Vec::new(),
+        junk: 0,
+        replier: Replier(writer.clone()),
+        pending: pending.clone(),
+        raw: CloseRaw(raw.clone()),
+        task_tools,
+        reason: reason.clone(),
+    };
     (
         LineTransport {
             writer,
-            incoming: rx,
+            incoming: Some(incoming),
             pending,
         },
         reason,
-        ReaderTask(task),
         raw,
     )
 }
 
-/// What the reader shares beyond rmcp's messages.
-struct Side {
+/// Requests waiting beside rmcp's learn that the connection ended when this is dropped.
+struct CloseRaw(RawRequests);
+
+impl Drop for CloseRaw {
+    fn drop(&mut self) {
+        self.0.close();
+    }
+}
+
+/// The reading side of a transport: the server's stdout and what its lines are checked
+/// against.
+struct Incoming<R, W> {
+    server: String,
+    reader: BufReader<R>,
+    /// The line read so far (a read cut short by rmcp's `select!` goes on from here).
+    line: Vec<u8>,
+    junk: usize,
+    replier: Replier<W>,
     pending: PendingMap,
-    raw: RawRequests,
+    raw: CloseRaw,
     task_tools: TaskTools,
+    reason: CloseReason,
 }
 
 impl<W: AsyncWrite + Unpin + Send + 'static> LineWriter for Replier<W> {
@@ -228,68 +230,66 @@ impl<W: AsyncWrite + Unpin + Send + 'static> Replier<W> {
     }
 }
 
-async fn read_loop<R: AsyncRead + Unpin, W: AsyncWrite + Unpin + Send + 'static>(
-    server: String,
-    reader: R,
-    tx: mpsc::Sender<ServerJsonRpcMessage>,
-    replier: Replier<W>,
-    side: Side,
-    reason: CloseReason,
-) {
-    let Side {
-        pending,
-        raw,
-        task_tools,
-    } = side;
-    // Requests waiting beside rmcp's learn that the connection ended.
-    struct CloseRaw(RawRequests);
-    impl Drop for CloseRaw {
-        fn drop(&mut self) {
-            self.0.close();
+impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin + Send + 'static> Incoming<R, W> {
+    /// The next message for rmcp; `None` when the connection ended (its reason is set).
+    /// Cancel-safe: dropped before it returns, the line read so far stays in `self.line`
+    /// and the next call goes on with it.
+    async fn next(&mut self) -> Option<ServerJsonRpcMessage> {
+        loop {
+            if self.line.is_empty() && self.line.capacity() > 1 << 20 {
+                // One big line must not pin its buffer for the life of the connection.
+                self.line.shrink_to(64 * 1024);
+            }
+            let server = &self.server;
+            match continue_line(&mut self.reader, MAX_SERVER_LINE_BYTES, &mut self.line).await {
+                Ok(LineRead::Eof { dropped }) => {
+                    if dropped > 0 {
+                        tracing::warn!(
+                            server = %server,
+                            "dropped the last {dropped} bytes of stdout: no newline ended them"
+                        );
+                    }
+                    self.reason
+                        .set_eof(format!("the server {server:?} closed its stdout"));
+                    return None;
+                }
+                Ok(LineRead::TooLong) => {
+                    self.reason.set(format!(
+                        "the server {server:?} sent a line over {} MiB; the connection was closed",
+                        MAX_SERVER_LINE_BYTES >> 20
+                    ));
+                    return None;
+                }
+                Ok(LineRead::Line) => {}
+                Err(e) => {
+                    self.reason
+                        .set(format!("failed to read from the server {server:?}: {e}"));
+                    return None;
+                }
+            }
+            let decoded = self.decode_line();
+            self.line.clear();
+            if let Some(message) = decoded {
+                return Some(message);
+            }
         }
     }
-    let _close_raw = CloseRaw(raw.clone());
-    let mut reader = BufReader::with_capacity(64 * 1024, reader);
-    let mut line = Vec::new();
-    let mut junk = 0usize;
-    loop {
-        if line.capacity() > 1 << 20 {
-            // One big line must not pin its buffer for the life of the connection.
-            line.clear();
-            line.shrink_to(64 * 1024);
-        }
-        match read_line(&mut reader, MAX_SERVER_LINE_BYTES, &mut line).await {
-            Ok(LineRead::Eof { dropped }) => {
-                if dropped > 0 {
-                    tracing::warn!(
-                        server = %server,
-                        "dropped the last {dropped} bytes of stdout: no newline ended them"
-                    );
-                }
-                reason.set_eof(format!("the server {server:?} closed its stdout"));
-                break;
-            }
-            Ok(LineRead::TooLong) => {
-                reason.set(format!(
-                    "the server {server:?} sent a line over {} MiB; the connection was closed",
-                    MAX_SERVER_LINE_BYTES >> 20
-                ));
-                break;
-            }
-            Ok(LineRead::Line) => {}
-            Err(e) => {
-                reason.set(format!("failed to read from the server {server:?}: {e}"));
-                break;
-            }
-        }
+
+    /// The message the line just read carries for rmcp, if any: a line for a request sent
+    /// beside rmcp goes there, a request rmcp could not read is refused, junk is logged.
+    fn decode_line(&mut self) -> Option<ServerJsonRpcMessage> {
         // A BOM may open any write of a server (some runtimes add one per stream or write).
-        let bytes = line.strip_prefix(b"\xef\xbb\xbf").unwrap_or(&line);
+        let bytes = self
+            .line
+            .strip_prefix(b"\xef\xbb\xbf")
+            .unwrap_or(&self.line);
         let bytes = bytes.trim_ascii();
         if bytes.is_empty() {
-            continue;
+            return None;
         }
+        let pending = &self.pending;
         let decoded = match serde_json::from_slice::<Value>(bytes) {
-            Ok(value) if raw.deliver(&value) => continue,
+            Ok(value) if self.raw.0.deliver(&value) => return None,
             Ok(value) => {
                 if let Some(result) = value.get("result")
                     && value.get("id").and_then(id_key).is_some_and(|key| {
@@ -298,24 +298,22 @@ async fn read_loop<R: AsyncRead + Unpin, W: AsyncWrite + Unpin + Send + 'static>
                             .is_ok_and(|p| p.get(&key) == Some(&Pending::ListTools))
                     })
                 {
-                    record_task_support(&task_tools, result);
+                    record_task_support(&self.task_tools, result);
                 }
-                decode(value, &pending)
+                decode(value, pending)
             }
-            Err(e) => unparsable_line(bytes, &e, &pending),
+            Err(e) => unparsable_line(bytes, &e, pending),
         };
+        let server = &self.server;
         match decoded {
-            Decoded::Message(message) => {
-                if tx.send(*message).await.is_err() {
-                    break;
-                }
-            }
+            Decoded::Message(message) => return Some(*message),
             Decoded::Refuse(id, why) => {
                 tracing::warn!(server = %server, "refused a request of the server: {why}");
-                replier.refuse(id, &why);
+                self.replier.refuse(id, &why);
             }
             Decoded::Junk => {
-                junk += 1;
+                self.junk += 1;
+                let junk = self.junk;
                 if junk <= MAX_JUNK_LOGGED {
                     let sample = String::from_utf8_lossy(&bytes[..bytes.len().min(120)]);
                     tracing::warn!(server = %server, "skipped a line that is not JSON-RPC: {sample:?}");
@@ -324,11 +322,13 @@ async fn read_loop<R: AsyncRead + Unpin, W: AsyncWrite + Unpin + Send + 'static>
                 }
             }
         }
+        None
     }
 }
 
-impl<W> Transport<RoleClient> for LineTransport<W>
+impl<R, W> Transport<RoleClient> for LineTransport<R, W>
 where
+    R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
     type Error = std::io::Error;
@@ -350,12 +350,17 @@ where
         }
     }
 
-    fn receive(&mut self) -> impl Future<Output = Option<ServerJsonRpcMessage>> + Send {
-        self.incoming.recv()
+    async fn receive(&mut self) -> Option<ServerJsonRpcMessage> {
+        let message = self.incoming.as_mut()?.next().await;
+        if message.is_none() {
+            // The end: requests waiting beside rmcp's learn it now.
+            self.incoming = None;
+        }
+        message
     }
 
     async fn close(&mut self) -> Result<(), Self::Error> {
-        self.incoming.close();
+        self.incoming = None;
         let mut w = self.writer.lock().await;
         w.shutdown().await
     }
@@ -369,7 +374,7 @@ mod tests {
     async fn an_endless_line_ends_the_connection_with_bounded_memory() {
         let (mut w, r) = tokio::io::duplex(1 << 16);
         let (_sink, _) = tokio::io::duplex(16);
-        let (mut t, reason, _task, _raw) = line_transport("flood", r, _sink, TaskTools::default());
+        let (mut t, reason, _raw) = line_transport("flood", r, _sink, TaskTools::default());
         tokio::spawn(async move {
             let chunk = vec![b'x'; 1 << 20];
             for _ in 0..40 {
