@@ -10,6 +10,7 @@
 //! the launcher, then every process left in the cgroup, and removes the cgroup.
 
 pub(crate) mod cgroup;
+mod input;
 pub(crate) mod scope;
 
 use std::ffi::OsString;
@@ -174,10 +175,10 @@ impl Backend for NativeBackend {
                     return Err(error);
                 }
             };
-            let stdin = to_runner
+            to_runner
                 .set_nonblocking(true)
-                .and_then(|()| tokio::net::UnixStream::from_std(to_runner))
                 .map_err(|e| SandboxError::Spawn(format!("the sandbox's input socket: {e}")))?;
+            let stdin = input::QuietInput::new(to_runner);
             let stdout = child
                 .stdout
                 .take()
