@@ -1,5 +1,5 @@
-//! [`HeldSandbox`]: one sandbox held for one or more cells, the loop that serves a cell's
-//! tool calls ([`serve_cell`]) and the writer of the host → runner lines.
+//! [`HeldSandbox`]: one sandbox held for one or more cells, and the loop that serves a cell's
+//! tool calls ([`serve_cell`]); its host → runner lines go through [`RunnerInput`].
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -8,14 +8,14 @@ use std::time::Duration;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use futures::stream::{FuturesUnordered, StreamExt};
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
-use tokio::sync::mpsc;
+use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::time::Instant;
 use tokio_util::task::TaskTracker;
 
 use super::audit;
 use super::cell_rules::{CellRules, Step};
 use super::ending::{STDERR_LOG_CHARS, ended_early, tail};
+use super::input::RunnerInput;
 use super::protocol::{
     HostMessage, ProtocolViolation, RunnerLimits, RunnerMessage, StreamedOutput, parse_runner_line,
 };
@@ -42,7 +42,7 @@ use crate::sandbox::{Backend, HeldLimits, Sandbox, SandboxError};
 /// variables start empty).
 pub struct HeldSandbox {
     bridge: Arc<Bridge>,
-    to_runner: Option<mpsc::Sender<Vec<u8>>>,
+    to_runner: Option<RunnerInput>,
     writer: tokio::task::JoinHandle<()>,
     reader: BufReader<Box<dyn AsyncRead + Send + Unpin>>,
     control: Box<dyn crate::sandbox::SandboxControl>,
@@ -79,14 +79,13 @@ impl HeldSandbox {
             stdout,
             control,
         } = sandbox;
-        let (to_runner, writer_rx) = mpsc::channel::<Vec<u8>>(MAX_CALLS_IN_FLIGHT * 2);
-        let writer = tokio::spawn(write_loop(stdin, writer_rx));
+        let (to_runner, writer) = RunnerInput::start(stdin);
         let start = HostMessage::Start {
             tools: bridge.catalog().entries(),
             limits: RunnerLimits::default(),
             ready,
         };
-        let _ = to_runner.send(start.to_line()).await;
+        to_runner.send(start.to_line()).await;
         Self {
             bridge,
             to_runner: Some(to_runner),
@@ -228,7 +227,7 @@ impl HeldSandbox {
                 let to_runner = to_runner.clone();
                 let nonce = uuid::Uuid::new_v4().simple().to_string();
                 let mut rules = CellRules::new(nonce.clone());
-                let _ = to_runner
+                to_runner
                     .send(
                         HostMessage::Cell {
                             code: code.to_owned(),
@@ -298,7 +297,9 @@ impl HeldSandbox {
 
     /// End the sandbox: close its input, give it a moment to exit, then kill what is left.
     pub async fn close(mut self) {
-        self.to_runner = None;
+        if let Some(input) = self.to_runner.take() {
+            input.close();
+        }
         if tokio::time::timeout(EXIT_GRACE, self.control.wait())
             .await
             .is_err()
@@ -355,7 +356,7 @@ impl HeldSandbox {
 async fn serve_cell(
     bridge: &Arc<Bridge>,
     reader: &mut BufReader<Box<dyn AsyncRead + Send + Unpin>>,
-    to_runner: &mpsc::Sender<Vec<u8>>,
+    to_runner: &RunnerInput,
     deadline: Instant,
     length: Duration,
     budget: Arc<CallBudget>,
@@ -438,7 +439,7 @@ async fn serve_cell(
                             error: Some(e.message()),
                         },
                     };
-                    let _ = to_runner.send(reply.to_line()).await;
+                    to_runner.send(reply.to_line()).await;
                     let calls = finished.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
                     steering.tell(RunEvent::CallFinished { calls, tool, end });
                 };
@@ -453,16 +454,4 @@ async fn serve_cell(
     // of calls cut short come before its run_end (bridge::governed).
     drop(calls);
     outcome
-}
-
-async fn write_loop(
-    mut stdin: Box<dyn AsyncWrite + Send + Unpin>,
-    mut rx: mpsc::Receiver<Vec<u8>>,
-) {
-    while let Some(line) = rx.recv().await {
-        if stdin.write_all(&line).await.is_err() || stdin.flush().await.is_err() {
-            break;
-        }
-    }
-    let _ = stdin.shutdown().await;
 }

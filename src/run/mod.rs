@@ -11,6 +11,7 @@ mod audit;
 mod cell_rules;
 mod ending;
 mod held;
+mod input;
 pub(crate) mod protocol;
 
 pub use audit::process_session;
