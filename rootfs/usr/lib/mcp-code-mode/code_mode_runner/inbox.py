@@ -51,7 +51,7 @@ _read_lock = threading.Lock()  # held by whoever reads; `_buffer` is theirs mean
 _buffer = bytearray()  # bytes read after the last complete line
 _reads = 0  # reads of the protocol so far
 _watched = weakref.WeakSet()  # the loops that watch the protocol (see watch)
-_forked = False  # in a child made by os.fork: the protocol is the parent's to read
+_forked = False  # in a child made by os.fork: the protocol is its parent's to read
 
 
 def _after_fork():
@@ -202,6 +202,8 @@ def _readable():
     if eof.is_set():
         _unwatch(loop)
         return
+    # A forked child leaves the protocol to its parent (and its loop's epoll set, shared
+    # with the parent's loop, as it is).
     if _forked or not _read_lock.acquire(blocking=False):
         return  # someone else reads it
     try:
@@ -247,8 +249,11 @@ def drain():
 
 
 def next_message():
-    """The main thread's next start or cell message, read blocking; None at EOF."""
+    """The main thread's next start or cell message, read blocking; None at EOF, and in a
+    child made by os.fork (the host's lines are its parent's)."""
     global _reads
+    if _forked:
+        return None
     while True:
         if messages:
             return messages.popleft()
