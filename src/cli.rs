@@ -1,7 +1,9 @@
 //! The command line (clap): `serve`, `exec`, `rootfs build`.
 //!
 //! Exit codes of `exec`: 0 when the code finished without error, 1 when it raised or was
-//! stopped, 2 when the command line or startup failed (with a message on stderr).
+//! stopped, 2 when the command line or startup failed (with a message on stderr). A SIGTERM,
+//! SIGINT or SIGHUP ends `serve` and `exec` with 128 + its number ([`crate::signals`]);
+//! `exec` prints the stopped run's result first.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -19,12 +21,13 @@ use crate::governance::options::GovernanceArgs;
 use crate::limits::{DEFAULT_DEADLINE_SECS, DEFAULT_MAX_CALLS};
 use crate::rootfs::{self, Source};
 use crate::run::pool::{DEFAULT_POOL_SIZE, Pool};
-use crate::run::{RunOptions, run_code};
+use crate::run::{CANCELLED, RunOptions, Steering, run_steered};
 use crate::sandbox::Backend;
 use crate::sandbox::docker::DockerBackend;
 use crate::sandbox::native::NativeBackend;
 use crate::sandbox::native::scope::{self, ScopeMode};
 use crate::serve::CodeModeServer;
+use crate::signals;
 
 /// Code mode for any MCP server: model-written Python in a sandbox, every tool call checked.
 #[derive(Parser, Debug)]
@@ -189,13 +192,9 @@ struct RunArgs {
     governance: GovernanceArgs,
     /// The wrapped MCP server's command and arguments: everything after `--`, or from the
     /// first argument that is not an option on (so `serve npx -y server` works too, as the
-    /// MCP Inspector CLI passes it).
-    #[arg(
-        value_name = "COMMAND",
-        trailing_var_arg = true,
-        allow_hyphen_values = true,
-        num_args = 0..
-    )]
+    /// MCP Inspector CLI passes it). An unknown option before the command is refused by
+    /// name rather than taken as the command (so `exec --bogus --code …` says `--bogus`).
+    #[arg(value_name = "COMMAND", trailing_var_arg = true, num_args = 0..)]
     command: Vec<String>,
 }
 
@@ -310,17 +309,22 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             if let Some(http) = http {
                 // SIGTERM, SIGINT or SIGHUP starts a graceful shutdown.
                 let server = server.with_session_runs(http.session_runs);
-                let served = crate::serve::http::serve_http(server, http, signalled()).await;
+                let caught = Arc::new(std::sync::OnceLock::new());
+                let shutdown = signals::recorded(&caught);
+                let served = crate::serve::http::serve_http(server, http, shutdown).await;
                 pool.close().await;
                 bridge.close().await;
-                return served.map(|()| ExitCode::SUCCESS);
+                served?;
+                return Ok(caught.get().map_or(ExitCode::SUCCESS, |ending| {
+                    ExitCode::from(ending.exit_code())
+                }));
             }
-            let served = until_signal(server.serve_stdio()).await;
+            let served = signals::until_signal(server.serve_stdio()).await;
             pool.close().await;
             bridge.close().await;
             match served {
-                Some(served) => served.map(|()| ExitCode::SUCCESS),
-                None => Ok(ExitCode::from(SIGNALLED)),
+                Ok(served) => served.map(|()| ExitCode::SUCCESS),
+                Err(ending) => Ok(ExitCode::from(ending.exit_code())),
             }
         }
         Command::Exec(args) => {
@@ -331,11 +335,9 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
                 (None, None) => bail!("give --code or --file"),
             };
             let (bridge, backend, options) = prepare(&args.run).await?;
-            let report = until_signal(run_code(&bridge, backend.as_ref(), &code, &options)).await;
+            let (report, ending) =
+                run_until_signal(&bridge, backend.as_ref(), &code, &options).await;
             bridge.close().await;
-            let Some(report) = report else {
-                return Ok(ExitCode::from(SIGNALLED));
-            };
             let report = report?;
             // Which limits held is part of what a run reports; stdout carries only the result.
             // A run refused before its sandbox started held no limits: no empty field then.
@@ -350,41 +352,48 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             {
                 println!("{}", report.result.to_json());
             }
-            Ok(if report.result.succeeded() {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::from(1)
+            Ok(match ending {
+                Some(ending) => ExitCode::from(ending.exit_code()),
+                None if report.result.succeeded() => ExitCode::SUCCESS,
+                None => ExitCode::from(1),
             })
         }
     }
 }
 
-/// Exit code after SIGTERM, SIGINT or SIGHUP (the sandbox and its cgroup or container were
-/// removed first).
-const SIGNALLED: u8 = 143;
-
-/// Run `work` until it ends or a SIGTERM, SIGINT or SIGHUP arrives (then `None`). Dropping
-/// `work` drops its sandboxes, whose Drop kills them and removes their cgroup or container.
-async fn until_signal<F: std::future::Future>(work: F) -> Option<F::Output> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::hangup()),
-    ) else {
-        return Some(work.await);
+/// `exec`'s run, stopped by the first SIGTERM, SIGINT or SIGHUP: its sandbox is killed, and
+/// the result keeps what the code printed, with an error naming the signal (`stopped by
+/// SIGINT; the sandbox was killed`). The signal, if one came, is returned beside the result.
+async fn run_until_signal(
+    bridge: &Arc<Bridge>,
+    backend: &dyn Backend,
+    code: &str,
+    options: &RunOptions,
+) -> (
+    Result<crate::run::RunReport, crate::sandbox::SandboxError>,
+    Option<signals::Ending>,
+) {
+    let steering = Steering::default();
+    // Watched before the run starts, so no signal slips past while it is first polled.
+    let signalled = signals::first();
+    let run = run_steered(bridge, backend, code, options, &steering);
+    tokio::pin!(run);
+    let ending = tokio::select! {
+        report = &mut run => return (report, None),
+        ending = signalled => ending,
     };
-    tokio::select! {
-        out = work => Some(out),
-        _ = term.recv() => None,
-        _ = int.recv() => None,
-        _ = hup.recv() => None,
+    // A cancelled run returns at once with what the code printed so far.
+    steering.cancel.cancel();
+    let mut report = run.await;
+    if let Ok(report) = &mut report
+        && report.result.error.as_deref() == Some(CANCELLED)
+    {
+        report.result.error = Some(format!(
+            "stopped by {}; the sandbox was killed",
+            ending.name()
+        ));
     }
-}
-
-/// Resolves at the first SIGTERM, SIGINT or SIGHUP (never, if they cannot be watched).
-async fn signalled() {
-    until_signal(std::future::pending::<()>()).await;
+    (report, Some(ending))
 }
 
 /// `--call-timeout` and `--startup-timeout`: seconds above 0 and at most 3600.
@@ -527,4 +536,52 @@ async fn backend(args: &RunArgs, rootfs: rootfs::Rootfs) -> anyhow::Result<Arc<d
             )
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::{Cli, Command};
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("mcp-code-mode").chain(args.iter().copied()))
+    }
+
+    /// The wrapped command `exec` or `serve` was given.
+    fn command(args: &[&str]) -> Vec<String> {
+        match parse(args).expect("parses").command {
+            Command::Exec(exec) => exec.run.command,
+            Command::Serve(serve) => serve.run.command,
+            other => panic!("not exec or serve: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn an_unknown_option_before_code_is_named_in_the_error() {
+        for unknown in ["--pool", "--bogus"] {
+            let error = parse(&["exec", unknown, "2", "--code", "print(1)", "--", "server"])
+                .expect_err("an option exec does not have");
+            assert_eq!(error.kind(), clap::error::ErrorKind::UnknownArgument);
+            assert!(error.to_string().contains(unknown), "{error}");
+        }
+    }
+
+    #[test]
+    fn the_command_after_a_double_dash_keeps_its_own_options() {
+        assert_eq!(
+            command(&[
+                "exec", "--code", "print(1)", "--", "npx", "-y", "server", "--code", "x"
+            ]),
+            ["npx", "-y", "server", "--code", "x"]
+        );
+    }
+
+    #[test]
+    fn the_command_without_a_double_dash_starts_at_its_first_word_and_keeps_its_options() {
+        assert_eq!(
+            command(&["serve", "--pool", "0", "npx", "-y", "server", "--port", "1"]),
+            ["npx", "-y", "server", "--port", "1"]
+        );
+    }
 }

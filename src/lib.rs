@@ -73,13 +73,16 @@ mod lines;
 mod mcp_tasks;
 mod pyjson;
 pub mod rootfs;
+/// SIGTERM, SIGINT and SIGHUP: how they end `serve` and `exec`, and the exit codes they leave.
+mod signals;
 mod stderr_log;
 
 pub use serve::description;
 
 /// Run the `mcp-code-mode` command line (`serve`, `exec`, `rootfs`, `build-image`, `doctor`)
 /// and return the process's exit code: 0 on success, 1 when a run failed, 2 on a usage or
-/// setup error, 143 when a signal ended `serve`, and `doctor`'s own 0/1/2. Call
+/// setup error, 128 + the signal's number when SIGTERM, SIGINT or SIGHUP ended `serve` or `exec`
+/// (143, 130, 129), and `doctor`'s own 0/1/2. Call
 /// [`dispatch_launcher`] before it.
 pub fn run_command_line() -> std::process::ExitCode {
     cli::main()

@@ -12,7 +12,8 @@
 //! - an idle session expires (404 after), and frees its seat;
 //! - a body over the cap gets 413;
 //! - `/metrics` counters move after a run; `/healthz` tells live from ready;
-//! - SIGTERM lets a run in flight finish, or cancels it after the grace period.
+//! - SIGTERM lets a run in flight finish, or cancels it after the grace period; SIGTERM,
+//!   SIGINT and SIGHUP end serve with 128 + the signal's number.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -866,7 +867,8 @@ fn sigterm_lets_a_run_in_flight_finish_then_exits() {
     let out = output_json(client);
     assert_eq!(out["stdout"], "slept\n", "{out}\n{}", served.log());
     let status = served.wait_exit(Duration::from_secs(20));
-    assert_eq!(status.and_then(|s| s.code()), Some(0), "{}", served.log());
+    // 128 + SIGTERM's 15, as a shell reports a process SIGTERM ended.
+    assert_eq!(status.and_then(|s| s.code()), Some(143), "{}", served.log());
 }
 
 #[test]
@@ -897,7 +899,8 @@ fn sigterm_cancels_a_run_still_going_after_the_grace_period() {
     let began = Instant::now();
     served.terminate();
     let status = served.wait_exit(Duration::from_secs(20));
-    assert_eq!(status.and_then(|s| s.code()), Some(0), "{}", served.log());
+    // 128 + SIGTERM's 15, as a shell reports a process SIGTERM ended.
+    assert_eq!(status.and_then(|s| s.code()), Some(143), "{}", served.log());
     assert!(
         began.elapsed() < Duration::from_secs(15),
         "{:?}",
@@ -910,4 +913,24 @@ fn sigterm_cancels_a_run_still_going_after_the_grace_period() {
         "{}",
         served.log()
     );
+}
+
+#[test]
+fn a_signal_ends_serve_over_http_with_128_plus_its_number() {
+    if !native_client_ready() {
+        return;
+    }
+    for (name, expected) in [("INT", 130), ("HUP", 129), ("TERM", 143)] {
+        let mut served = Served::start(&["--pool", "0"], None);
+        let _ = Command::new("kill")
+            .args([format!("-{name}"), served.child.id().to_string()])
+            .status();
+        let status = served.wait_exit(Duration::from_secs(20));
+        assert_eq!(
+            status.and_then(|s| s.code()),
+            Some(expected),
+            "SIG{name}: {}",
+            served.log()
+        );
+    }
 }

@@ -14,6 +14,8 @@ mod docker_backend;
 mod doctor;
 /// The main job: `exec` and `serve` with real MCP clients.
 mod end_to_end;
+/// The exit codes signals leave, and what `exec` prints when one stops it.
+mod exit_codes;
 mod extension_tasks;
 /// Golden files of generated contracts.
 mod golden;

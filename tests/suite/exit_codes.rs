@@ -1,0 +1,134 @@
+//! The exit codes a signal leaves: SIGTERM, SIGINT and SIGHUP end `exec` and `serve` (stdio)
+//! with 128 + the signal's number, as a shell reports a process the signal killed; `exec`
+//! prints the stopped run's result first. (`serve --http`: `http_serving`.)
+//!
+//! Index: a signal ends exec with 128 plus its number after printing what the code printed;
+//! a signal ends serve on stdio with 128 plus its number; an unknown option before `--code`
+//! is named in exec's error.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::common::{bin, native_available, processes_named, require, toy};
+
+/// The signals that end `exec` and `serve`, with the exit code each must leave.
+const SIGNALS: [(&str, i32); 3] = [("INT", 130), ("HUP", 129), ("TERM", 143)];
+
+/// Send `SIG{name}` to `pid` with kill(1).
+fn send(name: &str, pid: u32) {
+    let sent = Command::new("kill")
+        .args([format!("-{name}"), pid.to_string()])
+        .status()
+        .expect("kill");
+    assert!(sent.success(), "SIG{name} to {pid}");
+}
+
+/// Wait (at most 30 s) for `child` to exit; its exit code (`None`: killed by a signal).
+fn exit_code(child: &mut Child) -> Option<i32> {
+    let start = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            return status.code();
+        }
+        assert!(start.elapsed() < Duration::from_secs(30), "it did not exit");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_signal_ends_exec_with_128_plus_its_number_after_printing_what_the_code_printed() {
+    if !require(native_available(), "user namespaces are not available here") {
+        return;
+    }
+    for (name, expected) in SIGNALS {
+        // The code names itself once it has printed, so the test knows when to signal.
+        let marker = format!("ex{name}{}", std::process::id() % 1_000_000);
+        let code = format!(
+            "import ctypes, time\nprint('printed before the signal', flush=True)\nctypes.CDLL(None).prctl(15, {marker:?}.encode(), 0, 0, 0)\ntime.sleep(60)"
+        );
+        let mut child = Command::new(bin())
+            .args(["exec", "--deadline", "90", "--code", &code, "--"])
+            .args(toy())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start exec");
+        let start = Instant::now();
+        while processes_named(&marker).is_empty() {
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "the code never ran"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // Time for the host to read the printed line, which came before the name.
+        std::thread::sleep(Duration::from_millis(300));
+        send(name, child.id());
+        let code = exit_code(&mut child);
+        let out = child.wait_with_output().expect("exec's output");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(code, Some(expected), "SIG{name}; stderr: {stderr}");
+        let result: Value = serde_json::from_str(stdout.lines().last().unwrap_or(""))
+            .unwrap_or_else(|e| panic!("SIG{name}: no result line ({e}): {stdout:?} {stderr}"));
+        assert_eq!(result["stdout"], "printed before the signal\n", "{result}");
+        assert_eq!(result["stopped"], true, "{result}");
+        assert_eq!(
+            result["error"],
+            format!("stopped by SIG{name}; the sandbox was killed"),
+            "{result}"
+        );
+        assert!(
+            processes_named(&marker).is_empty(),
+            "SIG{name}: the sandbox outlived exec"
+        );
+    }
+}
+
+#[test]
+fn a_signal_ends_serve_on_stdio_with_128_plus_its_number() {
+    if !require(native_available(), "user namespaces are not available here") {
+        return;
+    }
+    for (name, expected) in SIGNALS {
+        let mut child = Command::new(bin())
+            .args(["serve", "--pool", "0", "--"])
+            .args(toy())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start serve");
+        // Once serve answered initialize, it serves (and watches for signals).
+        let mut stdin = child.stdin.take().expect("stdin");
+        writeln!(
+            stdin,
+            r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":"2025-11-25","capabilities":{{}},"clientInfo":{{"name":"t","version":"0"}}}}}}"#
+        )
+        .expect("send initialize");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("stdout"))
+            .read_line(&mut line)
+            .expect("read initialize's answer");
+        assert!(line.contains("\"result\""), "{line}");
+        send(name, child.id());
+        assert_eq!(exit_code(&mut child), Some(expected), "SIG{name}");
+        drop(stdin);
+    }
+}
+
+#[test]
+fn an_unknown_option_before_code_is_named_in_execs_error() {
+    let out = Command::new(bin())
+        .args(["exec", "--pool", "2", "--code", "print(1)", "--"])
+        .args(toy())
+        .output()
+        .expect("run exec");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("unexpected argument '--pool'"), "{stderr}");
+    assert!(!stderr.contains("not provided"), "{stderr}");
+}
