@@ -25,7 +25,7 @@ pub use budget::{CallBudget, Taint};
 pub use catalog::names::python_name;
 pub use catalog::{Catalog, CatalogError, Selection, ServerTools};
 pub use refusal::{CallError, Refusal};
-pub use relist::RELIST_INTERVAL;
+pub use relist::{RELIST_INTERVAL, RELIST_TIMEOUT};
 pub use upstream::{
     DEFAULT_ENV, RESTART_COOLDOWN, RemoteSpec, RemoteTransport, STARTUP_TIMEOUT, ServerSpec,
 };
@@ -163,9 +163,6 @@ impl std::fmt::Display for CallTimeouts {
 
 /// Least time between two attempts to start a server that failed to start.
 pub const RETRY_INTERVAL: Duration = Duration::from_secs(5);
-/// Longest a run waits at its start for servers being retried or re-listed; a retry that
-/// takes longer goes on in the background and a later run sees its tools.
-pub const REFRESH_WAIT: Duration = Duration::from_secs(2);
 
 /// How [`Bridge::open_with`] starts the servers.
 #[derive(Debug, Clone, Copy, Default)]
@@ -414,14 +411,25 @@ impl Bridge {
         self.catalog().generation()
     }
 
-    /// Bring the catalog up to date before a run: read again the tools of servers that sent
-    /// `notifications/tools/list_changed` (or wait for the re-list already under way,
-    /// relist.rs), and start again servers that failed, at most once
-    /// per [`RETRY_INTERVAL`] each. Waits at most [`REFRESH_WAIT`] for retries; a slower one
-    /// goes on in the background.
+    /// Bring the catalog up to date before a run. Servers that sent
+    /// `notifications/tools/list_changed` have their tools read again (or the re-list already
+    /// under way is waited for), so the run sees their current tools: this waits for their
+    /// `tools/list`, at most [`RELIST_TIMEOUT`] per server (relist.rs). Servers that failed
+    /// are started again in the background, at most once per [`RETRY_INTERVAL`] each: the run
+    /// never waits for them, and when one starts its tools come in a new catalog (a higher
+    /// [`Self::catalog_version`]) that later runs see and the warm pool replaces its
+    /// sandboxes for.
     pub async fn refresh(&self) {
         self.shared.relist_changed().await;
-        let mut retries = Vec::new();
+        self.retry_failed();
+    }
+
+    /// Start a background retry of each server that failed and was last tried at least
+    /// [`RETRY_INTERVAL`] ago, unless one is under way.
+    fn retry_failed(&self) {
+        if self.shared.closed.load(Ordering::SeqCst) {
+            return;
+        }
         for (index, slot) in self.shared.slots.iter().enumerate() {
             let mut state = slot.state();
             let due = state.upstream.is_none()
@@ -432,11 +440,8 @@ impl Bridge {
             if due {
                 state.retrying = true;
                 state.last_attempt = Some(Instant::now());
-                retries.push(tokio::spawn(retry(self.shared.clone(), index)));
+                tokio::spawn(retry(self.shared.clone(), index));
             }
-        }
-        if !retries.is_empty() {
-            let _ = tokio::time::timeout(REFRESH_WAIT, futures::future::join_all(retries)).await;
         }
     }
 
@@ -613,7 +618,8 @@ impl Bridge {
     }
 }
 
-/// Start a server that failed again; on success publish a catalog with its tools.
+/// Start a server that failed again; on success publish a catalog with its tools. A server
+/// that starts after the bridge was closed is closed at once.
 async fn retry(shared: Arc<Shared>, index: usize) {
     let slot = &shared.slots[index];
     let name = slot.entry.spec.name.clone();
@@ -625,6 +631,14 @@ async fn retry(shared: Arc<Shared>, index: usize) {
                 state.upstream = Some(upstream.clone());
                 state.tools = tools;
                 state.failure = None;
+            }
+            // Read after the server is in its slot: a close that sets the flag later finds it
+            // there and closes it itself.
+            if shared.closed.load(Ordering::SeqCst) {
+                slot.state().upstream = None;
+                upstream.close().await;
+                slot.state().retrying = false;
+                return;
             }
             match shared.rebuild() {
                 Ok(()) => {

@@ -6,7 +6,8 @@
 //! then tells its own client (`notifications/tools/list_changed`, the run_python
 //! description embeds the catalog) and the warm pool replaces sandboxes started with the old
 //! one. A run also re-lists before it starts ([`super::Bridge::refresh`]), waiting for a
-//! re-list in progress, so the next run always sees the new catalog. A server that sends
+//! re-list in progress (at most [`RELIST_TIMEOUT`] per server), so the next run always sees
+//! the new catalog. A server that sends
 //! the notification in a loop is read at most once per [`RELIST_INTERVAL`] by the task. A new list the catalog
 //! refuses (a name clash) leaves the old one in place, with a warning.
 
@@ -16,7 +17,12 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{REFRESH_WAIT, Shared};
+use super::Shared;
+
+/// Longest a re-list after `list_changed` waits for a server's `tools/list`: a run waits for
+/// it before it starts ([`super::Bridge::refresh`]); a server that has not answered by then
+/// keeps its old tools, with a warning.
+pub const RELIST_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl Shared {
     /// Read again the tools of each server that sent `list_changed` since its tools were
@@ -32,7 +38,7 @@ impl Shared {
             if !upstream.take_tools_changed() {
                 continue;
             }
-            match tokio::time::timeout(REFRESH_WAIT * 5, upstream.list_tools()).await {
+            match tokio::time::timeout(RELIST_TIMEOUT, upstream.list_tools()).await {
                 Ok(Ok(tools)) => {
                     let old = std::mem::replace(&mut slot.state().tools, tools);
                     if let Err(e) = self.rebuild() {

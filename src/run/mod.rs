@@ -279,7 +279,8 @@ async fn run_in(
     if steering.cancel.is_cancelled() {
         return Ok(cancelled());
     }
-    // Servers that changed their tools are read again, failed ones retried (bounded).
+    // Servers that changed their tools are read again (bounded); failed ones are retried in
+    // the background.
     tokio::select! {
         biased;
         () = steering.cancel.cancelled() => return Ok(cancelled()),
@@ -324,13 +325,10 @@ async fn run_budgeted(
     budget: &Arc<CallBudget>,
 ) -> Result<RunReport, SandboxError> {
     let deadline = Instant::now() + options.deadline;
-    // A sandbox taken or started when the run is cancelled is dropped, which kills it.
-    let started = tokio::select! {
-        biased;
-        () = steering.cancel.cancelled() => return Ok(cancelled()),
-        started = start => started,
+    let mut held = match start_within(start, deadline, options.deadline, steering).await {
+        Ok(started) => started?,
+        Err(stopped) => return Ok(stopped),
     };
-    let mut held = started?;
     steering.tell(RunEvent::Started);
     // At most twice: a cold sandbox is not pooled, so it is never thrown away here.
     let report = loop {
@@ -345,12 +343,11 @@ async fn run_budgeted(
             "pooled sandbox thrown away: it died before it acknowledged the cell; the run starts cold"
         );
         held.discard_into(Some(side.endings));
-        let started = tokio::select! {
-            biased;
-            () = steering.cancel.cancelled() => return Ok(cancelled()),
-            started = HeldSandbox::start(side.bridge.clone(), side.backend) => started,
+        let start = HeldSandbox::start(side.bridge.clone(), side.backend);
+        held = match start_within(start, deadline, options.deadline, steering).await {
+            Ok(started) => started?,
+            Err(stopped) => return Ok(stopped),
         };
-        held = started?;
     };
     match (held.abandoned, pool) {
         (true, _) => held.discard_into(pool.map(|side| side.endings)),
@@ -362,6 +359,29 @@ async fn run_budgeted(
         (false, None) => held.close().await,
     }
     report
+}
+
+/// Wait for a sandbox's start (a cold start or a take from the pool) within the run's
+/// `deadline` (its length `length`, for the error) and its cancel. When either comes first,
+/// the start is dropped, which kills whatever it had started, and the run's report is the
+/// error: the same stopped result as a deadline or a cancel while the code runs.
+async fn start_within(
+    start: impl std::future::Future<Output = Result<HeldSandbox, SandboxError>>,
+    deadline: Instant,
+    length: Duration,
+    steering: &Steering,
+) -> Result<Result<HeldSandbox, SandboxError>, RunReport> {
+    tokio::select! {
+        biased;
+        () = steering.cancel.cancelled() => Err(cancelled()),
+        () = tokio::time::sleep_until(deadline) => Err(RunReport {
+            result: RunResult::stopped(StreamedOutput::default(), &Stop::Deadline(length)),
+            limits: None,
+            calls: 0,
+            pooled: false,
+        }),
+        started = start => Ok(started),
+    }
 }
 
 /// What a run taken from a pool uses besides the pool's sandbox: where to start a cold one

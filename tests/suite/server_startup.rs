@@ -1,5 +1,5 @@
 //! Starting wrapped servers: servers start at once, one that fails leaves the
-//! others working and is retried by later runs, `--strict` keeps all or nothing, a server
+//! others working and is retried in the background by later runs (which never wait for it), `--strict` keeps all or nothing, a server
 //! without tools starts with none, `list_changed` is read again (a server sending it in a
 //! loop at most once a second), and `serve`/`exec` take the
 //! server command without `--`.
@@ -124,12 +124,30 @@ async fn a_failed_server_is_retried_by_later_runs_at_most_every_few_seconds() {
     assert_eq!(attempts(dir.path()), 1, "retried before the interval");
     tokio::time::sleep(RETRY_INTERVAL).await;
     bridge.refresh().await;
-    assert_eq!(attempts(dir.path()), 2, "not retried after the interval");
+    // The retry goes on in the background.
+    let retried = async {
+        while attempts(dir.path()) < 2 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    assert!(
+        tokio::time::timeout(Duration::from_secs(10), retried)
+            .await
+            .is_ok(),
+        "not retried after the interval"
+    );
     assert!(bridge.catalog().get("flaky__env").is_none());
-    // Once it can start, the next due retry brings its tools in, in a new generation.
+    // Once it can start, the next due retry brings its tools in, in a new catalog version.
     std::fs::write(dir.path().join("ok"), "").unwrap();
     tokio::time::sleep(RETRY_INTERVAL).await;
+    let mut versions = bridge.watch_catalog();
+    versions.borrow_and_update();
     bridge.refresh().await;
+    let changed = tokio::time::timeout(Duration::from_secs(10), versions.changed()).await;
+    assert!(
+        matches!(changed, Ok(Ok(()))),
+        "no new catalog after the retry"
+    );
     assert_eq!(attempts(dir.path()), 3);
     let catalog = bridge.catalog();
     assert!(catalog.get("flaky__env").is_some(), "not in the catalog");
@@ -137,6 +155,31 @@ async fn a_failed_server_is_retried_by_later_runs_at_most_every_few_seconds() {
     assert!(bridge.generation() > first);
     let out = bridge
         .call(&CallBudget::new(5), "flaky__env", &json!({}))
+        .await;
+    assert!(out.is_ok(), "{out:?}");
+    bridge.close().await;
+}
+
+#[tokio::test]
+async fn a_run_does_not_wait_for_the_retry_of_a_server_that_never_answers() {
+    let env = Scenario::load("env");
+    // It starts and never answers `initialize`: each try takes its whole startup timeout.
+    let silent = ServerSpec {
+        name: "silent".into(),
+        command: "sleep".into(),
+        args: vec!["1000".into()],
+        startup_timeout: Some(Duration::from_secs(3)),
+        ..ServerSpec::default()
+    };
+    let entries = vec![entry(named(env.spec(), "good")), entry(silent)];
+    let bridge = Bridge::open_with(entries, prefixed()).await.expect("opens");
+    assert!(bridge.catalog().get("silent__env").is_none());
+    tokio::time::sleep(RETRY_INTERVAL).await;
+    // The retry is due: the run's refresh starts it and goes on at once.
+    let refreshed = tokio::time::timeout(Duration::from_secs(1), bridge.refresh()).await;
+    assert!(refreshed.is_ok(), "the run waited for the retry");
+    let out = bridge
+        .call(&CallBudget::new(5), "good__env", &json!({}))
         .await;
     assert!(out.is_ok(), "{out:?}");
     bridge.close().await;

@@ -1,17 +1,24 @@
-//! Timeouts that line up: the run's deadline holds on both backends whatever the code does,
+//! Timeouts that line up: the run's deadline holds on both backends whatever the code does (and while its sandbox starts),
 //! a syscall through a foreign ABI ends the whole run at once (never only its thread, which
 //! would leave the run hanging until the deadline), the per-call timeout is `--call-timeout` or a config entry's own `timeout`, and the
 //! run_python description states the numbers in force.
 
 use std::path::PathBuf;
 use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
 
+use futures::future::BoxFuture;
+use mcp_code_mode::bridge::Bridge;
+use mcp_code_mode::run::{RunOptions, run_code};
+use mcp_code_mode::sandbox::{Backend, Sandbox, SandboxError};
 use serde_json::Value;
 
 use super::common::{
     ExecOptions, backend_ready, bin, example, exec_with, native_client_ready, python_client,
     require, venv_python,
 };
+use super::misbehaving_servers::{Scenario, entry};
 
 /// Each code's seconds and result under `serve ARGS` on `backend`, one run after the other,
 /// timed by the Python SDK client from request to result.
@@ -217,4 +224,46 @@ fn call_timeout_is_refused_outside_its_range() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
+}
+
+/// A backend whose start never finishes (a launcher that stalls); `dropped` closes when the
+/// start is dropped.
+struct StalledStart {
+    dropped: std::sync::Mutex<Option<tokio::sync::oneshot::Sender<()>>>,
+}
+
+impl Backend for StalledStart {
+    fn spawn(&self) -> BoxFuture<'_, Result<Sandbox, SandboxError>> {
+        let held = self.dropped.lock().unwrap().take();
+        Box::pin(async move {
+            let _held = held;
+            std::future::pending().await
+        })
+    }
+}
+
+#[tokio::test]
+async fn the_deadline_holds_while_the_sandbox_starts_and_the_stalled_start_is_dropped() {
+    let env = Scenario::load("env");
+    let bridge = Arc::new(Bridge::open(vec![entry(env.spec())], false).await.unwrap());
+    let (tx, dropped) = tokio::sync::oneshot::channel::<()>();
+    let backend = StalledStart {
+        dropped: std::sync::Mutex::new(Some(tx)),
+    };
+    let options = RunOptions {
+        deadline: Duration::from_secs(1),
+        ..RunOptions::default()
+    };
+    let run = run_code(&bridge, &backend, "print(1)", &options);
+    let report = tokio::time::timeout(Duration::from_secs(10), run)
+        .await
+        .expect("the run outlived its deadline by far")
+        .expect("a report, not a start failure");
+    assert!(report.result.stopped, "{:?}", report.result);
+    assert_eq!(
+        report.result.error.as_deref(),
+        Some("deadline of 1 s exceeded; the sandbox was killed")
+    );
+    assert!(dropped.await.is_err(), "the stalled start was kept");
+    bridge.close().await;
 }
