@@ -330,6 +330,26 @@ fn only_the_run_cgroups_of_dead_owners_are_removed_as_strays() {
 }
 
 #[test]
+fn an_empty_stray_in_a_cgroup_other_than_ours_is_removed_but_a_busy_one_stays() {
+    let (dir, host) = fake_v1(true);
+    let fs = dir.path().join("fs");
+    let dead = Owner {
+        pid: u32::MAX,
+        ..Owner::current().clone()
+    };
+    // A dead serve's memory cgroup was a sibling of ours: its run there is out of our sweep.
+    let elsewhere = run_dir(&fs.join("memory/machine/other"), &dead);
+    // A file in it stands for its processes here: rmdir fails on it, as EBUSY would.
+    let busy = run_dir(&fs.join("memory/elsewhere"), &dead);
+    std::fs::write(busy.join("tasks"), "1\n").unwrap();
+    let live = run_dir(&fs.join("memory/machine/other"), Owner::current());
+    assert_eq!(host.remove_strays(), 1);
+    assert!(!elsewhere.exists(), "the empty run of a dead owner went");
+    assert!(busy.exists(), "a run that is not empty stays");
+    assert!(live.exists(), "a live owner's run stays");
+}
+
+#[test]
 fn on_v2_strays_are_found_next_to_our_leaf() {
     let (dir, host) = fake_v2(&format!("/svc/{HOST_LEAF}"), true, "");
     let svc = dir.path().join("fs/svc");
