@@ -43,6 +43,10 @@ class ToolError(Exception):
 messages = collections.deque()  # start/cell messages read, not yet taken by the main thread
 pending = {}  # call id -> (loop, future); dict operations are atomic under the GIL
 eof = threading.Event()
+# Set while the main thread is not reading the protocol (a cell runs): only then can input
+# wait unread, so only then does the drain thread look. An idle sandbox, whose main thread
+# waits in next_message, then costs no wake-ups.
+_main_away = threading.Event()
 
 # The protocol input is a socket (channel relays a pipe onto one), so a loop can read it
 # without blocking (MSG_DONTWAIT) while the main thread reads it blocking between cells.
@@ -236,6 +240,7 @@ def drain():
     poller.register(_sock, select.POLLIN)
     seen_waiting = None  # the read count when input was last seen waiting
     while not eof.is_set():
+        _main_away.wait()
         time.sleep(DRAIN_AFTER)
         if not poller.poll(0):
             seen_waiting = None
@@ -251,9 +256,17 @@ def drain():
 def next_message():
     """The main thread's next start or cell message, read blocking; None at EOF, and in a
     child made by os.fork (the host's lines are its parent's)."""
-    global _reads
     if _forked:
         return None
+    _main_away.clear()
+    try:
+        return _next_message()
+    finally:
+        _main_away.set()
+
+
+def _next_message():
+    global _reads
     while True:
         if messages:
             return messages.popleft()
