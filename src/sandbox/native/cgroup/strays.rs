@@ -23,20 +23,24 @@ impl CgroupHost {
     /// removed; best effort, never fails.
     pub fn remove_strays(&self) -> usize {
         // Each hierarchy on its own: a stray may exist in some and not in others.
-        let subtrees = match self.placement() {
-            Ok(Placement::V2 { path }) => vec![OwnSubtree::V2 {
-                base: self.v2_base(&path),
-                controllers: Vec::new(),
-            }],
-            Ok(Placement::V1 { hierarchies }) => hierarchies
-                .into_iter()
-                .map(|h| OwnSubtree::V1(vec![h]))
-                .collect(),
+        // (The hierarchies' mounts are where the search of the second sweep starts.)
+        let (subtrees, roots): (Vec<OwnSubtree>, Vec<PathBuf>) = match self.placement() {
+            Ok(Placement::V2 { path }) => (
+                vec![OwnSubtree::V2 {
+                    base: self.v2_base(&path),
+                    controllers: Vec::new(),
+                }],
+                vec![self.fs_root.clone()],
+            ),
+            Ok(Placement::V1 { hierarchies }) => {
+                let roots = hierarchies.iter().map(|h| h.dir.clone()).collect();
+                let subtrees = hierarchies
+                    .into_iter()
+                    .map(|h| OwnSubtree::V1(vec![h]))
+                    .collect();
+                (subtrees, roots)
+            }
             Err(_) => return 0,
-        };
-        let roots: Vec<PathBuf> = match self.placement() {
-            Ok(Placement::V1 { hierarchies }) => hierarchies.into_iter().map(|h| h.dir).collect(),
-            _ => vec![self.fs_root.clone()],
         };
         let mut removed = 0;
         for subtree in subtrees {
