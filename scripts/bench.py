@@ -5,7 +5,7 @@ Usage: scripts/bench [RUNS]   (default 100 runs per row)
 One invocation measures, on this machine and at this load:
 - `print(1)` end to end through `mcp-code-mode serve` with the Python SDK client: p50, p90
   and p99 over RUNS runs for native pooled, native cold (`--pool 0`), Docker pooled and
-  Docker cold (one `docker run` per call), and bare bubblewrap + python on the same rootfs
+  Docker cold (one container per call), and bare bubblewrap + python on the same rootfs
   (runner.py doing the same start and cell, no serve: the floor of a cold start) when bwrap
   is installed; each with its ratio to native pooled. Native cold and bubblewrap runs are
   taken in turn, one of each, so their ratio compares the two under the same load. Pooled rows wait between runs until
@@ -82,6 +82,22 @@ def children(pid):
         except OSError:
             pass
     return found
+
+
+def descendants(pid):
+    """Every process below `pid`: its children, theirs, and so on."""
+    found, todo = [], [pid]
+    while todo:
+        for child in children(todo.pop()):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def names_container(argv, name, cid):
+    """Whether a command line names the container `name` (full id `cid`): as an argument, or
+    as a flag's value (`--name=NAME`)."""
+    return any(a in (name, cid, cid[:12]) or a.endswith("=" + name) for a in argv)
 
 
 def status_kib(pid, field):
@@ -371,16 +387,22 @@ def sandbox_memory(serve):
                     "cgroup": cgroup_memory(runner),
                 })
     else:
-        names = subprocess.run(
-            ["docker", "ps", "--format", "{{.Names}}", "--filter", f"name=mcp-code-mode-{serve.pid()}-"],
-            capture_output=True, text=True).stdout.split()
-        for name in names:
+        listed = subprocess.run(
+            ["docker", "ps", "--no-trunc", "--format", "{{.ID}} {{.Names}}", "--filter",
+             f"name=mcp-code-mode-{serve.pid()}-"],
+            capture_output=True, text=True).stdout.splitlines()
+        held = descendants(serve.pid())
+        for line in listed:
+            cid, name = line.split()
             top = subprocess.run(["docker", "top", name, "-o", "pid"], capture_output=True, text=True)
             pids = [int(p) for p in top.stdout.split()[1:] if p.isdigit()]
             rss = sum(status_kib(p, "VmRSS") or 0 for p in pids)
-            # What the host keeps for it while it idles: serve's `docker run` client attached
-            # to its stdio, and the containerd shim that is the parent of its first process.
-            host = [c for c in children(serve.pid()) if f"--name={name}" in cmdline(c)]
+            # What the host keeps for it while it idles: any process of serve's that names
+            # the container (a client attached to its stdio, such as a `docker run`,
+            # `docker start -a` or `docker attach`; serve itself attaches over the Engine
+            # API, in its own process), and the containerd shim that is the parent of its
+            # first process.
+            host = [c for c in held if c not in pids and names_container(cmdline(c), name, cid)]
             if pids:
                 shim = parent(pids[0])
                 if shim:
@@ -390,6 +412,7 @@ def sandbox_memory(serve):
                 "rss": rss,
                 "pss": sum(pss_kib(p) or 0 for p in pids),
                 "host_pss": sum(pss_kib(p) or 0 for p in host),
+                "host_processes": len(host),
                 "cgroup": cgroup_memory(pids[0]) if pids else None,
             })
     return found
@@ -619,8 +642,10 @@ def print_table(runs, rows, notes, bridge, direct, rust, steering, start_load):
         print(f"| each idle pooled sandbox ({backend}): RSS of {what} | {each('rss')} |")
         print(f"| each idle pooled sandbox ({backend}): PSS of {what} | {each('pss')} |")
         if backend == "docker":
+            counts = ", ".join(str(m["host_processes"]) for m in members)
             print("| each idle pooled sandbox (docker): PSS of the host processes kept for it "
-                  f"(`docker run` client, containerd shim) | {each('host_pss')} |")
+                  f"(clients attached to it, containerd shim; {counts} process(es)) | "
+                  f"{each('host_pss')} |")
         print(f"| each idle pooled sandbox ({backend}): cgroup memory usage | "
               f"{each('cgroup', 1024)} |")
 
@@ -658,8 +683,8 @@ def print_table(runs, rows, notes, bridge, direct, rust, steering, start_load):
         if name not in rows:
             continue
         # What a sandbox takes: its processes' PSS (pages shared with other sandboxes and
-        # serve counted by share) with the host processes kept for it (Docker: the `docker
-        # run` client and the shim; natively the launcher is one of its processes), or its
+        # serve counted by share) with the host processes kept for it (Docker: the shim and
+        # any client process attached to it; natively the launcher is one of its processes), or its
         # cgroup's usage when that is larger.
         worst = 0.0
         for member in rows[name][1]["memory"]:

@@ -260,7 +260,7 @@ pub async fn run_steered(
 ///
 /// A pooled sandbox can die between its take and the cell (killed from outside while idle:
 /// the take's liveness check cannot see a death that is still on its way, such as a
-/// container whose `docker run` has not noticed yet). When it ends before the runner
+/// container whose attach connection has not ended yet). When it ends before the runner
 /// acknowledged the cell (`began`, sent after it read the cell and before any of the code
 /// runs: [`protocol`]), none of the code ran, so with `pool` the cell runs again in a fresh
 /// sandbox from that backend, under the same deadline. A sandbox that dies after `began`

@@ -404,8 +404,8 @@ async fn slot(
             started = &mut start => started,
             () = closing(&mut closed) => {
                 // A start under way is finished and then ended, not dropped half way: a
-                // `docker run` killed before the engine has made its container can leave
-                // a container made after its removal was asked for.
+                // Docker create request dropped before the engine has made its container
+                // can leave a container made after its removal was asked for.
                 if let Ok(Ok(held)) = tokio::time::timeout(FINISH_LIMIT, start).await {
                     held.close().await;
                 }

@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
-use tokio::process::{Child, ChildStderr};
+use tokio::process::Child;
 use tokio::sync::watch;
 
 pub use self::held_limits::HeldLimits;
@@ -114,8 +114,12 @@ pub struct StderrDrain {
 }
 
 impl StderrDrain {
-    /// Start draining `stderr` (nothing to drain: an empty, ended drain).
-    pub fn start(stderr: Option<ChildStderr>) -> Self {
+    /// Start draining `stderr`: a child's stderr pipe, or any byte stream that ends when
+    /// the sandbox's stderr does (nothing to drain: an empty, ended drain).
+    pub fn start<R>(stderr: Option<R>) -> Self
+    where
+        R: AsyncRead + Send + Unpin + 'static,
+    {
         let kept = Arc::new(Mutex::new(Vec::new()));
         let (end, ended) = watch::channel(());
         if let Some(mut stderr) = stderr {

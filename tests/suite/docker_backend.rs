@@ -5,7 +5,9 @@
 //!
 //! Index: the quick start; the deadline and killed runs leave no container (the reaper ends
 //! a SIGKILLed exec's container; the next start removes what a killed reaper left); the host
-//! environment stays out; Python under the exported seccomp profile; the memory limit.
+//! environment stays out; Python under the exported seccomp profile; the memory limit; an
+//! idle pooled container ends by itself when its serve dies with no clean-up (its stdin,
+//! held only over serve's attach connection, closes).
 
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -269,4 +271,59 @@ fn a_run_over_the_memory_limit_says_so() {
     let run = docker_exec("x = bytearray(400 * 1024 * 1024)\nprint(len(x))", &[], &[]);
     assert!(run.stopped(), "{run:?}");
     assert!(run.error().contains("ran out of memory"), "{run:?}");
+}
+
+/// Whether the container `name` is running (`docker inspect`); false when it is gone.
+fn running(name: &str) -> bool {
+    let out = Command::new("docker")
+        .args(["inspect", "--format", "{{.State.Running}}", name])
+        .output()
+        .expect("run docker inspect");
+    String::from_utf8_lossy(&out.stdout).trim() == "true"
+}
+
+#[test]
+fn an_idle_pooled_container_exits_by_itself_once_its_serve_is_gone() {
+    if !docker_ready() {
+        return;
+    }
+    // serve holds the container's stdin over its attach connection; nothing else does.
+    let mut serve = Command::new(bin())
+        .args(["serve", "--backend", "docker", "--pool", "1", "--"])
+        .args(toy())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn serve");
+    let pid = serve.id();
+    let start = Instant::now();
+    let name = loop {
+        if let Some(name) = containers_of(pid).into_iter().find(|n| running(n)) {
+            break name;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "no pooled container started for serve {pid}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    // No clean-up at all: no destructor, no reaper. Only the closed attach connection can
+    // end the idle runner, which waits for its first cell on stdin.
+    kill_reaper_of(pid);
+    serve.kill().expect("kill serve");
+    serve.wait().expect("reap serve");
+    let killed = Instant::now();
+    while running(&name) {
+        assert!(
+            killed.elapsed() < Duration::from_secs(20),
+            "the idle container {name} still runs 20 s after its serve was SIGKILLed"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let removed = Command::new("docker")
+        .args(["rm", "--force", &name])
+        .output()
+        .expect("run docker rm");
+    assert!(removed.status.success(), "{removed:?}");
 }

@@ -2,14 +2,20 @@
 //!
 //! Per backend: the rootfs directory is imported as a local image tagged by its content digest
 //! (no registry; [`build_image`]), containers left by an earlier process that died are
-//! removed, and the launcher's seccomp policy is written as Docker's profile JSON to a private
-//! temp file (`seccomp_json`). Per run: `docker run -i` (the container's
-//! stdin/stdout are the protocol) with no network, a read-only root, a small /tmp, uid 65534,
-//! no capabilities, no_new_privs, the exported seccomp profile, and the limits of
-//! [`crate::limits`]. The docker client gets only `PATH`, `HOME`, `DOCKER_HOST` and
-//! `DOCKER_CONTEXT` from our environment. No `--rm`: after the client exits, `wait` reads
-//! `OOMKilled` and removes the container; whatever path a run ends by, dropping its
-//! [`SandboxControl`] removes the container (synchronously, bounded).
+//! removed, and the launcher's seccomp policy is exported as Docker's profile JSON
+//! (`seccomp_json`). Per run, over the Docker Engine API (the `bollard` client on the
+//! engine's socket: `DOCKER_HOST`, else `/var/run/docker.sock`): the container is created
+//! ([`create::create_body`]: no network, a read-only root, a small /tmp, uid 65534, no
+//! capabilities, no_new_privs, the exported seccomp profile, the limits of
+//! [`crate::limits`]), attached to (its stdin and its stdout are the protocol, its stderr is
+//! drained), then started. No client process is kept per sandbox: the attach is a
+//! connection `serve` holds. stdin is closed for good when that connection ends
+//! (`StdinOnce`), so the runner exits when `serve` drops the sandbox or dies. No automatic
+//! removal: `wait` reads the exit status and `OOMKilled`, then removes the container;
+//! whatever path a run ends by, dropping its [`crate::sandbox::SandboxControl`] removes the container
+//! (synchronously, bounded, with the `docker` client). The image import, the stray sweep,
+//! the reaper and that removal run the `docker` client, which gets only `PATH`, `HOME`,
+//! `DOCKER_HOST` and `DOCKER_CONTEXT` from our environment.
 //!
 //! What the code inside sees of its environment: `PATH` (Docker's default, added by Docker
 //! when the image sets none), `HOSTNAME=sandbox` (set by Docker), `HOME=/nonexistent` (from
@@ -18,27 +24,19 @@
 //! resolver); /sys, /dev/pts and /dev/mqueue are covered by empty read-only tmpfs mounts.
 //! /dev holds Docker's default nodes (null, zero, full, random, urandom, tty) and the fd links.
 
+mod container;
+pub mod create;
 mod seccomp_json;
 
-use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
+use std::io::Read;
+use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use tokio::process::{Child, Command};
-
-use super::{
-    Backend, BoxFuture, Ending, HeldLimits, Sandbox, SandboxControl, SandboxError, StderrDrain,
-    exit_code, spawner, take_pipes,
-};
-use crate::limits::{
-    CPUS, DISK_BYTES_PER_SEC, DISK_OPS_PER_SEC, MAX_FILE_BYTES, MAX_OPEN_FILES, MAX_PIDS,
-    MEMORY_BYTES, TMP_BYTES,
-};
+use super::{Backend, BoxFuture, Sandbox, SandboxError};
 use crate::rootfs::Rootfs;
-use crate::sandbox::disks::{BlockDevice, whole_disks};
+use crate::sandbox::disks::whole_disks;
 use crate::sandbox::owner::{Owner, RunName};
-use launcher::rlimits::{MSGQUEUE_BYTES, SIGPENDING};
 
 /// Repository of the images built from rootfs directories; the tag is the first 16 hex
 /// characters of the rootfs digest.
@@ -53,7 +51,9 @@ pub const OWNER_LABEL: &str = "mcp-code-mode.owner";
 pub const CLIENT_ENV: [&str; 4] = ["PATH", "HOME", "DOCKER_HOST", "DOCKER_CONTEXT"];
 /// uid and gid of the code inside (the rootfs's /etc/passwd entry `nobody`).
 pub const SANDBOX_ID: u32 = launcher::idmap::SANDBOX_ID;
-/// Longest time one docker command (inspect, kill, rm, import) may take.
+/// Longest time one `docker` command (import, list, rm) may take, and the longest wait for
+/// the engine's answer to one API request (create, attach, start, kill, inspect, remove; a
+/// stream, such as an attach or a wait for the exit, is not bounded once it has begun).
 pub const DOCKER_COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
 
 const HINT: &str = "is the Docker engine running? see scripts/start-docker";
@@ -300,70 +300,26 @@ fn start_reaper() {
     });
 }
 
-/// Write the profile `text` beside the rootfs (content-addressed, written once), or to a
-/// temp file when the cache directory is not writable.
-fn write_profile(
-    rootfs: &Rootfs,
-    text: &str,
-) -> Result<(PathBuf, Option<tempfile::TempPath>), DockerError> {
-    use sha2::{Digest, Sha256};
-    let seccomp_err =
-        |path: &Path, e: std::io::Error| DockerError::Seccomp(format!("{}: {e}", path.display()));
-    let digest = hex::encode(Sha256::digest(text.as_bytes()));
-    if let Some(cache) = rootfs.dir.parent() {
-        let path = cache.join(format!("docker-seccomp-{}.json", &digest[..16]));
-        if std::fs::read_to_string(&path).is_ok_and(|existing| existing == text) {
-            return Ok((path, None));
-        }
-        let written = tempfile::Builder::new()
-            .prefix(".docker-seccomp-")
-            .tempfile_in(cache)
-            .and_then(|mut file| {
-                file.write_all(text.as_bytes())?;
-                file.flush()?;
-                file.persist(&path).map_err(|e| e.error)?;
-                Ok(())
-            });
-        if written.is_ok() {
-            return Ok((path, None));
-        }
-    }
-    // tempfile creates the file with mode 0600; it is deleted with the backend.
-    let mut file = tempfile::Builder::new()
-        .prefix("mcp-code-mode-seccomp-")
-        .suffix(".json")
-        .tempfile()
-        .map_err(|e| DockerError::Seccomp(e.to_string()))?;
-    file.write_all(text.as_bytes())
-        .and_then(|()| file.flush())
-        .map_err(|e| seccomp_err(file.path(), e))?;
-    let temp = file.into_temp_path();
-    Ok((temp.to_path_buf(), Some(temp)))
-}
-
 /// Starts sandboxes as Docker containers of the rootfs image.
 pub struct DockerBackend {
     image: String,
     argv: Vec<String>,
-    seccomp: PathBuf,
-    /// Set when the profile had to go to a temp file (the cache was not writable).
-    _seccomp_temp: Option<tempfile::TempPath>,
+    /// Docker's seccomp profile, compact JSON.
+    seccomp_profile: String,
     owner: String,
     cpu_seconds: u64,
+    engine: container::Engine,
 }
 
 impl DockerBackend {
     /// A backend for `rootfs`, with RLIMIT_CPU of `cpu_seconds` in each container. Blocking:
     /// builds the image when it is missing ([`build_image`]), starts this process's reaper
     /// once ([`start_reaper`]), removes containers of dead owners ([`remove_strays`]) and
-    /// writes the seccomp profile once, content-addressed,
-    /// beside the rootfs in its cache directory (`docker-seccomp-<sha256/16>.json`; a
-    /// private temp file deleted with the backend when the cache is not writable), so a
-    /// killed process leaves no file behind.
+    /// exports the seccomp profile. The engine's API connection is made at the first spawn.
     ///
     /// # Errors
     /// [`DockerError::Command`] when the engine does not answer or the import fails;
-    /// [`DockerError::Seccomp`] when the profile cannot be written.
+    /// [`DockerError::Seccomp`] when the profile cannot be exported.
     pub fn new(rootfs: &Rootfs, cpu_seconds: u64) -> Result<Self, DockerError> {
         let image = build_image(rootfs)?;
         start_reaper();
@@ -372,269 +328,41 @@ impl DockerBackend {
         }
         let text = seccomp_json::export_text(&launcher::seccomp::policy())
             .map_err(|e| DockerError::Seccomp(e.to_string()))?;
-        let (seccomp, seccomp_temp) = write_profile(rootfs, &text)?;
+        // Compact, as `docker run --security-opt seccomp=FILE` sends the file's content.
+        let seccomp_profile = serde_json::from_str::<serde_json::Value>(&text)
+            .map(|profile| profile.to_string())
+            .map_err(|e| DockerError::Seccomp(e.to_string()))?;
         Ok(Self {
             image,
             argv: rootfs.argv(),
-            seccomp,
-            _seccomp_temp: seccomp_temp,
+            seccomp_profile,
             owner: Owner::current().to_string(),
             cpu_seconds,
+            engine: container::Engine::new(),
         })
     }
 
-    /// The `docker run` arguments for the container `name` (everything after `docker`).
-    pub fn run_args(&self, name: &str) -> Vec<String> {
-        let mut args = run_args(
-            name,
-            &self.owner,
-            &self.seccomp,
-            self.cpu_seconds,
-            &self.image,
-            &self.argv,
-        );
-        let image = args
-            .iter()
-            .position(|a| *a == self.image)
-            .unwrap_or(args.len());
-        let disks = whole_disks(Path::new("/sys/block"));
-        args.splice(image..image, disk_limit_args(&disks, Path::new("/dev")));
-        args
+    /// The create request of one container: [`create::create_body`] with this backend's
+    /// image, command, owner, profile and RLIMIT_CPU, and this host's whole disks.
+    pub fn create_body(&self) -> bollard::models::ContainerCreateBody {
+        let disks = create::disk_nodes(&whole_disks(Path::new("/sys/block")), Path::new("/dev"));
+        create::create_body(&create::ContainerSpec {
+            owner: &self.owner,
+            seccomp_profile: &self.seccomp_profile,
+            cpu_seconds: self.cpu_seconds,
+            image: &self.image,
+            argv: &self.argv,
+            disks: &disks,
+        })
     }
-}
-
-/// `--device-{read,write}-{bps,iops}` for each of `disks` whose node in `dev` is a block
-/// device of its number (Docker takes a path and reads the number from it): the container's
-/// reads and writes of every whole disk of the host, at [`DISK_BYTES_PER_SEC`] and
-/// [`DISK_OPS_PER_SEC`] (crate::sandbox::disks says why every disk).
-pub fn disk_limit_args(disks: &[BlockDevice], dev: &Path) -> Vec<String> {
-    use std::os::unix::fs::{FileTypeExt, MetadataExt};
-    let mut args = Vec::new();
-    for disk in disks {
-        let node = dev.join(&disk.name);
-        let Ok(meta) = std::fs::metadata(&node) else {
-            continue;
-        };
-        let (Ok(major), Ok(minor)) = (u32::try_from(disk.major), u32::try_from(disk.minor)) else {
-            continue;
-        };
-        let number = libc::makedev(major, minor);
-        if !meta.file_type().is_block_device() || meta.rdev() != number {
-            continue;
-        }
-        let node = node.display();
-        for (flag, value) in [
-            ("read-bps", DISK_BYTES_PER_SEC),
-            ("write-bps", DISK_BYTES_PER_SEC),
-            ("read-iops", DISK_OPS_PER_SEC),
-            ("write-iops", DISK_OPS_PER_SEC),
-        ] {
-            args.push(format!("--device-{flag}={node}:{value}"));
-        }
-    }
-    args
-}
-
-/// The `docker run` arguments (after `docker`) for one sandbox; every limit from
-/// [`crate::limits`].
-pub fn run_args(
-    name: &str,
-    owner: &str,
-    seccomp: &Path,
-    cpu_seconds: u64,
-    image: &str,
-    argv: &[String],
-) -> Vec<String> {
-    let id = SANDBOX_ID;
-    let mut args: Vec<String> = vec![
-        "run".into(),
-        "--interactive".into(),
-        "--pull=never".into(),
-        format!("--name={name}"),
-        format!("--label={OWNER_LABEL}={owner}"),
-        "--log-driver=none".into(),
-        // isolation
-        "--network=none".into(),
-        // Docker writes the host's resolver into /etc/resolv.conf even without a network.
-        "--dns=0.0.0.0".into(),
-        "--ipc=none".into(),
-        "--cgroupns=private".into(),
-        "--hostname=sandbox".into(),
-        "--read-only".into(),
-        // The mode of /tmp is copied from the image (0755, root), so it is given to the user.
-        format!("--tmpfs=/tmp:rw,noexec,nosuid,nodev,size={TMP_BYTES},uid={id},gid={id}"),
-        // Like the native sandbox, no /sys.
-        "--tmpfs=/sys:ro,noexec,nosuid,nodev,size=4096".into(),
-        // No pseudo-terminals: an empty /dev/pts leaves /dev/ptmx (a link into it) dangling.
-        // Reading a pty master blocks forever, and the native sandbox has none either.
-        "--tmpfs=/dev/pts:ro,noexec,nosuid,nodev,size=4096".into(),
-        // Docker mounts a world-writable mqueue filesystem on /dev/mqueue even with
-        // --ipc=none: files there are writable outside /tmp (tests/probes/fs). Cover it.
-        "--tmpfs=/dev/mqueue:ro,noexec,nosuid,nodev,size=4096".into(),
-        "--workdir=/tmp".into(),
-        format!("--user={id}:{id}"),
-        "--cap-drop=ALL".into(),
-        "--security-opt=no-new-privileges".into(),
-        format!("--security-opt=seccomp={}", seccomp.display()),
-        // limits
-        format!("--memory={MEMORY_BYTES}"),
-        format!("--memory-swap={MEMORY_BYTES}"),
-        format!("--pids-limit={MAX_PIDS}"),
-        format!("--cpus={CPUS}"),
-        format!("--ulimit=nofile={MAX_OPEN_FILES}:{MAX_OPEN_FILES}"),
-        format!("--ulimit=fsize={MAX_FILE_BYTES}:{MAX_FILE_BYTES}"),
-        format!("--ulimit=cpu={cpu_seconds}:{cpu_seconds}"),
-        // Per-user host counters, as the native launcher sets them (launcher::rlimits).
-        format!("--ulimit=sigpending={SIGPENDING}:{SIGPENDING}"),
-        format!("--ulimit=msgqueue={MSGQUEUE_BYTES}:{MSGQUEUE_BYTES}"),
-        // No --ulimit nproc: RLIMIT_NPROC counts every process of uid 65534 in the host's
-        // user namespace, so concurrent sandboxes would share one budget; --pids-limit holds.
-        image.into(),
-    ];
-    args.extend(argv.iter().cloned());
-    args
 }
 
 impl Backend for DockerBackend {
     fn spawn(&self) -> BoxFuture<'_, Result<Sandbox, SandboxError>> {
         Box::pin(async move {
             let name = RunName::next().to_string();
-            let mut command = Command::new("docker");
-            command
-                .args(self.run_args(&name))
-                .env_clear()
-                .envs(client_env(std::env::vars()))
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .kill_on_drop(true);
-            let child = spawner::spawn(command)
-                .await
-                .map_err(|e| SandboxError::Spawn(format!("docker run: {e} ({HINT})")))?;
-            // From here on, dropping the control removes the container.
-            let mut control = DockerControl {
-                child,
-                name,
-                stderr: StderrDrain::start(None),
-                removed: false,
-                oom: false,
-                started: false,
-            };
-            let (stdin, stdout) = take_pipes(&mut control.child)?;
-            control.stderr = StderrDrain::start(control.child.stderr.take());
-            Ok(Sandbox {
-                stdin,
-                stdout,
-                control: Box::new(control),
-            })
+            self.engine.start(name, self.create_body()).await
         })
-    }
-}
-
-struct DockerControl {
-    /// The `docker run` client.
-    child: Child,
-    /// The container's name.
-    name: String,
-    stderr: StderrDrain,
-    /// The container is gone (removed by us).
-    removed: bool,
-    /// `docker inspect` said OOMKilled.
-    oom: bool,
-    /// `docker inspect` said the container started. Kept in the control: a wait cut short
-    /// (the run's exit grace) may already have removed the container, and a later wait must
-    /// not take the code's own status 125-127 for a failure of docker.
-    started: bool,
-}
-
-/// A docker command for the async paths, bounded by [`DOCKER_COMMAND_TIMEOUT`]; its stdout
-/// when it succeeded.
-async fn docker_async(args: &[&str]) -> Option<String> {
-    let mut command = Command::new("docker");
-    command
-        .args(args)
-        .env_clear()
-        .envs(client_env(std::env::vars()))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true);
-    let output = tokio::time::timeout(DOCKER_COMMAND_TIMEOUT, command.output())
-        .await
-        .ok()?
-        .ok()?;
-    output
-        .status
-        .success()
-        .then(|| String::from_utf8_lossy(&output.stdout).into_owned())
-}
-
-impl SandboxControl for DockerControl {
-    fn kill(&mut self) -> BoxFuture<'_, ()> {
-        Box::pin(async move {
-            if self.removed {
-                return;
-            }
-            // The container first: killing only the client would leave it running.
-            let _ = docker_async(&["kill", &self.name]).await;
-            let _ = self.child.start_kill();
-        })
-    }
-
-    fn wait(&mut self) -> BoxFuture<'_, Ending> {
-        Box::pin(async move {
-            // `docker run` exits with the container's status (128+signal when killed), or
-            // 125-127 when docker itself failed.
-            let status = self.child.wait().await.ok().and_then(exit_code);
-            // Whether the container ever started: only then is a status of 125-127 the
-            // code's own (it can exit with any status and write anything on stderr).
-            if !self.removed {
-                let format = "{{.State.OOMKilled}} {{.State.StartedAt}}";
-                if let Some(out) = docker_async(&["inspect", "--format", format, &self.name]).await
-                {
-                    let mut fields = out.split_whitespace();
-                    self.oom = fields.next() == Some("true");
-                    self.started = fields.next().is_some_and(|at| !at.starts_with("0001-"));
-                }
-                if docker_async(&["rm", "--force", &self.name]).await.is_some() {
-                    self.removed = true;
-                }
-            }
-            let stderr = self.stderr.text().await;
-            let start_failure = match status {
-                Some(125..=127) if !self.started => {
-                    Some(SandboxError::Spawn(format!("docker run failed: {stderr}")))
-                }
-                _ => None,
-            };
-            Ending {
-                status,
-                memory_limit_hit: self.oom,
-                stderr,
-                start_failure,
-            }
-        })
-    }
-
-    fn limits(&self) -> HeldLimits {
-        HeldLimits::Docker
-    }
-}
-
-impl Drop for DockerControl {
-    fn drop(&mut self) {
-        let _ = self.child.start_kill();
-        if self.removed {
-            return;
-        }
-        let mut rm = docker_std();
-        rm.args(["rm", "--force", &self.name]);
-        if let Err(e) = run_bounded(rm, &format!("remove container {}", self.name)) {
-            // "No such container" when docker run failed before creating it.
-            if !e.to_string().contains("No such container") {
-                tracing::warn!("{e}");
-            }
-        }
     }
 }
 

@@ -1,6 +1,12 @@
-//! The Docker backend's arguments, client environment and image tag, without a Docker engine.
+//! The Docker backend's create request, client environment and image tag, without a Docker
+//! engine.
 
+use bollard::models::{ContainerCreateBody, HostConfigCgroupnsModeEnum, ThrottleDevice};
+
+use super::create::{ContainerSpec, create_body, disk_nodes};
 use super::*;
+use crate::limits::{DISK_BYTES_PER_SEC, DISK_OPS_PER_SEC};
+use crate::sandbox::disks::BlockDevice;
 
 fn pair(k: &str, v: &str) -> (String, String) {
     (k.into(), v.into())
@@ -22,69 +28,132 @@ fn the_docker_client_gets_only_the_four_variables() {
     assert_eq!(kept, ["PATH", "HOME", "DOCKER_HOST", "DOCKER_CONTEXT"]);
 }
 
-#[test]
-fn the_run_arguments_carry_every_limit_and_lock() {
+fn sandbox_body() -> ContainerCreateBody {
     let argv: Vec<String> = ["/usr/bin/python3", "-I", "-S", "-B", "/runner.py"]
         .map(String::from)
         .to_vec();
-    let args = run_args(
-        "mcp-code-mode-1-2-3-0badcafe-0",
-        "1-2-3-0badcafe",
-        Path::new("/tmp/p.json"),
-        95,
-        "mcp-code-mode-rootfs:0123456789abcdef",
-        &argv,
+    create_body(&ContainerSpec {
+        owner: "1-2-3-0badcafe",
+        seccomp_profile: r#"{"defaultAction":"SCMP_ACT_ERRNO"}"#,
+        cpu_seconds: 95,
+        image: "mcp-code-mode-rootfs:0123456789abcdef",
+        argv: &argv,
+        disks: &["/dev/sda".into()],
+    })
+}
+
+#[test]
+fn the_create_request_carries_every_lock() {
+    let body = sandbox_body();
+    let host = body.host_config.clone().unwrap();
+    assert_eq!(host.network_mode.as_deref(), Some("none"));
+    assert_eq!(host.dns, Some(vec!["0.0.0.0".to_string()]));
+    assert_eq!(host.ipc_mode.as_deref(), Some("none"));
+    assert_eq!(
+        host.cgroupns_mode,
+        Some(HostConfigCgroupnsModeEnum::PRIVATE)
     );
-    for want in [
-        "--network=none",
-        "--read-only",
-        "--user=65534:65534",
-        "--cap-drop=ALL",
-        "--security-opt=no-new-privileges",
-        "--security-opt=seccomp=/tmp/p.json",
-        "--memory=268435456",
-        "--memory-swap=268435456",
-        "--pids-limit=64",
-        "--ulimit=sigpending=64:64",
-        "--ulimit=msgqueue=0:0",
-        "--cpus=1",
-        "--ulimit=nofile=64:64",
-        "--ulimit=fsize=16777216:16777216",
-        "--ulimit=cpu=95:95",
-        "--tmpfs=/tmp:rw,noexec,nosuid,nodev,size=16777216,uid=65534,gid=65534",
-        "--label=mcp-code-mode.owner=1-2-3-0badcafe",
-        "--name=mcp-code-mode-1-2-3-0badcafe-0",
-        "--pull=never",
-        "--tmpfs=/dev/pts:ro,noexec,nosuid,nodev,size=4096",
-        "--tmpfs=/dev/mqueue:ro,noexec,nosuid,nodev,size=4096",
-    ] {
-        assert!(args.iter().any(|a| a == want), "missing {want} in {args:?}");
-    }
-    assert!(
-        !args.iter().any(|a| a.starts_with("--env") || a == "-e"),
-        "no variables"
+    assert_eq!(host.readonly_rootfs, Some(true));
+    assert_eq!(host.cap_drop, Some(vec!["ALL".to_string()]));
+    assert_eq!(
+        host.security_opt,
+        Some(vec![
+            "no-new-privileges".to_string(),
+            r#"seccomp={"defaultAction":"SCMP_ACT_ERRNO"}"#.to_string(),
+        ]),
+        "the profile's content, not a path"
     );
-    assert!(
-        !args.iter().any(|a| a == "--rm"),
+    assert_eq!(host.log_config.and_then(|l| l.typ).as_deref(), Some("none"));
+    assert_eq!(host.privileged, None);
+    assert_eq!(
+        host.auto_remove, None,
         "wait reads OOMKilled before removal"
     );
-    assert!(
-        !args.iter().any(|a| a.contains("nproc")),
-        "RLIMIT_NPROC is host-wide"
-    );
-    let image = args
-        .iter()
-        .position(|a| a.starts_with(IMAGE_REPOSITORY))
-        .unwrap();
+    let tmpfs = host.tmpfs.unwrap();
     assert_eq!(
-        &args[image + 1..],
-        &argv[..],
-        "the command follows the image"
+        tmpfs["/tmp"],
+        "rw,noexec,nosuid,nodev,size=16777216,uid=65534,gid=65534"
+    );
+    for covered in ["/sys", "/dev/pts", "/dev/mqueue"] {
+        assert_eq!(tmpfs[covered], "ro,noexec,nosuid,nodev,size=4096");
+    }
+    assert_eq!(body.user.as_deref(), Some("65534:65534"));
+    assert_eq!(body.hostname.as_deref(), Some("sandbox"));
+    assert_eq!(body.working_dir.as_deref(), Some("/tmp"));
+    assert_eq!(body.env, Some(Vec::new()), "no variables");
+    assert_eq!(
+        body.labels.unwrap()[OWNER_LABEL],
+        "1-2-3-0badcafe",
+        "the owner label finds the container"
+    );
+    assert_eq!(
+        body.image.as_deref(),
+        Some("mcp-code-mode-rootfs:0123456789abcdef")
+    );
+    assert_eq!(
+        body.cmd.unwrap(),
+        ["/usr/bin/python3", "-I", "-S", "-B", "/runner.py"]
     );
 }
 
 #[test]
-fn every_whole_disk_with_its_node_gets_read_and_write_limits() {
+fn the_create_request_carries_every_limit() {
+    let host = sandbox_body().host_config.unwrap();
+    assert_eq!(host.memory, Some(268435456));
+    assert_eq!(host.memory_swap, Some(268435456), "no swap");
+    assert_eq!(host.pids_limit, Some(64));
+    assert_eq!(host.nano_cpus, Some(1_000_000_000));
+    let ulimits: Vec<(String, i64, i64)> = host
+        .ulimits
+        .unwrap()
+        .into_iter()
+        .map(|u| (u.name.unwrap(), u.soft.unwrap(), u.hard.unwrap()))
+        .collect();
+    let want = |name: &str, value: i64| (name.to_string(), value, value);
+    assert_eq!(
+        ulimits,
+        [
+            want("nofile", 64),
+            want("fsize", 16777216),
+            want("cpu", 95),
+            want("sigpending", 64),
+            want("msgqueue", 0),
+        ],
+        "no nproc: RLIMIT_NPROC is host-wide"
+    );
+    let throttled = |devices: Option<Vec<ThrottleDevice>>| -> Vec<(String, i64)> {
+        devices
+            .unwrap()
+            .into_iter()
+            .map(|d| (d.path.unwrap(), d.rate.unwrap()))
+            .collect()
+    };
+    let mb = i64::try_from(DISK_BYTES_PER_SEC).unwrap();
+    let ops = i64::try_from(DISK_OPS_PER_SEC).unwrap();
+    let sda = |rate: i64| vec![("/dev/sda".to_string(), rate)];
+    assert_eq!(throttled(host.blkio_device_read_bps), sda(mb));
+    assert_eq!(throttled(host.blkio_device_write_bps), sda(mb));
+    assert_eq!(throttled(host.blkio_device_read_iops), sda(ops));
+    assert_eq!(throttled(host.blkio_device_write_iops), sda(ops));
+}
+
+#[test]
+fn stdin_is_open_and_closes_when_the_one_attach_ends() {
+    let body = sandbox_body();
+    assert_eq!(body.open_stdin, Some(true));
+    assert_eq!(
+        body.stdin_once,
+        Some(true),
+        "a dropped sandbox or a dead serve must end the runner"
+    );
+    assert_eq!(body.attach_stdin, Some(true));
+    assert_eq!(body.attach_stdout, Some(true));
+    assert_eq!(body.attach_stderr, Some(true));
+    assert_eq!(body.tty, Some(false), "stdout and stderr stay apart");
+}
+
+#[test]
+fn every_whole_disk_with_its_node_is_limited() {
     let disk = |name: &str, major, minor| BlockDevice {
         name: name.into(),
         major,
@@ -95,19 +164,8 @@ fn every_whole_disk_with_its_node_gets_read_and_write_limits() {
     // A node whose number differs, and a disk without a node, are left out.
     let wrong = disk(&first.name, first.major, first.minor + 1000);
     let absent = disk("no-such-disk", 1, 2);
-    let args = disk_limit_args(&[first.clone(), wrong, absent], Path::new("/dev"));
-    let node = format!("/dev/{}", first.name);
-    let mb = DISK_BYTES_PER_SEC;
-    let ops = DISK_OPS_PER_SEC;
-    assert_eq!(
-        args,
-        [
-            format!("--device-read-bps={node}:{mb}"),
-            format!("--device-write-bps={node}:{mb}"),
-            format!("--device-read-iops={node}:{ops}"),
-            format!("--device-write-iops={node}:{ops}"),
-        ]
-    );
+    let nodes = disk_nodes(&[first.clone(), wrong, absent], Path::new("/dev"));
+    assert_eq!(nodes, [format!("/dev/{}", first.name)]);
 }
 
 #[test]

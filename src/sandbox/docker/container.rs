@@ -1,0 +1,244 @@
+//! One sandbox's container over the Docker Engine API: create, attach, start, wait, kill,
+//! remove. No client process per sandbox: the protocol runs over the attach connection to
+//! the engine's socket, which `serve` itself holds.
+
+use std::pin::Pin;
+
+use bollard::Docker;
+use bollard::container::LogOutput;
+use bollard::errors::Error as EngineError;
+use bollard::models::ContainerCreateBody;
+use bollard::query_parameters::{
+    AttachContainerOptionsBuilder, CreateContainerOptionsBuilder, RemoveContainerOptionsBuilder,
+};
+use futures::{Stream, StreamExt};
+use tokio::io::{AsyncWriteExt, DuplexStream};
+use tokio_util::task::AbortOnDropHandle;
+
+use super::{DOCKER_COMMAND_TIMEOUT, HINT, docker_std, run_bounded};
+use crate::sandbox::{
+    BoxFuture, Ending, HeldLimits, Sandbox, SandboxControl, SandboxError, StderrDrain,
+};
+
+/// Bytes of stdout (and of stderr) the demultiplexer holds for a reader that is behind, as
+/// much as a Linux pipe holds: beyond it, reading the attach stream waits.
+const PIPE_BYTES: usize = 64 * 1024;
+
+/// The engine connection of a backend: made at its first use (the backend may be built
+/// outside the runtime that uses it), then shared by its sandboxes.
+pub(super) struct Engine {
+    docker: tokio::sync::OnceCell<Docker>,
+}
+
+impl Engine {
+    pub(super) fn new() -> Self {
+        Self {
+            docker: tokio::sync::OnceCell::new(),
+        }
+    }
+
+    /// The client: `DOCKER_HOST` when set (`unix://…`, `tcp://…`), else the default socket
+    /// `/var/run/docker.sock`; each request's answer bounded by [`DOCKER_COMMAND_TIMEOUT`]
+    /// (a stream, such as an attach or a wait, is not bounded once it has begun). The API
+    /// version is the lower of bollard's and the engine's (`GET /version`), so an older
+    /// engine (20.10: API 1.41) and a newer one (which may refuse old versions) both answer.
+    /// A failure is not kept: the next sandbox tries again.
+    async fn docker(&self) -> Result<&Docker, SandboxError> {
+        self.docker
+            .get_or_try_init(|| async {
+                Docker::connect_with_defaults()?
+                    .with_timeout(DOCKER_COMMAND_TIMEOUT)
+                    .negotiate_version()
+                    .await
+            })
+            .await
+            .map_err(|e| failed("connect to the Docker engine", &e))
+    }
+
+    /// Creates the container `name` from `body`, attaches to its stdin, stdout and stderr
+    /// (before the start, so no output is lost), then starts it.
+    ///
+    /// # Errors
+    /// [`SandboxError::Spawn`] when the engine cannot be reached or refuses one of the steps
+    /// (no such image, an invalid option, the runtime failed to start the container); a
+    /// container made before the failure is removed.
+    pub(super) async fn start(
+        &self,
+        name: String,
+        body: ContainerCreateBody,
+    ) -> Result<Sandbox, SandboxError> {
+        let docker = self.docker().await?;
+        // From here on, dropping the control removes the container.
+        let mut control = DockerControl {
+            docker: docker.clone(),
+            name,
+            stderr: StderrDrain::start(None::<tokio::io::Empty>),
+            demux: None,
+            removed: false,
+            exit: None,
+            oom: false,
+        };
+        let name = control.name.clone();
+        let create = CreateContainerOptionsBuilder::new().name(&name).build();
+        docker
+            .create_container(Some(create), body)
+            .await
+            .map_err(|e| failed("create the container", &e))?;
+        let attach = AttachContainerOptionsBuilder::new()
+            .stream(true)
+            .stdin(true)
+            .stdout(true)
+            .stderr(true)
+            .build();
+        let attached = docker
+            .attach_container(&name, Some(attach))
+            .await
+            .map_err(|e| failed("attach to the container", &e))?;
+        // A duplex end reads end of file once the other end is dropped and its bytes read.
+        let (stdout_in, stdout) = tokio::io::duplex(PIPE_BYTES);
+        let (stderr_in, stderr) = tokio::io::duplex(PIPE_BYTES);
+        control.stderr = StderrDrain::start(Some(stderr));
+        control.demux = Some(AbortOnDropHandle::new(tokio::spawn(demux(
+            attached.output,
+            stdout_in,
+            stderr_in,
+        ))));
+        docker
+            .start_container(&name, None)
+            .await
+            .map_err(|e| failed("start the container", &e))?;
+        Ok(Sandbox {
+            stdin: Box::new(attached.input),
+            stdout: Box::new(stdout),
+            control: Box::new(control),
+        })
+    }
+}
+
+fn failed(what: &str, e: &EngineError) -> SandboxError {
+    SandboxError::Spawn(format!("failed to {what}: {e} ({HINT})"))
+}
+
+/// Copies the attach stream's frames out: stdout frames to `stdout`, stderr frames to
+/// `stderr`, until the stream ends (the container exited and its output is all sent, or
+/// the connection broke); then both writers are dropped, which their readers see as end of
+/// file. A reader that went away loses its frames; the other stream goes on.
+async fn demux(
+    mut frames: Pin<Box<dyn Stream<Item = Result<LogOutput, EngineError>> + Send>>,
+    mut stdout: DuplexStream,
+    mut stderr: DuplexStream,
+) {
+    let (mut stdout_open, mut stderr_open) = (true, true);
+    while let Some(Ok(frame)) = frames.next().await {
+        match frame {
+            // Without a tty every frame has a stream header; `Console` is what the decoder
+            // yields for bytes it finds without one.
+            LogOutput::StdOut { message } | LogOutput::Console { message } => {
+                if stdout_open && stdout.write_all(&message).await.is_err() {
+                    stdout_open = false;
+                }
+            }
+            LogOutput::StdErr { message } => {
+                if stderr_open && stderr.write_all(&message).await.is_err() {
+                    stderr_open = false;
+                }
+            }
+            LogOutput::StdIn { .. } => {}
+        }
+    }
+}
+
+struct DockerControl {
+    docker: Docker,
+    /// The container's name.
+    name: String,
+    stderr: StderrDrain,
+    /// The task copying the attach stream out; aborted with the control.
+    demux: Option<AbortOnDropHandle<()>>,
+    /// The container is gone (removed by us).
+    removed: bool,
+    /// The exit status the engine reported, once it did.
+    exit: Option<i32>,
+    /// The engine said OOMKilled.
+    oom: bool,
+}
+
+impl DockerControl {
+    /// The container's exit status from `POST /containers/{name}/wait` (condition
+    /// `not-running`): the code's own status, or 128+signal when it was killed (the engine
+    /// reports a SIGKILLed container as 137). `None` when the engine does not say.
+    async fn exit_status(&self) -> Option<i32> {
+        match self.docker.wait_container(&self.name, None).next().await {
+            Some(Ok(answer)) => i32::try_from(answer.status_code).ok(),
+            // bollard reports a non-zero status as an error carrying it.
+            Some(Err(EngineError::DockerContainerWaitError { code, .. })) => {
+                i32::try_from(code).ok()
+            }
+            _ => None,
+        }
+    }
+}
+
+impl SandboxControl for DockerControl {
+    fn kill(&mut self) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            if !self.removed {
+                // SIGKILL to every process of the container; bounded by the client's timeout.
+                let _ = self.docker.kill_container(&self.name, None).await;
+            }
+        })
+    }
+
+    fn wait(&mut self) -> BoxFuture<'_, Ending> {
+        Box::pin(async move {
+            if !self.removed {
+                self.exit = self.exit_status().await;
+                if let Ok(inspected) = self.docker.inspect_container(&self.name, None).await {
+                    self.oom = inspected
+                        .state
+                        .and_then(|state| state.oom_killed)
+                        .unwrap_or(false);
+                }
+                let force = RemoveContainerOptionsBuilder::new().force(true).build();
+                if self
+                    .docker
+                    .remove_container(&self.name, Some(force))
+                    .await
+                    .is_ok()
+                {
+                    self.removed = true;
+                }
+            }
+            Ending {
+                status: self.exit,
+                memory_limit_hit: self.oom,
+                stderr: self.stderr.text().await,
+                // A container that could not start fails its sandbox's start instead.
+                start_failure: None,
+            }
+        })
+    }
+
+    fn limits(&self) -> HeldLimits {
+        HeldLimits::Docker
+    }
+}
+
+impl Drop for DockerControl {
+    fn drop(&mut self) {
+        self.demux = None;
+        if self.removed {
+            return;
+        }
+        // Synchronous and bounded: a drop cannot wait for the runtime. The docker client
+        // (not the API) because the runtime may be shutting down.
+        let mut rm = docker_std();
+        rm.args(["rm", "--force", &self.name]);
+        if let Err(e) = run_bounded(rm, &format!("remove container {}", self.name)) {
+            // "No such container" when the start failed before the engine made it.
+            if !e.to_string().contains("No such container") {
+                tracing::warn!("{e}");
+            }
+        }
+    }
+}
