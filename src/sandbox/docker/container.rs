@@ -15,7 +15,7 @@ use futures::{Stream, StreamExt};
 use tokio::io::{AsyncWriteExt, DuplexStream};
 use tokio_util::task::AbortOnDropHandle;
 
-use super::{DOCKER_COMMAND_TIMEOUT, HINT, docker_std, run_bounded};
+use super::{DOCKER_COMMAND_TIMEOUT, HINT, client_env, docker_std, run_bounded};
 use crate::sandbox::{
     BoxFuture, Ending, HeldLimits, Sandbox, SandboxControl, SandboxError, StderrDrain,
 };
@@ -24,35 +24,74 @@ use crate::sandbox::{
 /// much as a Linux pipe holds: beyond it, reading the attach stream waits.
 const PIPE_BYTES: usize = 64 * 1024;
 
+/// The engine's address when neither `DOCKER_HOST` nor a context names one.
+pub(super) const DEFAULT_ENGINE_HOST: &str = "unix:///var/run/docker.sock";
+
+/// The address of the engine the `docker` client talks to: `DOCKER_HOST`, else the endpoint
+/// of `DOCKER_CONTEXT`'s context or of the current one (`docker context inspect`), so that
+/// the API connection reaches the engine the client's commands (the image import, the
+/// reaper, the removals) reach. When the client cannot say: `DOCKER_HOST`, else
+/// [`DEFAULT_ENGINE_HOST`]. `env` is our environment, of which the client gets only
+/// [`client_env`]. Blocking (one bounded `docker` command).
+pub(super) fn engine_host(env: impl IntoIterator<Item = (String, String)>) -> String {
+    let env = client_env(env);
+    let mut inspect = std::process::Command::new("docker");
+    inspect
+        .env_clear()
+        .envs(env.iter().cloned())
+        .stdin(std::process::Stdio::null())
+        .args([
+            "context",
+            "inspect",
+            "--format",
+            "{{.Endpoints.docker.Host}}",
+        ]);
+    match run_bounded(inspect, "find the Docker engine's address") {
+        Ok(host) if !host.trim().is_empty() => host.trim().to_owned(),
+        _ => env
+            .into_iter()
+            .find(|(k, _)| k == "DOCKER_HOST")
+            .map_or_else(|| DEFAULT_ENGINE_HOST.into(), |(_, v)| v),
+    }
+}
+
 /// The engine connection of a backend: made at its first use (the backend may be built
 /// outside the runtime that uses it), then shared by its sandboxes.
 pub(super) struct Engine {
+    /// `unix://PATH`, `tcp://HOST:PORT` or `http://HOST:PORT` ([`engine_host`]).
+    host: String,
     docker: tokio::sync::OnceCell<Docker>,
 }
 
 impl Engine {
-    pub(super) fn new() -> Self {
+    pub(super) fn new(host: String) -> Self {
         Self {
+            host,
             docker: tokio::sync::OnceCell::new(),
         }
     }
 
-    /// The client: `DOCKER_HOST` when set (`unix://…`, `tcp://…`), else the default socket
-    /// `/var/run/docker.sock`; each request's answer bounded by [`DOCKER_COMMAND_TIMEOUT`]
-    /// (a stream, such as an attach or a wait, is not bounded once it has begun). The API
-    /// version is the lower of bollard's and the engine's (`GET /version`), so an older
-    /// engine (20.10: API 1.41) and a newer one (which may refuse old versions) both answer.
-    /// A failure is not kept: the next sandbox tries again.
+    /// The client of the engine at `host` (no TLS, no ssh: other schemes fail here); each
+    /// request's answer bounded by [`DOCKER_COMMAND_TIMEOUT`] (a stream, such as an attach
+    /// or a wait, is not bounded once it has begun). The API version is the lower of
+    /// bollard's and the engine's (`GET /version`), so an older engine (20.10: API 1.41) and
+    /// a newer one (which may refuse old versions) both answer. A failure is not kept: the
+    /// next sandbox tries again.
     async fn docker(&self) -> Result<&Docker, SandboxError> {
         self.docker
             .get_or_try_init(|| async {
-                Docker::connect_with_defaults()?
+                Docker::connect_with_host(&self.host)?
                     .with_timeout(DOCKER_COMMAND_TIMEOUT)
                     .negotiate_version()
                     .await
             })
             .await
-            .map_err(|e| failed("connect to the Docker engine", &e))
+            .map_err(|e| {
+                failed(
+                    &format!("connect to the Docker engine at {}", self.host),
+                    &e,
+                )
+            })
     }
 
     /// Creates the container `name` from `body`, attaches to its stdin, stdout and stderr

@@ -3,8 +3,9 @@
 //! Per backend: the rootfs directory is imported as a local image tagged by its content digest
 //! (no registry; [`build_image`]), containers left by an earlier process that died are
 //! removed, and the launcher's seccomp policy is exported as Docker's profile JSON
-//! (`seccomp_json`). Per run, over the Docker Engine API (the `bollard` client on the
-//! engine's socket: `DOCKER_HOST`, else `/var/run/docker.sock`): the container is created
+//! (`seccomp_json`). Per run, over the Docker Engine API (the `bollard` client, to the
+//! engine the `docker` client reaches: `DOCKER_HOST`, else the current context's endpoint,
+//! by default `/var/run/docker.sock`): the container is created
 //! ([`create::create_body`]: no network, a read-only root, a small /tmp, uid 65534, no
 //! capabilities, no_new_privs, the exported seccomp profile, the limits of
 //! [`crate::limits`]), attached to (its stdin and its stdout are the protocol, its stderr is
@@ -315,7 +316,8 @@ impl DockerBackend {
     /// A backend for `rootfs`, with RLIMIT_CPU of `cpu_seconds` in each container. Blocking:
     /// builds the image when it is missing ([`build_image`]), starts this process's reaper
     /// once ([`start_reaper`]), removes containers of dead owners ([`remove_strays`]) and
-    /// exports the seccomp profile. The engine's API connection is made at the first spawn.
+    /// exports the seccomp profile. The engine's API connection, to the engine the `docker`
+    /// client reaches, is made at the first spawn.
     ///
     /// # Errors
     /// [`DockerError::Command`] when the engine does not answer or the import fails;
@@ -338,7 +340,7 @@ impl DockerBackend {
             seccomp_profile,
             owner: Owner::current().to_string(),
             cpu_seconds,
-            engine: container::Engine::new(),
+            engine: container::Engine::new(container::engine_host(std::env::vars())),
         })
     }
 

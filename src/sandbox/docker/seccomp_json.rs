@@ -2,7 +2,9 @@
 //!
 //! One policy serves both backends (docs/architecture.md, "One seccomp policy"):
 //! the native launcher loads [`launcher::seccomp::policy`] with libseccomp, and the Docker
-//! backend hands the same data to `docker run --security-opt seccomp=<file>`. This module
+//! backend hands the same data to the engine in each container's create request (the
+//! `seccomp=<profile JSON>` security option, as `docker run --security-opt seccomp=<file>`
+//! sends the file's content). This module
 //! is the pure translation; the golden copy `tests/golden/docker-seccomp.json` makes every
 //! change to the policy a reviewed diff (rewrite it with `UPDATE_GOLDEN=1 cargo test`).
 //!
@@ -104,7 +106,7 @@ pub(super) fn export(policy: &Policy) -> Result<Value, SeccompJsonError> {
 }
 
 /// [`export`] as pretty-printed JSON text with a final newline: the content of
-/// `tests/golden/docker-seccomp.json` and of the file given to `docker run`.
+/// `tests/golden/docker-seccomp.json`, and (compacted) of the profile given to the engine.
 ///
 /// # Errors
 /// As [`export`].

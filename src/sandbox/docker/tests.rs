@@ -179,3 +179,57 @@ fn the_image_is_tagged_by_the_first_16_hex_of_the_rootfs_digest() {
     };
     assert_eq!(image_tag(&rootfs), "mcp-code-mode-rootfs:aab142763a960a4f");
 }
+
+#[test]
+fn the_api_goes_to_the_engine_docker_host_names() {
+    let env = |host: Option<&str>, home: &Path| {
+        let mut env = vec![
+            pair("PATH", &std::env::var("PATH").unwrap_or_default()),
+            pair("HOME", &home.display().to_string()),
+        ];
+        env.extend(host.map(|h| pair("DOCKER_HOST", h)));
+        env
+    };
+    // A HOME without a docker config: no current context but the default.
+    let home = tempfile::tempdir().unwrap();
+    assert_eq!(
+        container::engine_host(env(Some("tcp://192.0.2.1:2375"), home.path())),
+        "tcp://192.0.2.1:2375"
+    );
+    assert_eq!(
+        container::engine_host(env(Some("unix:///run/elsewhere.sock"), home.path())),
+        "unix:///run/elsewhere.sock"
+    );
+    assert_eq!(
+        container::engine_host(env(None, home.path())),
+        container::DEFAULT_ENGINE_HOST
+    );
+}
+
+#[test]
+fn the_api_goes_to_the_engine_of_the_chosen_docker_context() {
+    let home = tempfile::tempdir().unwrap();
+    let made = std::process::Command::new("docker")
+        .env("HOME", home.path())
+        .env_remove("DOCKER_HOST")
+        .env_remove("DOCKER_CONTEXT")
+        .args([
+            "context",
+            "create",
+            "elsewhere",
+            "--docker",
+            "host=tcp://192.0.2.7:2375",
+        ])
+        .output();
+    if !testkit::require(made.is_ok(), "no docker client on PATH") {
+        return;
+    }
+    let made = made.unwrap();
+    assert!(made.status.success(), "{made:?}");
+    let env = vec![
+        pair("PATH", &std::env::var("PATH").unwrap_or_default()),
+        pair("HOME", &home.path().display().to_string()),
+        pair("DOCKER_CONTEXT", "elsewhere"),
+    ];
+    assert_eq!(container::engine_host(env), "tcp://192.0.2.7:2375");
+}
