@@ -56,9 +56,15 @@ pub struct HeldSandbox {
     pub(super) abandoned: bool,
     /// Taken from the warm pool.
     pub(crate) pooled: bool,
-    /// The last cell ended because the sandbox's output ended before the runner acknowledged
-    /// the cell (`began`): none of the cell's code ran.
-    pub(super) died_unheard: bool,
+    /// The last cell ended before the runner acknowledged it (`began`): the sandbox's output
+    /// ended, or nothing came within [`Self::ack_limit`]. None of the cell's code ran where
+    /// the host could hear it, and nothing the sandbox sends is read any more.
+    pub(super) unheard: bool,
+    /// How long after a cell is sent its `began` (or any line) may take before the sandbox
+    /// is given up as stopped, frozen or too slow ([`Stop::Unacknowledged`]); `None`: no
+    /// bound but the deadline. Set for sandboxes taken from the warm pool, whose runner
+    /// waits in a read of its input and answers at once.
+    pub(super) ack_limit: Option<Duration>,
 }
 
 impl HeldSandbox {
@@ -97,7 +103,8 @@ impl HeldSandbox {
             quick_stop: false,
             abandoned: false,
             pooled: false,
-            died_unheard: false,
+            unheard: false,
+            ack_limit: None,
         }
     }
 
@@ -236,11 +243,13 @@ impl HeldSandbox {
                         .to_line(),
                     )
                     .await;
+                let ack_by = self.ack_limit.map(|limit| (Instant::now() + limit, limit));
                 let served = serve_cell(
                     &self.bridge,
                     &mut self.reader,
                     &to_runner,
                     deadline,
+                    ack_by,
                     length,
                     budget.clone(),
                     &mut rules,
@@ -260,8 +269,18 @@ impl HeldSandbox {
                         self.dead = Some(Gone::Stopped(Stop::Cancelled));
                         result
                     }
+                    Err(stop @ Stop::Unacknowledged(_)) => {
+                        // Nothing it sends is read any more: killed (in the background with
+                        // `quick_stop`), however late it wakes up.
+                        tracing::info!("a sandbox did not acknowledge its cell: {stop}");
+                        self.unheard = true;
+                        self.abandon().await;
+                        let result = RunResult::stopped(output, &stop);
+                        self.dead = Some(Gone::Stopped(stop));
+                        result
+                    }
                     Err(Stop::Eof { heard }) => {
-                        self.died_unheard = !heard;
+                        self.unheard = !heard;
                         // It closed its pipe: let it exit, so its own status is reported.
                         let ending =
                             match tokio::time::timeout(EXIT_GRACE, self.control.wait()).await {
@@ -349,7 +368,10 @@ impl HeldSandbox {
 /// Serve one cell's calls until `done`, its lines held to `rules` (which gather its streamed
 /// `output`); how it ended otherwise (never [`Stop::Crashed`]: the caller learns that from the
 /// sandbox's end). Calls still in flight when it ends are dropped, and nothing after `done`
-/// is read. A cell may send the calls its budget lets through plus
+/// is read. With `ack_by` (an instant and the bound it came from), a sandbox that has sent
+/// nothing at all by that instant ends the cell with [`Stop::Unacknowledged`]: the wait costs
+/// nothing on the way (lines are read as they come; only the read's timer is earlier), and
+/// no call can have been served then, since a call counts only after `began`. A cell may send the calls its budget lets through plus
 /// [`MAX_REFUSED_CALLS`] refused ones; the call line after that stops it
 /// ([`Stop::TooManyCalls`]).
 #[allow(clippy::too_many_arguments)]
@@ -358,6 +380,7 @@ async fn serve_cell(
     reader: &mut BufReader<Box<dyn AsyncRead + Send + Unpin>>,
     to_runner: &RunnerInput,
     deadline: Instant,
+    mut ack_by: Option<(Instant, Duration)>,
     length: Duration,
     budget: Arc<CallBudget>,
     rules: &mut CellRules,
@@ -377,19 +400,36 @@ async fn serve_cell(
     let outcome = loop {
         // With MAX_CALLS_IN_FLIGHT calls in flight the next line waits until one is over.
         let room = calls.len() < MAX_CALLS_IN_FLIGHT;
+        // Anything heard (a line or part of one) is the acknowledgement the bound waits for;
+        // a bound past the deadline is no bound.
+        if !line.is_empty() || rules.began() || ack_by.is_some_and(|(by, _)| by >= deadline) {
+            ack_by = None;
+        }
+        let read_until = ack_by.map_or(deadline, |(by, _)| by);
         let read = tokio::select! {
             biased;
             () = cancel.cancelled() => break Err(Stop::Cancelled),
             Some(()) = calls.next(), if !calls.is_empty() => continue,
             // Cancel-safe: a line cut short by another branch goes on in the next round.
             read = tokio::time::timeout_at(
-                deadline,
+                read_until,
                 continue_line(reader, MAX_PROTOCOL_LINE_BYTES, &mut line),
             ), if room => read,
             () = tokio::time::sleep_until(deadline), if !room => break Err(late()),
         };
         let message = match read {
-            Err(_) => break Err(late()),
+            Err(_) => match ack_by.take() {
+                None => break Err(late()),
+                Some((_, limit)) => {
+                    // Written just as the timer fired: heard in time after all.
+                    let arrived = !reader.buffer().is_empty()
+                        || matches!(reader.fill_buf().now_or_never(), Some(Ok(data)) if !data.is_empty());
+                    if arrived || !line.is_empty() {
+                        continue;
+                    }
+                    break Err(Stop::Unacknowledged(limit));
+                }
+            },
             // A read error is the sandbox's pipe gone: the same as its end.
             Ok(Ok(LineRead::Eof { .. }) | Err(_)) => {
                 break Err(Stop::Eof {

@@ -260,11 +260,14 @@ pub async fn run_steered(
 ///
 /// A pooled sandbox can die between its take and the cell (killed from outside while idle:
 /// the take's liveness check cannot see a death that is still on its way, such as a
-/// container whose attach connection has not ended yet). When it ends before the runner
-/// acknowledged the cell (`began`, sent after it read the cell and before any of the code
-/// runs: [`protocol`]), none of the code ran, so with `pool` the cell runs again in a fresh
-/// sandbox from that backend, under the same deadline. A sandbox that dies after `began`
-/// (the code crashed, ran out of memory) reports that end: the code never runs twice.
+/// container whose attach connection has not ended yet), or be unable to answer (stopped,
+/// frozen, paused, too slow). When it ends, or sends nothing within
+/// [`pool::ACK_LIMIT`], before the runner acknowledged the cell (`began`, sent after it read
+/// the cell and before any of the code runs: [`protocol`]), it is killed and nothing it
+/// sends is read any more, so none of its code is heard and none of its calls reaches a
+/// server; with `pool` the cell then runs in the pool's next sandbox (an idle one, or one
+/// started for it), under the same deadline. A sandbox that dies after `began` (the code
+/// crashed, ran out of memory) reports that end: the code never runs twice.
 ///
 /// The run's audit records (`run_start`, `run_end`) are written around all of it
 /// ([`audit`]).
@@ -330,20 +333,22 @@ async fn run_budgeted(
         Err(stopped) => return Ok(stopped),
     };
     steering.tell(RunEvent::Started);
-    // At most twice: a cold sandbox is not pooled, so it is never thrown away here.
+    // Until a sandbox acknowledges the cell: each pooled one thrown away here is gone from
+    // the pool, and a cold one is never thrown away here; the deadline bounds it all.
     let report = loop {
         held.quick_stop = true;
         let report = held
             .cell_until(code, budget.clone(), deadline, options.deadline, steering)
             .await;
-        let Some(side) = pool.filter(|_| held.pooled && held.died_unheard) else {
+        let Some(side) = pool.filter(|_| held.pooled && held.unheard) else {
             break report;
         };
         tracing::info!(
-            "pooled sandbox thrown away: it died before it acknowledged the cell; the run starts cold"
+            "pooled sandbox thrown away: it did not acknowledge the cell (it died, or sent nothing within {} s); the run takes another",
+            pool::ACK_LIMIT.as_secs_f64()
         );
         held.discard_into(Some(side.endings));
-        let start = HeldSandbox::start(side.bridge.clone(), side.backend);
+        let start = async { side.pool.take().await.map(|(held, _)| held) };
         held = match start_within(start, deadline, options.deadline, steering).await {
             Ok(started) => started?,
             Err(stopped) => return Ok(stopped),
@@ -384,12 +389,11 @@ async fn start_within(
     }
 }
 
-/// What a run taken from a pool uses besides the pool's sandbox: where to start a cold one
-/// (see [`run_in`]), and the tracker of the endings it leaves to the background.
+/// What a run taken from a pool uses besides the pool's sandbox: the pool, for another
+/// sandbox (see [`run_in`]), and the tracker of the endings it leaves to the background.
 #[derive(Clone, Copy)]
 struct PoolSide<'a> {
-    bridge: &'a Arc<Bridge>,
-    backend: &'a dyn Backend,
+    pool: &'a pool::Pool,
     endings: &'a TaskTracker,
 }
 

@@ -16,10 +16,18 @@
 //! The end of a run's sandbox (its exit, its cgroup's removal, `docker rm`) happens in the
 //! background, so the result does not wait for it; [`Pool::close`] waits for those endings.
 //! A run's deadline and call budget start when it takes its sandbox, never when the sandbox
-//! was started. When no sandbox is idle (runs come faster than the slots refill), a run
-//! waits for a sandbox already being started, which is sooner than a start of its own;
-//! when none is (or the one it got turns out dead or stale), the run starts a sandbox of
-//! its own (a cold start): a run never fails because of a pool member.
+//! was started. When no sandbox is idle (runs come faster than the slots refill) and one is
+//! being started, a run races it against a start of its own: whichever says `ready` first
+//! serves the run, and the other joins the pool as an idle member (a fresh sandbox, never
+//! a used one), so a stalled start never makes a take slower than a cold start. When none
+//! is being started, the run starts a sandbox of its own (a cold start).
+//!
+//! A run never fails because of a pool member. A member found dead or stale at the take is
+//! thrown away and the run takes the next. A taken member must acknowledge the cell (its
+//! `began`, written as soon as the runner has read the cell, before any code runs) within
+//! [`ACK_LIMIT`]: one that is stopped, frozen, paused or too slow is killed, nothing it
+//! sends is read any more (so none of its tool calls reaches a server), and the cell goes to
+//! the pool's next sandbox under the same deadline ([`super::run_in`]).
 //!
 //! Slots start their sandboxes one at a time, so filling the pool competes with a cold run
 //! for the CPU as little as one more start does.
@@ -33,6 +41,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use futures::future::BoxFuture;
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinSet;
 
@@ -46,8 +55,17 @@ use crate::sandbox::{Backend, SandboxError};
 pub const DEFAULT_POOL_SIZE: u16 = crate::limits::MAX_CONCURRENT_RUNS as u16;
 /// Longest time a pooled sandbox may take to say `ready` before it is thrown away.
 pub const READY_LIMIT: Duration = Duration::from_secs(60);
-/// Longest time a take waits for a sandbox being started before it starts one of its own.
-pub const WAIT_LIMIT: Duration = Duration::from_secs(10);
+/// Longest time a sandbox taken from the pool may take to acknowledge its cell (to send
+/// `began` or anything else) before it is killed and the cell goes to another sandbox.
+///
+/// An idle runner blocks in a read of its input and writes `began` as soon as that read
+/// returns, before any code runs, so the acknowledgement costs one wake-up of a process and
+/// one pipe (Docker: the attach stream) each way: well under a millisecond on an idle
+/// machine, tens of milliseconds on a loaded one. One second is far above that, so a
+/// healthy member is given up only on a machine too loaded to wake a process in a second;
+/// and a sandbox given up by mistake costs only another start (about a cold start), while
+/// one that is stopped, frozen or paused costs this bound once.
+pub const ACK_LIMIT: Duration = Duration::from_secs(1);
 /// Longest time [`Pool::close`] waits for the sandboxes of finished runs to be ended (one
 /// ending is bounded by the runner's exit grace and, on Docker, by `docker rm`'s timeout).
 pub const ENDING_LIMIT: Duration = Duration::from_secs(20);
@@ -64,12 +82,17 @@ pub const RETRY_MAX: Duration = Duration::from_secs(30);
 pub struct PoolStats {
     /// Sandboxes waiting for a run now.
     pub idle: usize,
-    /// Sandboxes that said `ready`.
+    /// Sandboxes that said `ready`: those the slots started, and those takes started
+    /// in a race with a slot's start.
     pub ready: u64,
     /// Runs that took a pooled sandbox.
     pub taken: u64,
-    /// Runs that started a sandbox of their own (none was idle, or it was dead or stale).
+    /// Runs that started a sandbox of their own (none was idle, or it was dead or stale, or
+    /// their own start won the race with the pool's).
     pub cold: u64,
+    /// Sandboxes of takes' races that lost and joined the pool as idle members (they count
+    /// in `ready` too).
+    pub adopted: u64,
     /// Idle sandboxes thrown away because they died or wrote something.
     pub dead: u64,
     /// Idle sandboxes thrown away because the catalog changed.
@@ -96,6 +119,7 @@ struct Counters {
     ready: AtomicU64,
     taken: AtomicU64,
     cold: AtomicU64,
+    adopted: AtomicU64,
     dead: AtomicU64,
     stale: AtomicU64,
     failed: AtomicU64,
@@ -113,10 +137,16 @@ struct State {
 }
 
 struct Shared {
+    /// The pool's size: idle members above it are not kept.
+    size: usize,
     state: Mutex<State>,
     /// One sandbox starts at a time: a burst of starts (the pool filling up, several takes
     /// at once) would slow down the cold starts of runs that found the pool empty.
     starting: tokio::sync::Semaphore,
+    /// Notified when an idle sandbox leaves the list: a slot that waits because the list
+    /// and the starts under way already make the pool's size (a race's other sandbox took
+    /// its place) may start one.
+    room: tokio::sync::Notify,
     ids: AtomicU64,
     counters: Counters,
 }
@@ -128,33 +158,31 @@ impl Shared {
 
     fn unlist(&self, id: u64) {
         self.state().idle.retain(|idle| idle.id != id);
+        self.room.notify_waiters();
     }
 
-    /// A start ended: with `member` when it succeeded. The member goes to the first take
-    /// still waiting, if any (then `None`); takes that now wait for more starts than are
-    /// under way go cold.
+    /// A slot's start ended: with `member` when it succeeded. The member goes to the first
+    /// take still waiting, if any (then `None`); takes that now wait for more starts than
+    /// are under way stop waiting (their own starts serve them).
     fn start_ended(&self, member: Option<Member>) -> Option<Member> {
         let mut state = self.state();
         state.in_progress = state.in_progress.saturating_sub(1);
-        let mut member = member;
-        while let Some(m) = member.take() {
-            let Some(waiter) = state.waiters.pop_front() else {
-                member = Some(m);
-                break;
-            };
-            // A waiter that is gone (its run was cancelled) hands the member back.
-            if let Err(m) = waiter.send(m) {
-                member = Some(m);
-            } else {
-                self.counters.taken.fetch_add(1, Ordering::SeqCst);
-                return None;
-            }
-        }
+        let member = member.and_then(|m| hand_to_waiter(&mut state, m));
         while state.waiters.len() > state.in_progress {
             state.waiters.pop_back();
         }
         member
     }
+}
+
+/// Give `member` to the first take still waiting; `Some` when none took it. A waiter that
+/// is gone (its run was cancelled, or its own start won) hands the member back.
+fn hand_to_waiter(state: &mut State, member: Member) -> Option<Member> {
+    let mut member = member;
+    while let Some(waiter) = state.waiters.pop_front() {
+        member = waiter.send(member).err()?;
+    }
+    Some(member)
 }
 
 /// Sandboxes started ahead for runs of one bridge on one backend. Size 0 is no pool: every
@@ -176,8 +204,10 @@ impl Pool {
     /// at once. Needs a tokio runtime when `size` is above 0.
     pub fn new(bridge: Arc<Bridge>, backend: Arc<dyn Backend>, size: usize) -> Self {
         let shared = Arc::new(Shared {
+            size,
             state: Mutex::new(State::default()),
             starting: tokio::sync::Semaphore::new(1),
+            room: tokio::sync::Notify::new(),
             ids: AtomicU64::new(0),
             counters: Counters::default(),
         });
@@ -209,6 +239,7 @@ impl Pool {
             ready: c.ready.load(Ordering::SeqCst),
             taken: c.taken.load(Ordering::SeqCst),
             cold: c.cold.load(Ordering::SeqCst),
+            adopted: c.adopted.load(Ordering::SeqCst),
             dead: c.dead.load(Ordering::SeqCst),
             stale: c.stale.load(Ordering::SeqCst),
             failed: c.failed.load(Ordering::SeqCst),
@@ -216,32 +247,34 @@ impl Pool {
     }
 
     /// A sandbox for one run, its `start` sent: an idle pooled one when there is one that is
-    /// alive and current; else the next one to be ready when one is being started for this
-    /// take (never longer than [`WAIT_LIMIT`]); else a fresh one from the backend. The second
-    /// value says whether it came from the pool.
+    /// alive and current; else, when the pool is starting one, whichever is ready first of
+    /// that one and a start of the take's own (the other joins the pool); else a fresh one
+    /// from the backend. The second value says whether it came from the pool. A pooled
+    /// sandbox must acknowledge its cell within [`ACK_LIMIT`].
     ///
     /// # Errors
     /// [`SandboxError`] when the pool had none and the backend cannot start one.
     pub async fn take(&self) -> Result<(HeldSandbox, bool), SandboxError> {
         enum Source {
             Idle(Idle),
-            Wait(oneshot::Receiver<Member>),
+            Race(oneshot::Receiver<Member>),
             Cold,
         }
         loop {
             let source = {
                 let mut state = self.shared.state();
                 if let Some(idle) = state.idle.pop_front() {
+                    self.shared.room.notify_waiters();
                     Source::Idle(idle)
                 } else if state.in_progress > state.waiters.len() {
                     let (tx, rx) = oneshot::channel();
                     state.waiters.push_back(tx);
-                    Source::Wait(rx)
+                    Source::Race(rx)
                 } else {
                     Source::Cold
                 }
             };
-            let mut member = match source {
+            let member = match source {
                 Source::Cold => break,
                 Source::Idle(idle) => {
                     let (reply, member) = oneshot::channel();
@@ -251,32 +284,105 @@ impl Pool {
                     let Ok(member) = member.await else {
                         continue;
                     };
-                    self.shared.counters.taken.fetch_add(1, Ordering::SeqCst);
                     member
                 }
-                Source::Wait(rx) => match tokio::time::timeout(WAIT_LIMIT, rx).await {
-                    Ok(Ok(member)) => member,
-                    Ok(Err(_)) => continue,
-                    Err(_) => break,
+                Source::Race(refill) => match self.race(refill).await {
+                    Raced::Pool(member) => member,
+                    Raced::Own(member) => match self.usable(member) {
+                        Some(held) => {
+                            self.shared.counters.cold.fetch_add(1, Ordering::SeqCst);
+                            return Ok((held, false));
+                        }
+                        None => continue,
+                    },
+                    Raced::Neither => break,
                 },
             };
-            let counters = &self.shared.counters;
-            let why = if member.version != self.bridge.catalog_version() {
-                counters.stale.fetch_add(1, Ordering::SeqCst);
-                "the catalog changed"
-            } else if !member.held.still_waiting() {
-                counters.dead.fetch_add(1, Ordering::SeqCst);
-                "it died while idle"
-            } else {
-                member.held.pooled = true;
-                return Ok((member.held, true));
-            };
-            tracing::info!("pooled sandbox thrown away at its take: {why}");
-            self.endings.spawn(member.held.close());
+            if let Some(mut held) = self.usable(member) {
+                self.shared.counters.taken.fetch_add(1, Ordering::SeqCst);
+                held.pooled = true;
+                held.ack_limit = Some(ACK_LIMIT);
+                return Ok((held, true));
+            }
         }
         self.shared.counters.cold.fetch_add(1, Ordering::SeqCst);
         let held = HeldSandbox::start(self.bridge.clone(), self.backend.as_ref()).await?;
         Ok((held, false))
+    }
+
+    /// The sandbox of `member` when it is current and alive; else it is thrown away.
+    fn usable(&self, mut member: Member) -> Option<HeldSandbox> {
+        let counters = &self.shared.counters;
+        let why = if member.version != self.bridge.catalog_version() {
+            counters.stale.fetch_add(1, Ordering::SeqCst);
+            "the catalog changed"
+        } else if !member.held.still_waiting() {
+            counters.dead.fetch_add(1, Ordering::SeqCst);
+            "it died while idle"
+        } else {
+            return Some(member.held);
+        };
+        tracing::info!("pooled sandbox thrown away at its take: {why}");
+        self.endings.spawn(member.held.close());
+        None
+    }
+
+    /// Race the pool's start that `refill` waits for against a start of the take's own: the
+    /// first to be ready; the other, once ready, joins the pool ([`Self::adopt`]). When the
+    /// take's own start fails, the take starts cold (the pool's start may be what stalls).
+    async fn race(&self, mut refill: oneshot::Receiver<Member>) -> Raced {
+        let mut own = Box::pin(start_ready(
+            self.bridge.clone(),
+            self.backend.clone(),
+            self.shared.clone(),
+        ));
+        let mut waiting = true;
+        loop {
+            tokio::select! {
+                got = &mut refill, if waiting => match got {
+                    Ok(member) => {
+                        tracing::info!("a run took the sandbox the pool was starting; its own start joins the pool");
+                        self.adopt(own);
+                        return Raced::Pool(member);
+                    }
+                    // The pool's start failed, or it served another take.
+                    Err(_) => waiting = false,
+                },
+                started = &mut own => {
+                    // The pool's start, if it is ready by now, joins the pool.
+                    refill.close();
+                    if let Ok(member) = refill.try_recv() {
+                        self.adopt(Box::pin(std::future::ready(Ok(member))));
+                    }
+                    return match started {
+                        Ok(member) => Raced::Own(member),
+                        Err(why) => {
+                            tracing::warn!("a run's own start, raced against the pool's, failed: {why}");
+                            Raced::Neither
+                        }
+                    };
+                }
+            }
+        }
+    }
+
+    /// Let the sandbox `member` will give (a start that lost a take's race) serve the pool:
+    /// handed to a take that waits, else listed idle while fewer than the pool's size are
+    /// idle, else ended. A slot starts its next sandbox only while the idle ones and the
+    /// starts under way are fewer than the size, so the pool holds at most its size, and
+    /// one more for a while when a slot's start under way ends after this one joined. Its
+    /// task is one of the pool's slots, so [`Self::close`] ends it.
+    fn adopt(&self, member: BoxFuture<'static, Result<Member, String>>) {
+        let task = adopted(
+            self.bridge.clone(),
+            self.shared.clone(),
+            self.closed.subscribe(),
+            member,
+        );
+        self.slots
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .spawn(task);
     }
 
     /// The bridge whose catalog the pool's sandboxes carry.
@@ -306,8 +412,7 @@ impl Pool {
     ) -> Result<RunReport, SandboxError> {
         let take = async { self.take().await.map(|(held, _)| held) };
         let side = PoolSide {
-            bridge: &self.bridge,
-            backend: self.backend.as_ref(),
+            pool: self,
             endings: &self.endings,
         };
         run_in(&self.bridge, take, code, options, steering, Some(side)).await
@@ -370,12 +475,135 @@ async fn start_member(bridge: &Arc<Bridge>, backend: &dyn Backend) -> Result<Hel
     Ok(held)
 }
 
+/// A take's own start in a race with the pool's: [`start_member`], counted as ready.
+async fn start_ready(
+    bridge: Arc<Bridge>,
+    backend: Arc<dyn Backend>,
+    shared: Arc<Shared>,
+) -> Result<Member, String> {
+    // The version is read before the catalog goes into `start` (see catalog_changed).
+    let version = bridge.catalog_version();
+    let held = start_member(&bridge, backend.as_ref()).await?;
+    shared.counters.ready.fetch_add(1, Ordering::SeqCst);
+    Ok(Member { held, version })
+}
+
+/// How a take's race ended.
+enum Raced {
+    /// The pool's start was ready first.
+    Pool(Member),
+    /// The take's own start was ready first.
+    Own(Member),
+    /// The take's own start failed.
+    Neither,
+}
+
+/// The task of a sandbox that lost a take's race: wait until `member` is ready (it was
+/// started by the take; when the pool closes first, it is let finish and ended), hand it to
+/// a waiting take or list it idle, as a slot does, once.
+async fn adopted(
+    bridge: Arc<Bridge>,
+    shared: Arc<Shared>,
+    mut closed: watch::Receiver<bool>,
+    mut member: BoxFuture<'static, Result<Member, String>>,
+) {
+    let started = tokio::select! {
+        started = &mut member => started,
+        () = closing(&mut closed) => {
+            if let Ok(Ok(member)) = tokio::time::timeout(FINISH_LIMIT, member).await {
+                member.held.close().await;
+            }
+            return;
+        }
+    };
+    let member = match started {
+        Ok(member) => member,
+        Err(why) => {
+            tracing::info!("a run's own start lost its race and then failed: {why}");
+            return;
+        }
+    };
+    let (member, full) = {
+        let mut state = shared.state();
+        let Some(member) = hand_to_waiter(&mut state, member) else {
+            shared.counters.adopted.fetch_add(1, Ordering::SeqCst);
+            tracing::info!("a race's other sandbox handed to a waiting run");
+            return;
+        };
+        let full = state.idle.len() >= shared.size;
+        (member, full)
+    };
+    if full {
+        tracing::info!("a race's other sandbox ended: the pool is full");
+        member.held.close().await;
+        return;
+    }
+    shared.counters.adopted.fetch_add(1, Ordering::SeqCst);
+    let mut catalog = bridge.watch_catalog();
+    idle_until_used(&bridge, &shared, member, &mut catalog, &mut closed).await;
+}
+
 /// What ended a pooled sandbox's wait.
 enum Next {
     Taken(oneshot::Sender<Member>),
     Dead,
     Stale,
     Closed,
+}
+
+/// Keep `member`, ready, listed idle until a take gets it, it dies or goes stale (then it is
+/// ended), or the pool closes (then it is ended and `false` returned).
+async fn idle_until_used(
+    bridge: &Bridge,
+    shared: &Shared,
+    member: Member,
+    catalog: &mut watch::Receiver<u64>,
+    closed: &mut watch::Receiver<bool>,
+) -> bool {
+    let Member { mut held, version } = member;
+    if bridge.catalog_version() != version {
+        shared.counters.stale.fetch_add(1, Ordering::SeqCst);
+        tracing::info!("pooled sandbox thrown away: the catalog changed");
+        held.close().await;
+        return true;
+    }
+    let id = shared.ids.fetch_add(1, Ordering::SeqCst);
+    let (give, mut asked) = oneshot::channel();
+    let idle = {
+        let mut state = shared.state();
+        state.idle.push_back(Idle { id, give });
+        state.idle.len()
+    };
+    tracing::info!(idle, "pooled sandbox ready");
+    let next = tokio::select! {
+        asked = &mut asked => match asked {
+            Ok(reply) => Next::Taken(reply),
+            Err(_) => Next::Closed,
+        },
+        () = held.stops_waiting() => Next::Dead,
+        () = catalog_moves(catalog, version) => Next::Stale,
+        () = closing(closed) => Next::Closed,
+    };
+    match next {
+        Next::Taken(reply) => {
+            if let Err(member) = reply.send(Member { held, version }) {
+                member.held.close().await;
+            }
+            return true;
+        }
+        Next::Dead => {
+            shared.counters.dead.fetch_add(1, Ordering::SeqCst);
+            tracing::info!("pooled sandbox thrown away: it died while idle");
+        }
+        Next::Stale => {
+            shared.counters.stale.fetch_add(1, Ordering::SeqCst);
+            tracing::info!("pooled sandbox thrown away: the catalog changed");
+        }
+        Next::Closed => {}
+    }
+    shared.unlist(id);
+    held.close().await;
+    !matches!(next, Next::Closed)
 }
 
 /// One slot: keep one sandbox ready until the pool closes.
@@ -393,11 +621,29 @@ async fn slot(
         }
         // The version is read before the catalog goes into `start` (see catalog_changed).
         let version = bridge.catalog_version();
-        let one_at_a_time = tokio::select! {
-            permit = shared.starting.acquire() => permit,
-            () = closing(&mut closed) => return,
+        // One start at a time, and only while the idle sandboxes and the starts under way
+        // are fewer than the pool's size (a race's other sandbox may have joined).
+        let one_at_a_time = loop {
+            let permit = tokio::select! {
+                permit = shared.starting.acquire() => permit,
+                () = closing(&mut closed) => return,
+            };
+            let room = shared.room.notified();
+            tokio::pin!(room);
+            room.as_mut().enable();
+            {
+                let mut state = shared.state();
+                if state.idle.len() + state.in_progress < shared.size {
+                    state.in_progress += 1;
+                    break permit;
+                }
+            }
+            drop(permit);
+            tokio::select! {
+                () = room => {}
+                () = closing(&mut closed) => return,
+            }
         };
-        shared.state().in_progress += 1;
         let start = start_member(&bridge, backend.as_ref());
         tokio::pin!(start);
         let started = tokio::select! {
@@ -413,13 +659,13 @@ async fn slot(
             }
         };
         drop(one_at_a_time);
-        let mut held = match started {
+        let member = match started {
             Ok(held) => {
                 retry = RETRY_FIRST;
                 shared.counters.ready.fetch_add(1, Ordering::SeqCst);
                 let member = Member { held, version };
                 match shared.start_ended(Some(member)) {
-                    Some(member) => member.held,
+                    Some(member) => member,
                     None => {
                         tracing::info!("pooled sandbox ready, handed to a waiting run");
                         continue;
@@ -441,49 +687,7 @@ async fn slot(
                 continue;
             }
         };
-        if bridge.catalog_version() != version {
-            shared.counters.stale.fetch_add(1, Ordering::SeqCst);
-            tracing::info!("pooled sandbox thrown away: the catalog changed");
-            held.close().await;
-            continue;
-        }
-        let id = shared.ids.fetch_add(1, Ordering::SeqCst);
-        let (give, mut asked) = oneshot::channel();
-        let idle = {
-            let mut state = shared.state();
-            state.idle.push_back(Idle { id, give });
-            state.idle.len()
-        };
-        tracing::info!(idle, "pooled sandbox ready");
-        let next = tokio::select! {
-            asked = &mut asked => match asked {
-                Ok(reply) => Next::Taken(reply),
-                Err(_) => Next::Closed,
-            },
-            () = held.stops_waiting() => Next::Dead,
-            () = catalog_moves(&mut catalog, version) => Next::Stale,
-            () = closing(&mut closed) => Next::Closed,
-        };
-        match next {
-            Next::Taken(reply) => {
-                if let Err(member) = reply.send(Member { held, version }) {
-                    member.held.close().await;
-                }
-                continue;
-            }
-            Next::Dead => {
-                shared.counters.dead.fetch_add(1, Ordering::SeqCst);
-                tracing::info!("pooled sandbox thrown away: it died while idle");
-            }
-            Next::Stale => {
-                shared.counters.stale.fetch_add(1, Ordering::SeqCst);
-                tracing::info!("pooled sandbox thrown away: the catalog changed");
-            }
-            Next::Closed => {}
-        }
-        shared.unlist(id);
-        held.close().await;
-        if matches!(next, Next::Closed) {
+        if !idle_until_used(&bridge, &shared, member, &mut catalog, &mut closed).await {
             return;
         }
     }

@@ -20,6 +20,11 @@ pub(super) enum Stop {
     },
     /// The run's deadline passed; the value is the deadline's length.
     Deadline(Duration),
+    /// A sandbox held to an acknowledgement bound (a pooled one: [`super::pool::ACK_LIMIT`])
+    /// sent nothing, not even `began`, within that bound after the cell was sent: it is
+    /// stopped, frozen or too slow, and none of the cell's code ran where the host can hear
+    /// it. The value is the bound.
+    Unacknowledged(Duration),
     /// The runner sent a line the host refuses.
     Violation(ProtocolViolation),
     /// The sandbox ended without `done`; how it ended.
@@ -42,6 +47,11 @@ impl fmt::Display for Stop {
                 f,
                 "deadline of {} s exceeded; the sandbox was killed",
                 length.as_secs_f64()
+            ),
+            Self::Unacknowledged(limit) => write!(
+                f,
+                "the sandbox did not acknowledge the cell within {} s; it was killed",
+                limit.as_secs_f64()
             ),
             Self::Violation(violation) => write!(f, "protocol violation: {violation}"),
             Self::Crashed(crash) => crash.fmt(f),
@@ -138,6 +148,10 @@ mod tests {
             "protocol violation: a ready message during a cell"
         );
         assert_eq!(Stop::Cancelled.to_string(), CANCELLED);
+        assert_eq!(
+            Stop::Unacknowledged(Duration::from_secs(1)).to_string(),
+            "the sandbox did not acknowledge the cell within 1 s; it was killed"
+        );
         assert_eq!(
             Stop::TooManyCalls(1200).to_string(),
             "more than 1200 calls (the budget plus 1000 refused); the sandbox was killed"

@@ -37,6 +37,8 @@ mod library_pool;
 mod misbehaving_servers;
 /// The warm pool: one run per pooled sandbox, dead and stale members replaced.
 mod pool;
+/// The warm pool's members that stall or stay silent: refills raced, silent members replaced.
+mod pool_members;
 /// Private data, discovery, names and schemas, several servers.
 mod private_data_and_servers;
 /// Hostile probes per class, judged from outside.

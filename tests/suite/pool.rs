@@ -19,6 +19,8 @@
 //!   catalog tests fail (a stale sandbox serves a run without `new_tool`);
 //! - the deadline counted from the sandbox's start instead of its take: the deadline test
 //!   fails;
+//! - a taken pooled sandbox held to no acknowledgement bound (`ACK_LIMIT`): the stopped-member
+//!   test fails on both backends (its run waits for its deadline);
 //! - idle pooled sandboxes left alone when the pool closes: the test of every way serve ends
 //!   and the pooled 100-run tests in cleanup.rs fail (cgroups, containers left).
 
@@ -233,6 +235,86 @@ impl Served {
             }
         }
     }
+
+    /// Make the idle sandbox `id` unable to answer while it stays alive, so the pool's idle
+    /// watch sees nothing: `how` is `STOP` (SIGSTOP to the runner; Docker: to the container's
+    /// main process), `freeze` (native: the runner moved into a frozen cgroup v1 freezer
+    /// group) or `pause` (`docker pause`). The returned guard thaws a frozen group and
+    /// removes it.
+    fn silence_idle(&self, id: &str, how: &str) -> Thaw {
+        let runner: u32 = if self.backend == "docker" {
+            if how == "pause" {
+                let paused = Command::new("docker")
+                    .args(["pause", id])
+                    .stdout(Stdio::null())
+                    .status()
+                    .expect("docker pause");
+                assert!(paused.success(), "docker pause {id}");
+                return Thaw(None);
+            }
+            let out = Command::new("docker")
+                .args(["inspect", "--format", "{{.State.Pid}}", id])
+                .output()
+                .expect("docker inspect");
+            String::from_utf8_lossy(&out.stdout)
+                .trim()
+                .parse()
+                .expect("the container's pid")
+        } else {
+            let launcher: u32 = id.parse().expect("a pid");
+            *children(launcher).first().expect("the launcher's child")
+        };
+        match how {
+            "STOP" => {
+                let stopped = Command::new("kill")
+                    .args(["-STOP", &runner.to_string()])
+                    .status()
+                    .expect("kill");
+                assert!(stopped.success(), "kill -STOP {runner}");
+                Thaw(None)
+            }
+            "freeze" => {
+                let group = PathBuf::from(FREEZER).join(format!(
+                    "mcp-code-mode-test-freeze-{}-{runner}",
+                    std::process::id()
+                ));
+                std::fs::create_dir(&group).expect("a freezer group");
+                let thaw = Thaw(Some(group.clone()));
+                std::fs::write(group.join("cgroup.procs"), runner.to_string())
+                    .expect("move the runner");
+                std::fs::write(group.join("freezer.state"), "FROZEN").expect("freeze");
+                let start = Instant::now();
+                while std::fs::read_to_string(group.join("freezer.state"))
+                    .is_ok_and(|state| state.trim() != "FROZEN")
+                {
+                    assert!(start.elapsed() < PATIENCE, "the group did not freeze");
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                thaw
+            }
+            other => panic!("no way {other:?} to silence a sandbox"),
+        }
+    }
+}
+
+/// Where cgroup v1's freezer hierarchy is mounted.
+const FREEZER: &str = "/sys/fs/cgroup/freezer";
+
+/// A frozen freezer group (or nothing): thawed and removed when dropped.
+struct Thaw(Option<PathBuf>);
+
+impl Drop for Thaw {
+    fn drop(&mut self) {
+        if let Some(group) = &self.0 {
+            let _ = std::fs::write(group.join("freezer.state"), "THAWED");
+            let start = Instant::now();
+            // The group can be removed once its processes are gone (a killed one dies as
+            // soon as it is thawed).
+            while std::fs::remove_dir(group).is_err() && start.elapsed() < PATIENCE {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    }
 }
 
 impl Drop for Served {
@@ -371,6 +453,44 @@ fn a_pool_member_killed_while_idle_is_replaced_and_the_run_succeeds(backend: &st
     served.wait_logged(LISTED, 4);
     let later = served.run("print('pooled')");
     assert!(pooled(&later) && stdout(&later) == "pooled\n", "{later}");
+}
+
+/// An idle pooled sandbox that is alive but cannot answer (stopped by a signal, frozen in
+/// a freezer cgroup, a paused container) looks idle to the pool; the run that takes it gets
+/// no acknowledgement of its cell within the pool's bound, kills it, and runs in another
+/// sandbox: it succeeds well within its deadline, and the silenced sandbox is gone.
+fn a_stopped_idle_pool_member_is_replaced_and_the_run_succeeds(backend: &str) {
+    const LISTED: &str = "pooled sandbox ready idle=";
+    const GIVEN_UP: &str = "thrown away: it did not acknowledge the cell";
+    let ways: &[&str] = if backend == "docker" {
+        &["pause", "STOP"]
+    } else if !unprivileged() && std::path::Path::new(FREEZER).join("tasks").exists() {
+        &["STOP", "freeze"]
+    } else {
+        &["STOP"]
+    };
+    for how in ways {
+        // A fresh pool of one: its only sandbox is the idle one the run takes.
+        let mut served = Served::start(backend, &["--pool", "1", "--deadline", "30"]);
+        served.wait_logged(LISTED, 1);
+        let idle = served.wait_sandboxes(1);
+        let thaw = served.silence_idle(&idle[0], how);
+        let run = served.run("print('answered')");
+        assert_eq!(stdout(&run), "answered\n", "{how}: {run}");
+        assert_eq!(run["is_error"], false, "{how}: {run}");
+        assert_eq!(served.logged(GIVEN_UP), 1, "{how}: {}", served.log_text());
+        // A frozen process dies of its kill once thawed.
+        drop(thaw);
+        let start = Instant::now();
+        while served.exists(&idle[0]) {
+            assert!(
+                start.elapsed() < PATIENCE,
+                "{how}: the silenced sandbox {} is still there",
+                idle[0]
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
 }
 
 /// Code that kills its sandbox before it prints or calls anything (a crash, the memory
@@ -595,6 +715,7 @@ on_both_backends!(
     a_global_defined_in_one_pooled_run_is_absent_in_the_next,
     the_next_pooled_run_has_its_own_pid_namespace_and_cgroup,
     a_pool_member_killed_while_idle_is_replaced_and_the_run_succeeds,
+    a_stopped_idle_pool_member_is_replaced_and_the_run_succeeds,
     code_that_crashes_before_its_first_line_runs_once_and_reports_its_crash,
     a_catalog_change_replaces_the_pooled_sandboxes,
     a_list_changed_from_a_wrapped_server_replaces_the_pooled_sandboxes,
