@@ -31,6 +31,8 @@ pub struct CallBudget {
     pub(super) taint: Taint,
     /// The run's name in the audit log and who approves its calls (`governed.rs`).
     pub(super) tag: RunTag,
+    /// The run's argument checks, one at a time (check.rs).
+    pub(super) checks: Arc<tokio::sync::Semaphore>,
 }
 
 impl CallBudget {
@@ -46,6 +48,7 @@ impl CallBudget {
             used: AtomicU32::new(0),
             taint,
             tag: RunTag::default(),
+            checks: Arc::new(tokio::sync::Semaphore::new(1)),
         }
     }
 

@@ -14,6 +14,7 @@
 
 mod budget;
 pub(crate) mod catalog;
+mod check;
 mod governed;
 pub(crate) mod refusal;
 mod relist;
@@ -504,8 +505,11 @@ impl Bridge {
             });
         }
         trace.target = Some((tool.server_name.clone(), tool.mcp_name.clone()));
-        if let Err(why) = tool.validator.check(args) {
-            return refused(Refusal::OutsideSchema { tool: name(), why });
+        // Off the async runtime, one check at a time per run (check.rs).
+        match check::check_off_runtime(budget, tool.validator.clone(), args.clone()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(why)) => return refused(Refusal::OutsideSchema { tool: name(), why }),
+            Err(()) => return Err(CallError::HostFault("InternalError")),
         }
         let gate = || -> Result<(), CallError> {
             if budget.used.load(Ordering::SeqCst) >= budget.max {

@@ -55,6 +55,11 @@ impl Scenario {
         }
     }
 
+    /// The scenario file the server reads.
+    pub(super) fn path(&self) -> &Path {
+        &self.path
+    }
+
     /// What the server received so far, one message per line.
     pub(super) fn received(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
@@ -87,7 +92,7 @@ async fn open(scenario: &Scenario) -> Bridge {
     open_spec(scenario.spec()).await
 }
 
-async fn open_spec(spec: ServerSpec) -> Bridge {
+pub(super) async fn open_spec(spec: ServerSpec) -> Bridge {
     Bridge::open(vec![entry(spec)], false)
         .await
         .unwrap_or_else(|e| panic!("the bridge did not open: {e}"))

@@ -1,5 +1,7 @@
 //! Test modules, one per subject (the index; each module's own comment lists its tests).
 
+/// Argument checks against hostile schemas: off the runtime, within the deadline, bounded.
+mod argument_checks;
 /// Client messages serve cannot read get JSON-RPC errors (stdio and HTTP).
 mod bad_requests;
 /// Nothing left behind: processes, cgroups, containers, temp dirs.

@@ -17,7 +17,7 @@ use rmcp::model::Tool;
 use serde_json::Value;
 
 use self::names::python_name;
-use self::schema::ArgsValidator;
+pub(crate) use self::schema::ArgsValidator;
 use self::stub::{StubInput, stub, summary};
 use crate::governance::policy::{ApprovalRule, kept_when_read_only};
 use crate::run::protocol::ToolEntry;
@@ -67,7 +67,7 @@ pub struct CatalogTool {
     /// Labelled private.
     pub private: bool,
     /// The compiled inputSchema.
-    pub validator: ArgsValidator,
+    pub validator: std::sync::Arc<ArgsValidator>,
     /// Its outputSchema is the single-`result` wrapper: results give the inner value.
     pub unwrap_result: bool,
     /// Its parameter names as the server spells them (at most 50).
@@ -253,7 +253,7 @@ impl Catalog {
                     mcp_name,
                     py_name: py_name.clone(),
                     private,
-                    validator,
+                    validator: std::sync::Arc::new(validator),
                     params: schema
                         .get("properties")
                         .and_then(Value::as_object)

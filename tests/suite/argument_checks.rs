@@ -1,0 +1,105 @@
+//! A call's JSON Schema check against a hostile inputSchema (a "billion laughs" DAG of
+//! `$ref`s, a diamond inside a recursive cycle) never stalls the host: it runs off the async
+//! runtime, one at a time per run, never past the run's deadline, in bounded memory and
+//! bounded work (src/bridge/check.rs, src/bridge/catalog/schema.rs).
+//!
+//! Index: off the runtime (another run is served meanwhile); the deadline (a call still
+//! being checked is never sent).
+//!
+//! The scenario `costly_schemas` lists `laughsN` (each level `allOf` two `$ref`s to the
+//! level below: 2^N evaluations for one string), `tree25`, `cycle_diamond`, `node_tree`
+//! and `echo`.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use mcp_code_mode::bridge::CallBudget;
+use serde_json::json;
+
+use super::common::{ExecOptions, example, exec_with, native_available, require};
+use super::misbehaving_servers::{Scenario, open_spec};
+
+/// Gathered calls of one run whose checks are each costly but within the work budget.
+const GATHERED: usize = 40;
+
+#[tokio::test]
+async fn a_costly_argument_check_never_delays_another_run() {
+    // A one-thread runtime: a check run on it would hold every other task until it ends.
+    let scenario = Scenario::load("costly_schemas");
+    let bridge = Arc::new(open_spec(scenario.spec()).await);
+    let started = Instant::now();
+    let costly = {
+        let bridge = bridge.clone();
+        tokio::spawn(async move {
+            let budget = CallBudget::new(200);
+            let args = json!({"x": "s"});
+            let calls = (0..GATHERED).map(|_| bridge.call(&budget, "laughs16", &args));
+            let outcomes = futures::future::join_all(calls).await;
+            (started.elapsed(), outcomes)
+        })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    let echoed = bridge.call(&CallBudget::new(200), "echo", &json!({})).await;
+    let echo_waited = started.elapsed();
+    let (costly_took, outcomes) = costly.await.expect("the costly run");
+    assert_eq!(echoed.expect("echo"), "ok");
+    for outcome in outcomes {
+        assert_eq!(outcome.expect("a valid argument passes"), "ok");
+    }
+    // Another run's call is answered long before the costly run's checks are through
+    // (they run one at a time, so that run takes GATHERED checks' time).
+    assert!(
+        echo_waited < costly_took / 2,
+        "echo waited {echo_waited:?}; the costly run took {costly_took:?}"
+    );
+    bridge.close().await;
+}
+
+#[test]
+fn a_call_still_being_checked_at_the_deadline_is_never_sent() {
+    if !require(native_available(), "user namespaces are not available") {
+        return;
+    }
+    let scenario = Scenario::load("costly_schemas");
+    let calls = 150;
+    let code = format!(
+        "import asyncio\nawait asyncio.gather(*(laughs16({{'x': 's'}}) for _ in range({calls})))\n"
+    );
+    let started = Instant::now();
+    let run = exec_with(
+        &code,
+        ExecOptions {
+            args: vec!["--deadline".into(), "2".into()],
+            server: vec![
+                example("scripted_server").display().to_string(),
+                scenario.path().display().to_string(),
+            ],
+            ..Default::default()
+        },
+    );
+    let took = started.elapsed();
+    assert!(run.error().contains("deadline"), "{run:?}");
+    let sent: usize = run
+        .stderr
+        .lines()
+        .find_map(|l| l.split("calls sent: ").nth(1))
+        .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no calls-sent line: {run:?}"));
+    // The checks still queued or running at the deadline sent nothing, then or later.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let received = scenario
+        .received()
+        .lines()
+        .filter(|l| l.contains("\"tools/call\""))
+        .count();
+    // A call counted as sent at the deadline may not have reached the server; none more did.
+    assert!(
+        received <= sent,
+        "the server got {received} calls, exec sent {sent}"
+    );
+    assert!(
+        sent < calls,
+        "every call was sent, the deadline did not stop the checks ({took:?})"
+    );
+}
