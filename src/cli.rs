@@ -71,14 +71,18 @@ impl Command {
     }
 }
 
+/// The help of every `--rootfs` option; the defaults are [`rootfs::cache_root`]'s.
+const ROOTFS_HELP: &str = "Cache directory of the rootfs, built there on first use (default: \
+/var/cache/mcp-code-mode for root, else $XDG_CACHE_HOME/mcp-code-mode, else \
+~/.cache/mcp-code-mode)";
+
 #[derive(Args, Debug)]
 struct DoctorArgs {
     /// Build the rootfs (and the Docker image, when an engine answers) if missing, so the
     /// sandbox probe can run.
     #[arg(long)]
     build: bool,
-    /// Cache directory of the rootfs.
-    #[arg(long, value_name = "DIR", env = "MCP_CODE_MODE_ROOTFS")]
+    #[arg(long, value_name = "DIR", env = "MCP_CODE_MODE_ROOTFS", help = ROOTFS_HELP)]
     rootfs: Option<PathBuf>,
     /// Check from inside a delegated systemd scope, as `serve` and `exec` would run.
     #[arg(long, value_enum, value_name = "WHEN", default_value = "auto")]
@@ -115,8 +119,7 @@ struct RootfsArgs {
     /// The host interpreter to copy with `--from host` (default: python3 on PATH).
     #[arg(long)]
     python: Option<PathBuf>,
-    /// Cache directory for rootfs builds (default: $XDG_CACHE_HOME/mcp-code-mode).
-    #[arg(long, value_name = "DIR", env = "MCP_CODE_MODE_ROOTFS")]
+    #[arg(long, value_name = "DIR", env = "MCP_CODE_MODE_ROOTFS", help = ROOTFS_HELP)]
     rootfs: Option<PathBuf>,
 }
 
@@ -160,8 +163,7 @@ struct RunArgs {
     /// Tool calls one run may send.
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_CALLS, value_parser = clap::value_parser!(u32).range(0..=100_000))]
     max_calls: u32,
-    /// Cache directory for the rootfs (built there on first use).
-    #[arg(long, value_name = "DIR", env = "MCP_CODE_MODE_ROOTFS")]
+    #[arg(long, value_name = "DIR", env = "MCP_CODE_MODE_ROOTFS", help = ROOTFS_HELP)]
     rootfs: Option<PathBuf>,
     /// Time one wrapped tool call may take, in seconds (above 0, at most 3600); a config
     /// entry's `timeout` overrides it for that server. The run's deadline still bounds
@@ -179,8 +181,9 @@ struct RunArgs {
     #[arg(long)]
     strict: bool,
     /// Largest tool result handed to the code, in bytes (a config entry's `maxResultBytes`
-    /// wins for its server); larger results are refused, never cut.
-    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1..=(1 << 30)))]
+    /// wins for its server); larger results are refused, never cut. At most 16 MiB, the
+    /// longest message a wrapped server may send.
+    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1..=(crate::limits::MAX_SERVER_MESSAGE_BYTES as u64)))]
     max_result_bytes: Option<u64>,
     /// Run inside a delegated systemd user scope (systemd-run --user --scope -p
     /// Delegate=yes), so runs get cgroup limits where no cgroup is writable: auto (only
@@ -555,6 +558,31 @@ mod tests {
             Command::Serve(serve) => serve.run.command,
             other => panic!("not exec or serve: {other:?}"),
         }
+    }
+
+    #[test]
+    fn every_rootfs_option_names_roots_default_cache() {
+        use clap::CommandFactory;
+        let mut cli = Cli::command();
+        for path in [&["rootfs", "build"][..], &["doctor"], &["serve"], &["exec"]] {
+            let mut command = &mut cli;
+            for name in path {
+                command = command.find_subcommand_mut(name).expect("a subcommand");
+            }
+            let help = command.render_long_help().to_string();
+            assert!(help.contains(crate::rootfs::ROOT_CACHE), "{path:?}: {help}");
+            assert!(help.contains("$XDG_CACHE_HOME/mcp-code-mode"), "{path:?}");
+        }
+    }
+
+    #[test]
+    fn max_result_bytes_stops_at_the_longest_message_a_server_may_send() {
+        let max = crate::limits::MAX_SERVER_MESSAGE_BYTES.to_string();
+        let over = (crate::limits::MAX_SERVER_MESSAGE_BYTES + 1).to_string();
+        let with = |bytes: &str| parse(&["exec", "--max-result-bytes", bytes, "--code", "1", "s"]);
+        assert!(with(&max).is_ok());
+        let error = with(&over).expect_err("past the line cap");
+        assert_eq!(error.kind(), clap::error::ErrorKind::ValueValidation);
     }
 
     #[test]

@@ -20,6 +20,10 @@ pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 pub const MAX_ARGS_BYTES: usize = 16 * 1024;
 /// Largest result handed back to the code, in UTF-8 bytes; larger results are refused, never cut.
 pub const MAX_RESULT_BYTES: usize = 64 * 1024;
+/// Longest line a stdio server may send, and largest response body of a remote one, in
+/// bytes; a longer one ends the connection. Also the largest `--max-result-bytes` and
+/// `maxResultBytes`: a result larger than this could never arrive.
+pub const MAX_SERVER_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
 /// Longest message of a `ToolError` raised in the code, in characters.
 pub const MAX_ERROR_CHARS: usize = 500;
 /// Output kept from what the code printed (stdout and stderr together), in bytes.
@@ -45,6 +49,10 @@ pub const MAX_PIDS: u64 = launcher::args::defaults::NPROC;
 pub const MAX_OPEN_FILES: u64 = launcher::args::defaults::NOFILE;
 /// Size of the sandbox's `/tmp` tmpfs, bytes.
 pub const TMP_BYTES: u64 = launcher::args::defaults::TMP_SIZE;
+/// Files, directories and symlinks the sandbox's `/tmp` may hold at once (its `nr_inodes`);
+/// one more gets ENOSPC. Bounds the kernel memory `/tmp` can take where no memory cgroup
+/// counts it (the rlimit fallback) to about 10 MiB per sandbox.
+pub const TMP_INODES: u64 = launcher::args::defaults::TMP_INODES;
 /// Largest file the sandbox can write (RLIMIT_FSIZE), bytes: no file can outgrow `/tmp`.
 pub const MAX_FILE_BYTES: u64 = launcher::args::defaults::FSIZE;
 /// CPUs one sandbox may use.

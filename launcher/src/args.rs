@@ -18,6 +18,13 @@ pub mod defaults {
     pub const NOFILE: u64 = 64;
     /// Size of the /tmp tmpfs, bytes.
     pub const TMP_SIZE: u64 = 16 * MIB;
+    /// Inodes of the /tmp tmpfs (its `nr_inodes`): files, directories and symlinks together;
+    /// one more gets ENOSPC. Without it the kernel's default (half the host's RAM pages)
+    /// applies, and where no memory cgroup counts the tmpfs's inodes and dentries (the
+    /// rlimit fallback), empty files alone could take gigabytes of host kernel memory. Each
+    /// costs at most about 1.3 KiB of kernel memory with a 255-byte name, so the cap bounds
+    /// that to about 10 MiB per sandbox.
+    pub const TMP_INODES: u64 = 8192;
     /// RLIMIT_FSIZE, bytes: no file can outgrow /tmp.
     pub const FSIZE: u64 = TMP_SIZE;
     /// The errno seccomp answers denied syscalls with.

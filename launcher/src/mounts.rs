@@ -3,7 +3,7 @@
 //! The root is a read-only overlay whose only content is the rootfs directory (so no host mount
 //! below it comes along, and every file is an inode of this sandbox's own overlay: a record
 //! lock, which seccomp cannot refuse by file, is seen by no other run and not by the host);
-//! `/tmp` is a small tmpfs (noexec, nosuid, nodev); `/dev` is a read-only
+//! `/tmp` is a small tmpfs (bytes and inodes capped; noexec, nosuid, nodev); `/dev` is a read-only
 //! tmpfs holding only null, zero, urandom and random (bind-mounted from the host: device nodes
 //! made inside a user namespace would not open; each bind read-only, so the host's inode
 //! keeps its times, mode and owner) and the /dev/fd symlinks; `/proc` is a fresh
@@ -17,6 +17,8 @@ use crate::sys;
 
 /// Size of the /dev tmpfs, in bytes: it holds only mount points and symlinks.
 const DEV_SIZE: u64 = 64 * 1024;
+/// Inodes of the /dev tmpfs: its root, the mount points and the symlinks, with room.
+const DEV_INODES: u64 = 64;
 
 /// The device nodes the sandbox gets, bind-mounted from the host's /dev.
 pub const DEVICES: [&str; 4] = ["null", "zero", "urandom", "random"];
@@ -37,10 +39,12 @@ pub enum Step {
     /// relative to `lower`, so the mount table shows `lowerdir=.:proc/empty` and no host path.
     /// Files of an overlay are its own inodes, so locks taken on them stay in this mount.
     Overlay { lower: PathBuf, target: PathBuf },
-    /// A tmpfs on `target`; `size` in bytes, `mode` of its root directory, extra mount flags.
+    /// A tmpfs on `target`; `size` in bytes, `inodes` its `nr_inodes` (files, directories
+    /// and symlinks it may hold), `mode` of its root directory, extra mount flags.
     Tmpfs {
         target: PathBuf,
         size: u64,
+        inodes: u64,
         mode: u32,
         flags: libc::c_ulong,
     },
@@ -93,12 +97,14 @@ pub fn plan(rootfs: &Path, tmp_size: u64) -> Vec<Step> {
         Step::Tmpfs {
             target: rootfs.join("tmp"),
             size: tmp_size,
+            inodes: crate::args::defaults::TMP_INODES,
             mode: 0o1777,
             flags: NO_SUID_DEV_EXEC,
         },
         Step::Tmpfs {
             target: dev.clone(),
             size: DEV_SIZE,
+            inodes: DEV_INODES,
             mode: 0o755,
             flags: NO_SUID_DEV_EXEC,
         },
@@ -196,11 +202,13 @@ fn run_step(step: &Step) -> Result<(), MountError> {
         Step::Tmpfs {
             target,
             size,
+            inodes,
             mode,
             flags,
         } => {
-            let data = sys::cstring(format!("size={size},mode={mode:o}").as_ref())
-                .map_err(failed(format!("mount tmpfs on {}", target.display()), ""))?;
+            let data =
+                sys::cstring(format!("size={size},nr_inodes={inodes},mode={mode:o}").as_ref())
+                    .map_err(failed(format!("mount tmpfs on {}", target.display()), ""))?;
             sys::mount(
                 Some(Path::new("tmpfs")),
                 target,
@@ -341,11 +349,12 @@ mod tests {
     }
 
     #[test]
-    fn tmp_is_a_sized_noexec_tmpfs_and_the_root_ends_read_only() {
+    fn tmp_is_a_sized_inode_capped_noexec_tmpfs_and_the_root_ends_read_only() {
         let steps = plan(Path::new("/r"), 12345);
         assert!(steps.contains(&Step::Tmpfs {
             target: PathBuf::from("/r/tmp"),
             size: 12345,
+            inodes: crate::args::defaults::TMP_INODES,
             mode: 0o1777,
             flags: libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
         }));

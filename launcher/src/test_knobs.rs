@@ -128,6 +128,7 @@ impl TestKnobs {
                     Step::Tmpfs {
                         target: scratch,
                         size: 1 << 20,
+                        inodes: 1024,
                         mode: 0o1777,
                         flags: libc::MS_NOSUID | libc::MS_NODEV,
                     },

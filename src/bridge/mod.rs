@@ -492,6 +492,8 @@ impl Bridge {
         let Some(tool) = catalog.get(py_name) else {
             return refused(Refusal::NoSuchTool { name: name() });
         };
+        // A known tool's record names its server, whatever refuses the call below.
+        trace.target = Some((tool.server_name.clone(), tool.mcp_name.clone()));
         let Value::Object(map) = args else {
             return refused(Refusal::NotADict { tool: name() });
         };
@@ -504,7 +506,6 @@ impl Bridge {
                 bytes: size,
             });
         }
-        trace.target = Some((tool.server_name.clone(), tool.mcp_name.clone()));
         // Off the async runtime, one check at a time per run (check.rs).
         match check::check_off_runtime(budget, tool.validator.clone(), args.clone()).await {
             Ok(Ok(())) => {}

@@ -29,6 +29,7 @@ use super::{ConfigError, Context};
 use crate::bridge::ServerEntry;
 use crate::bridge::catalog::{PrivateLabels, Selection};
 use crate::bridge::upstream::{RemoteSpec, RemoteTransport, ServerSpec};
+use crate::limits::MAX_SERVER_MESSAGE_BYTES;
 
 /// Keys this program reads from an entry.
 pub(super) const ENTRY_KEYS: &[&str] = &[
@@ -196,11 +197,14 @@ pub(super) fn parse_entry(
     let max_result_bytes = match map.get("maxResultBytes") {
         None => None,
         Some(v) => match v.as_u64() {
-            Some(n) if n > 0 => Some(usize::try_from(n).unwrap_or(usize::MAX)),
+            Some(n) if n > 0 && n <= MAX_SERVER_MESSAGE_BYTES as u64 => {
+                Some(usize::try_from(n).unwrap_or(usize::MAX))
+            }
             _ => {
                 return Err(invalid(
                     place,
-                    "\"maxResultBytes\" must be a positive whole number of bytes",
+                    "\"maxResultBytes\" must be a whole number of bytes from 1 to 16777216 \
+(16 MiB, the longest message a server may send)",
                 ));
             }
         },

@@ -284,6 +284,10 @@ fn config_errors_name_the_entry_and_key() {
             "mcpServers.s: \"maxResultBytes\"",
         ),
         (
+            r#"{"mcpServers": {"s": {"command": "x", "maxResultBytes": 16777217}}}"#,
+            "from 1 to 16777216",
+        ),
+        (
             r#"{"mcpServers": {"s": {"command": "x", "disabled": "yes"}}}"#,
             "mcpServers.s: \"disabled\"",
         ),

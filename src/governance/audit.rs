@@ -93,6 +93,16 @@ pub enum AuditError {
         /// error chain printed with `{:#}` does not say it twice).
         error: std::io::Error,
     },
+    /// The path names a file another user could have planted or shares: a symbolic link, a
+    /// regular file or FIFO owned by another user, or a regular file with more than one hard
+    /// link. Nothing was written to it and its mode was left alone.
+    #[error("the audit log {path} is refused: {why}")]
+    Refused {
+        /// The log file.
+        path: PathBuf,
+        /// What is wrong with it and what to do instead.
+        why: String,
+    },
     /// An earlier record could not be written and `--audit-required` is set.
     #[error("{0}; --audit-required refuses to go on without the audit log")]
     Broken(String),
@@ -110,13 +120,17 @@ pub struct AuditLog {
 }
 
 impl AuditLog {
-    /// Open (or create) the log for appending. A regular file gets mode [`FILE_MODE`] (set
-    /// on an existing file too, which fails unless we own it); anything else (a FIFO, a
-    /// device) is used as it is. A regular file whose last byte is not `\n` (a record torn
-    /// by a crash) gets a `\n` first.
+    /// Open (or create) the log for appending, without following a symbolic link as the
+    /// last component (`O_NOFOLLOW`, open(2)): a link another user planted in a shared
+    /// directory (`/tmp`) must not make us chmod and append to its target. A regular file or
+    /// FIFO must be ours (owner = effective uid), and a regular file must have one hard link,
+    /// for the same reason; a device (only root makes those) is used as it is. A regular
+    /// file gets mode [`FILE_MODE`] (set on an existing one too). A regular file whose last
+    /// byte is not `\n` (a record torn by a crash) gets a `\n` first.
     ///
     /// # Errors
-    /// [`AuditError::Io`] when the file cannot be opened, its mode set, or the newline
+    /// [`AuditError::Refused`] for a symbolic link, another user's file, or a hard-linked
+    /// file; [`AuditError::Io`] when the file cannot be opened, its mode set, or the newline
     /// written.
     pub fn open(options: AuditOptions) -> Result<Self, AuditError> {
         let io = |action, error| AuditError::Io {
@@ -124,12 +138,17 @@ impl AuditLog {
             action,
             error,
         };
+        let refused = |why: String| AuditError::Refused {
+            path: options.path.clone(),
+            why,
+        };
+        let flags = libc::O_CLOEXEC | libc::O_NOFOLLOW;
         let mut file = OpenOptions::new()
             .read(true)
             .append(true)
             .create(true)
             .mode(FILE_MODE)
-            .custom_flags(libc::O_CLOEXEC)
+            .custom_flags(flags)
             .open(&options.path)
             .or_else(|e| {
                 // A FIFO or a device can be opened for writing only.
@@ -137,14 +156,27 @@ impl AuditLog {
                 {
                     OpenOptions::new()
                         .append(true)
-                        .custom_flags(libc::O_CLOEXEC)
+                        .custom_flags(flags)
                         .open(&options.path)
                 } else {
                     Err(e)
                 }
             })
-            .map_err(|e| io("cannot be opened", e))?;
+            .map_err(|e| {
+                if e.raw_os_error() == Some(libc::ELOOP) {
+                    refused(
+                        "it is a symbolic link, which is never followed (another user could \
+have planted it); name the file itself"
+                            .into(),
+                    )
+                } else {
+                    io("cannot be opened", e)
+                }
+            })?;
         let meta = file.metadata().map_err(|e| io("cannot be read", e))?;
+        if let Some(why) = foreign(&meta, nix::unistd::geteuid().as_raw()) {
+            return Err(refused(why));
+        }
         if meta.file_type().is_file() {
             if meta.mode() & 0o7777 != FILE_MODE {
                 file.set_permissions(std::fs::Permissions::from_mode(FILE_MODE))
@@ -279,6 +311,31 @@ pub(crate) fn recorded_tool_name(name: &str) -> String {
         Some((at, _)) => format!("{}…", &name[..at]),
         None => name.to_owned(),
     }
+}
+
+/// Why an opened log file (`meta`, from `fstat`) is not one `euid` may treat as its own:
+/// a regular file or FIFO owned by another user (it could have been planted, and its owner
+/// would read every record), or a regular file with more than one hard link (a link to
+/// another file, `/etc/passwd` say, made where `fs.protected_hardlinks` is off). `None`:
+/// it may be used.
+fn foreign(meta: &std::fs::Metadata, euid: u32) -> Option<String> {
+    use std::os::unix::fs::FileTypeExt;
+    let kind = meta.file_type();
+    if (kind.is_file() || kind.is_fifo()) && meta.uid() != euid {
+        return Some(format!(
+            "it is owned by uid {}, not by this process's uid {euid}; an audit log must be \
+its writer's own file (remove it or name another path)",
+            meta.uid()
+        ));
+    }
+    if kind.is_file() && meta.nlink() > 1 {
+        return Some(format!(
+            "it has {} hard links, so it may be another file under a second name; name a file \
+with one link",
+            meta.nlink()
+        ));
+    }
+    None
 }
 
 /// Whether the file's last byte is `\n`.

@@ -185,3 +185,74 @@ fn a_call_record_names_its_verdict_approval_and_result() {
     assert!(record.get("isError").is_none());
     assert!(record.get("args").is_none());
 }
+
+#[test]
+fn a_symlink_as_the_log_is_refused_and_its_target_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let victim = dir.path().join("victim.conf");
+    std::fs::write(&victim, "a config\n").unwrap();
+    std::fs::set_permissions(&victim, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let link = dir.path().join("audit.jsonl");
+    std::os::unix::fs::symlink(&victim, &link).unwrap();
+    let err = AuditLog::open(AuditOptions::new(&link)).unwrap_err();
+    assert!(matches!(err, AuditError::Refused { .. }), "{err:?}");
+    assert!(err.to_string().contains("symbolic link"), "{err}");
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "a config\n");
+    assert_eq!(std::fs::metadata(&victim).unwrap().mode() & 0o7777, 0o644);
+    // A dangling link is not followed to create its target either.
+    let dangling = dir.path().join("dangling.jsonl");
+    std::os::unix::fs::symlink(dir.path().join("absent"), &dangling).unwrap();
+    assert!(AuditLog::open(AuditOptions::new(&dangling)).is_err());
+    assert!(!dir.path().join("absent").exists());
+}
+
+#[test]
+fn a_hard_linked_log_is_refused_and_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let victim = dir.path().join("victim.conf");
+    std::fs::write(&victim, "a config\n").unwrap();
+    std::fs::set_permissions(&victim, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let link = dir.path().join("audit.jsonl");
+    std::fs::hard_link(&victim, &link).unwrap();
+    let err = AuditLog::open(AuditOptions::new(&link)).unwrap_err();
+    assert!(err.to_string().contains("2 hard links"), "{err}");
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "a config\n");
+    assert_eq!(std::fs::metadata(&victim).unwrap().mode() & 0o7777, 0o644);
+}
+
+#[test]
+fn another_users_file_or_fifo_is_refused_and_a_device_is_used() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("audit.jsonl");
+    std::fs::write(&file, "").unwrap();
+    let meta = std::fs::metadata(&file).unwrap();
+    let me = nix::unistd::geteuid().as_raw();
+    assert_eq!(foreign(&meta, me), None);
+    let why = foreign(&meta, me.wrapping_add(1)).unwrap();
+    assert!(why.contains("owned by uid"), "{why}");
+    let fifo = dir.path().join("fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let meta = std::fs::metadata(&fifo).unwrap();
+    assert_eq!(foreign(&meta, me), None);
+    assert!(foreign(&meta, me.wrapping_add(1)).is_some());
+    // Devices are root's (only root makes them) and are used as they are.
+    let null = std::fs::metadata("/dev/null").unwrap();
+    assert_eq!(foreign(&null, me.wrapping_add(1)), None);
+}
+
+#[test]
+fn a_log_another_user_owns_is_refused_without_a_chmod() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.jsonl");
+    std::fs::write(&path, "{\"theirs\": 1}\n").unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    if nix::unistd::chown(&path, Some(nix::unistd::Uid::from_raw(65534)), None).is_err() {
+        // Only root can give a file away; `foreign` itself is checked above for any user.
+        assert!(!nix::unistd::geteuid().is_root());
+        return;
+    }
+    let err = AuditLog::open(AuditOptions::new(&path)).unwrap_err();
+    assert!(err.to_string().contains("owned by uid 65534"), "{err}");
+    assert_eq!(std::fs::metadata(&path).unwrap().mode() & 0o7777, 0o644);
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "{\"theirs\": 1}\n");
+}

@@ -786,6 +786,42 @@ fn audit_log_that_cannot_be_opened_stops_startup() {
 }
 
 #[test]
+fn audit_log_that_is_a_symlink_stops_startup_and_its_target_is_untouched() {
+    let f = Fixture::new();
+    let victim = f.dir.path().join("victim.conf");
+    std::fs::write(&victim, "a config\n").unwrap();
+    let link = f.dir.path().join("planted.jsonl");
+    std::os::unix::fs::symlink(&victim, &link).unwrap();
+    let run = f.exec("print(1)", &["--audit", &link.display().to_string()]);
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(run.stderr.contains("symbolic link"), "{run:?}");
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "a config\n");
+}
+
+#[test]
+fn audit_names_the_server_of_a_known_tool_refused_for_its_argument_size() {
+    let Some(f) = Fixture::ready() else { return };
+    let code = "for args in ({'id': 1, 'text': 'x' * 20000}, {'id': 'x'}):\n    try:\n        await read_note(args)\n    except ToolError:\n        print('refused')";
+    let audit = f.audit.display().to_string();
+    let run = f.exec(code, &["--audit", &audit]);
+    assert_eq!(run.printed(), "refused\nrefused\n", "{run:?}");
+    let records = f.records();
+    let calls = of_kind(&records, "call");
+    assert_eq!(calls.len(), 2, "{records:?}");
+    assert!(
+        calls[0]["reason"].as_str().unwrap().contains("bytes"),
+        "{}",
+        calls[0]
+    );
+    for call in calls {
+        assert_eq!(call["verdict"], "refused", "{call}");
+        assert_eq!(call["server"], "server", "{call}");
+        assert_eq!(call["tool"], "read_note", "{call}");
+    }
+    assert!(f.calls_received().is_empty(), "{:?}", f.calls_received());
+}
+
+#[test]
 fn a_config_file_sets_read_only_and_approval_per_server_and_the_audit_log() {
     let Some(f) = Fixture::ready() else { return };
     let server = f.server();

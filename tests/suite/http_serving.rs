@@ -74,6 +74,8 @@ impl Served {
             let file = dir.path().join("token");
             std::fs::write(&file, format!("{token}\n")).unwrap();
             command.arg("--http-token-file").arg(file);
+        } else {
+            command.arg("--http-no-auth");
         }
         servers(&mut command, &journal);
         command
@@ -442,7 +444,7 @@ fn requests_without_the_right_token_get_401_with_a_bearer_challenge() {
 }
 
 #[test]
-fn serve_refuses_a_public_address_without_a_token_and_a_short_token() {
+fn serve_refuses_http_without_a_token_unless_no_auth_is_chosen_on_loopback() {
     let dir = tempfile::tempdir().unwrap();
     let run = |args: &[&str]| {
         let out = Command::new(bin())
@@ -459,9 +461,18 @@ fn serve_refuses_a_public_address_without_a_token_and_a_short_token() {
             String::from_utf8_lossy(&out.stderr).into_owned(),
         )
     };
+    // Loopback is no boundary between a host's users: no token, no serving, unless asked.
+    let (code, stderr) = run(&["--http", "127.0.0.1:0"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("without a token"), "{stderr}");
+    assert!(stderr.contains("--http-token-file"), "{stderr}");
+    assert!(stderr.contains("--http-no-auth"), "{stderr}");
     let (code, stderr) = run(&["--http", "0.0.0.0:0"]);
     assert_eq!(code, Some(2), "{stderr}");
     assert!(stderr.contains("without a token"), "{stderr}");
+    let (code, stderr) = run(&["--http", "0.0.0.0:0", "--http-no-auth"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("not a loopback address"), "{stderr}");
     let short = dir.path().join("short");
     std::fs::write(&short, "abc\n").unwrap();
     let (code, stderr) = run(&[

@@ -161,6 +161,8 @@ const EXPECT: &[Expect] = &[
         &["denied:EACCES", "denied:ENOENT", "denied:EROFS"],
     ),
     e("fs/fill_tmp", &["denied:ENOSPC", "denied:EFBIG"]),
+    // /tmp's nr_inodes cap, on both backends and in the rlimit fallback alike.
+    e("fs/fill_tmp_inodes", &["denied:ENOSPC"]),
     // The chown to root fails: root is unmapped in the native user namespace (EINVAL), and
     // Docker's user lacks CAP_CHOWN (EPERM). The probe also reports nosuid, noexec and
     // no_new_privs as observed.

@@ -25,7 +25,7 @@ use super::tasks::{LineWriter, RawRequests, TaskTools, record_task_support};
 use crate::lines::{LineRead, continue_line};
 
 /// Longest line accepted from a wrapped server, in bytes.
-pub(super) const MAX_SERVER_LINE_BYTES: usize = 16 * 1024 * 1024;
+pub(super) const MAX_SERVER_LINE_BYTES: usize = crate::limits::MAX_SERVER_MESSAGE_BYTES;
 /// Junk lines logged per connection before further ones are only counted.
 const MAX_JUNK_LOGGED: usize = 5;
 

@@ -13,7 +13,7 @@ use bollard::models::{
 use super::{OWNER_LABEL, SANDBOX_ID};
 use crate::limits::{
     CPUS, DISK_BYTES_PER_SEC, DISK_OPS_PER_SEC, MAX_FILE_BYTES, MAX_OPEN_FILES, MAX_PIDS,
-    MEMORY_BYTES, TMP_BYTES,
+    MEMORY_BYTES, TMP_BYTES, TMP_INODES,
 };
 use crate::sandbox::disks::BlockDevice;
 use launcher::rlimits::{MSGQUEUE_BYTES, SIGPENDING};
@@ -68,7 +68,9 @@ pub fn create_body(spec: &ContainerSpec<'_>) -> ContainerCreateBody {
         // The mode of /tmp is copied from the image (0755, root), so it is given to the user.
         (
             "/tmp",
-            format!("rw,noexec,nosuid,nodev,size={TMP_BYTES},uid={id},gid={id}"),
+            format!(
+                "rw,noexec,nosuid,nodev,size={TMP_BYTES},nr_inodes={TMP_INODES},uid={id},gid={id}"
+            ),
         ),
         // Like the native sandbox, no /sys.
         ("/sys", "ro,noexec,nosuid,nodev,size=4096".into()),

@@ -72,7 +72,7 @@ fn the_create_request_carries_every_lock() {
     let tmpfs = host.tmpfs.unwrap();
     assert_eq!(
         tmpfs["/tmp"],
-        "rw,noexec,nosuid,nodev,size=16777216,uid=65534,gid=65534"
+        "rw,noexec,nosuid,nodev,size=16777216,nr_inodes=8192,uid=65534,gid=65534"
     );
     for covered in ["/sys", "/dev/pts", "/dev/mqueue"] {
         assert_eq!(tmpfs[covered], "ro,noexec,nosuid,nodev,size=4096");

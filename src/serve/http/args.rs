@@ -19,14 +19,19 @@ use crate::serve::session::{DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_RUNS};
 #[derive(Args, Debug)]
 pub(crate) struct HttpArgs {
     /// Serve MCP over Streamable HTTP on this address and port (for example
-    /// 127.0.0.1:8765; the endpoint is /mcp) instead of stdio. A non-loopback address needs
-    /// a token.
+    /// 127.0.0.1:8765; the endpoint is /mcp) instead of stdio. Needs a token
+    /// (--http-token-file or MCP_CODE_MODE_HTTP_TOKEN), or --http-no-auth on a loopback
+    /// address.
     #[arg(long, value_name = "ADDR:PORT")]
     http: Option<SocketAddr>,
     /// File holding the bearer token every HTTP request must carry (at least 16 bytes;
     /// default: the MCP_CODE_MODE_HTTP_TOKEN variable, if set).
     #[arg(long, value_name = "FILE", requires = "http")]
     http_token_file: Option<PathBuf>,
+    /// Serve a loopback address without a token: any local user and process on this host
+    /// can then run code and call the wrapped tools as you.
+    #[arg(long, requires = "http", conflicts_with = "http_token_file")]
+    http_no_auth: bool,
     /// A browser origin (scheme://host:port, `:*` for any port) allowed in the Origin
     /// header (repeatable); requests with any other Origin get 403.
     #[arg(long = "http-allow-origin", value_name = "ORIGIN", requires = "http")]
@@ -64,19 +69,24 @@ impl HttpArgs {
     /// The HTTP options, or `None` for stdio.
     ///
     /// # Errors
-    /// The token file cannot be read, or the token is too short.
+    /// The token file cannot be read, the token is too short, no token is given without
+    /// `--http-no-auth` (or a token is given with it), or `--http-no-auth` names a
+    /// non-loopback address.
     pub(crate) fn options(&self) -> anyhow::Result<Option<HttpOptions>> {
         let Some(addr) = self.http else {
             return Ok(None);
         };
         let token = match (&self.http_token_file, std::env::var(TOKEN_ENV)) {
             (Some(path), _) => Some(BearerToken::from_file(path)?),
+            (None, Ok(_)) if self.http_no_auth => {
+                anyhow::bail!("--http-no-auth and a token in {TOKEN_ENV}: give one or the other")
+            }
             (None, Ok(text)) => {
                 Some(BearerToken::new(&text).with_context(|| format!("the {TOKEN_ENV} variable"))?)
             }
             (None, Err(_)) => None,
         };
-        super::auth::require_token_off_loopback(&addr, token.as_ref())
+        super::auth::require_token(&addr, token.as_ref(), self.http_no_auth)
             .map_err(anyhow::Error::msg)?;
         Ok(Some(HttpOptions {
             addr,

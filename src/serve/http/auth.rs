@@ -143,19 +143,35 @@ pub(super) fn check(token: &BearerToken, header: Option<&[u8]>) -> Verdict {
     }
 }
 
-/// Refuse to serve `addr` without a token unless it is a loopback address: anyone who can
-/// reach a non-loopback port could run code and call the wrapped tools.
+/// Refuse to serve `addr` without a token unless the operator opted out with
+/// `--http-no-auth` (`no_auth`) and `addr` is a loopback address. Loopback is no boundary
+/// between the users of one host: without a token any local user or process could run code
+/// and call the wrapped tools with the serving user's credentials; off loopback, anyone who
+/// can reach the port could.
 ///
 /// # Errors
-/// A message naming the address and how to give a token.
-pub(super) fn require_token_off_loopback(
+/// A message naming the address, the risk, and how to give a token or opt out.
+pub(super) fn require_token(
     addr: &SocketAddr,
     token: Option<&BearerToken>,
+    no_auth: bool,
 ) -> Result<(), String> {
-    if token.is_none() && !addr.ip().is_loopback() {
+    if token.is_some() {
+        return Ok(());
+    }
+    if !addr.ip().is_loopback() {
         return Err(format!(
-            "refusing to serve {addr} without a token: it is not a loopback address; give \
---http-token-file FILE or set {TOKEN_ENV}"
+            "refusing to serve {addr} without a token: it is not a loopback address, so anyone \
+who can reach it could run code and call the wrapped tools as you; give --http-token-file FILE \
+(at least 16 bytes, e.g. `openssl rand -hex 32 > FILE && chmod 600 FILE`) or set {TOKEN_ENV}"
+        ));
+    }
+    if !no_auth {
+        return Err(format!(
+            "refusing to serve {addr} without a token: any local user and process on this host \
+could run code and call the wrapped tools as you; give --http-token-file FILE (at least 16 \
+bytes, e.g. `openssl rand -hex 32 > FILE && chmod 600 FILE`) or set {TOKEN_ENV}, or pass \
+--http-no-auth to serve it unauthenticated"
         ));
     }
     Ok(())
@@ -227,13 +243,22 @@ mod tests {
     }
 
     #[test]
-    fn a_non_loopback_address_needs_a_token() {
+    fn a_token_is_required_unless_no_auth_is_chosen_on_loopback() {
         let public: SocketAddr = "0.0.0.0:8765".parse().unwrap();
         let local: SocketAddr = "127.0.0.1:8765".parse().unwrap();
         let local6: SocketAddr = "[::1]:8765".parse().unwrap();
-        assert!(require_token_off_loopback(&public, None).is_err());
-        assert!(require_token_off_loopback(&public, Some(&token())).is_ok());
-        assert!(require_token_off_loopback(&local, None).is_ok());
-        assert!(require_token_off_loopback(&local6, None).is_ok());
+        for addr in [&public, &local, &local6] {
+            assert!(require_token(addr, Some(&token()), false).is_ok());
+            let refused = require_token(addr, None, false).unwrap_err();
+            assert!(refused.contains("--http-token-file"), "{refused}");
+        }
+        assert!(
+            require_token(&local, None, false)
+                .unwrap_err()
+                .contains("--http-no-auth")
+        );
+        assert!(require_token(&public, None, true).is_err());
+        assert!(require_token(&local, None, true).is_ok());
+        assert!(require_token(&local6, None, true).is_ok());
     }
 }

@@ -78,7 +78,8 @@ pub(crate) const DEFAULT_GRACE: Duration = Duration::from_secs(30);
 pub(crate) struct HttpOptions {
     /// Address and port to listen on (port 0: any free port, logged at startup).
     pub addr: SocketAddr,
-    /// The bearer token every request must carry; `None` only on a loopback address.
+    /// The bearer token every request must carry; `None` only on a loopback address and
+    /// only when the operator chose `--http-no-auth` (every local user may then connect).
     pub token: Option<BearerToken>,
     /// Browser origins allowed in an `Origin` header (`scheme://host[:port]`); a request
     /// with any other `Origin` gets `403`. Empty: every `Origin` is refused.
@@ -119,8 +120,9 @@ pub(crate) async fn serve_http(
     options: HttpOptions,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    auth::require_token_off_loopback(&options.addr, options.token.as_ref())
-        .map_err(anyhow::Error::msg)?;
+    // `HttpArgs::options` already refused a missing token without `--http-no-auth`; here
+    // `None` means that choice was made, and only the address is checked again.
+    auth::require_token(&options.addr, options.token.as_ref(), true).map_err(anyhow::Error::msg)?;
     let listener = tokio::net::TcpListener::bind(options.addr)
         .await
         .with_context(|| format!("failed to listen on {}", options.addr))?;
@@ -158,7 +160,7 @@ pub(crate) async fn serve_http(
         if options.token.is_some() {
             "bearer token required"
         } else {
-            "no token: loopback only"
+            "no token (--http-no-auth): every local user and process may connect"
         }
     );
 
