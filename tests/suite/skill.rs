@@ -65,5 +65,9 @@ fn the_skills_numbers_are_the_codes() {
         "at most {} KiB of output",
         STDOUT_KEEP_BYTES / 1024
     )));
-    assert!(s.contains(&format!("`/tmp` ({} MiB)", TMP_BYTES >> 20)));
+    assert!(s.contains(&format!(
+        "`/tmp` ({} MiB, at most {} files and directories)",
+        TMP_BYTES >> 20,
+        TMP_INODES
+    )));
 }

@@ -1,5 +1,5 @@
 # FS: fill /tmp with empty files (long names: the most kernel memory per inode) until
-# creating one fails. /tmp's inode cap (nr_inodes, README "Limits") must stop it with
+# creating one fails. /tmp's inode cap (nr_inodes, README "Security model") must stop it with
 # ENOSPC long before the kernel's default (half the host's RAM pages): each inode and
 # dentry is host kernel memory that no rlimit counts. Stops by itself at 100,000 files
 # ("allowed"). The control: a thousand files fit, and once they are removed /tmp takes
