@@ -5,11 +5,13 @@
 //! - rmcp's `initialize` answer gets the `tasks` capability and its `tools/list` answer
 //!   marks run_python `execution.taskSupport: "optional"`.
 //!
-//! - a line serde_json cannot read gets `-32700 Parse error`, and a line over
-//!   [`INSPECT_LINE_BYTES`] (rmcp's own line cap) `-32600 Invalid Request`, each with the
-//!   line's id when it can be read, else `null` ([`super::unreadable`]); rmcp would drop
-//!   them without an answer and leave the client waiting. A too long line is skipped as it
-//!   arrives, never held whole.
+//! - every line is read into a JSON value first: one serde_json cannot read gets `-32700
+//!   Parse error`, one that is no JSON-RPC message rmcp reads `-32600 Invalid Request` or
+//!   `-32602 Invalid params`, and a line over [`INSPECT_LINE_BYTES`] (rmcp's own line cap)
+//!   `-32600`, each with the line's id when it can be read, else `null`
+//!   ([`super::unreadable`]); rmcp would drop most of them without an answer and leave the
+//!   client waiting, or answer without the id. A too long line is skipped as it arrives,
+//!   never held whole. A blank line is skipped, as rmcp skips it.
 //!
 //! Every other line passes unchanged. The end of the client's input (or a read error)
 //! cancels every run at once, so the service ends without waiting for them.
@@ -24,7 +26,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::CodeModeServer;
 use super::tasks::{Tasks, is_task_message, patch_answer};
-use super::unreadable::{INVALID_REQUEST, PARSE_ERROR, error_answer, unreadable};
+use super::unreadable::{INVALID_REQUEST, Refusal, error_answer, invalid, parse};
 use crate::lines::{LineRead, read_line};
 
 /// Longest client line, in bytes (rmcp's own cap on a line); a longer one is answered with
@@ -83,9 +85,21 @@ impl Drop for AbortOnDrop {
     }
 }
 
-/// Whether a line may be a task request (cheap, before parsing it).
-fn may_be_task(line: &[u8]) -> bool {
-    line.windows(5).any(|w| w == b"\"task")
+/// Answer a refused client line (a notification gets none, JSON-RPC 2.0 section 4.1).
+fn refuse(replies: &mpsc::UnboundedSender<Value>, refusal: Refusal) {
+    let code = &refusal.answer["error"]["code"];
+    if refusal.notification {
+        tracing::warn!(
+            "a client notification is invalid ({}); not answered",
+            refusal.why
+        );
+        return;
+    }
+    tracing::warn!(
+        "a client line is no JSON-RPC message serve reads ({}); answered {code}",
+        refusal.why
+    );
+    let _ = replies.send(refusal.answer);
 }
 
 async fn read_client<R: AsyncRead + Unpin>(
@@ -103,28 +117,25 @@ async fn read_client<R: AsyncRead + Unpin>(
         }
         match read_line(&mut reader, INSPECT_LINE_BYTES, &mut line).await {
             Ok(LineRead::Line) => {
-                if may_be_task(&line)
-                    && let Ok(message) = serde_json::from_slice::<Value>(&line)
-                    && is_task_message(&message)
-                    && tasks.claims(&message)
-                {
+                if line.trim_ascii().is_empty() {
+                    continue;
+                }
+                let message = match parse(&line) {
+                    Ok(message) => message,
+                    Err(refusal) => {
+                        refuse(&replies, refusal);
+                        continue;
+                    }
+                };
+                if is_task_message(&message) && tasks.claims(&message) {
                     let replies = replies.clone();
                     tasks.handle(&message, move |answer| {
                         let _ = replies.send(answer);
                     });
                     continue;
                 }
-                if !line.trim_ascii().is_empty()
-                    && let Some(why) = unreadable(&line)
-                {
-                    tracing::warn!(
-                        "a client line is not JSON serde can read ({why}); answered -32700"
-                    );
-                    let _ = replies.send(error_answer(
-                        &line,
-                        PARSE_ERROR,
-                        &format!("Parse error: {why}"),
-                    ));
+                if let Some(refusal) = invalid(&message) {
+                    refuse(&replies, refusal);
                     continue;
                 }
                 line.push(b'\n');

@@ -36,6 +36,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rmcp::model::{CustomNotification, ProgressToken, ServerNotification};
+use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -196,11 +197,18 @@ impl Tasks {
             .pointer("/_meta/progressToken")
             .cloned()
             .and_then(|t| serde_json::from_value::<ProgressToken>(t).ok());
-        let asked: TaskMetadata = params
-            .get("task")
-            .cloned()
-            .and_then(|t| serde_json::from_value(t).ok())
-            .unwrap_or_default();
+        // `task` is an object (`{"ttl": ms}`, every member optional); anything else is no
+        // task request the client could mean.
+        let asked = match params.get("task").unwrap_or(&Value::Null) {
+            task @ Value::Object(_) => TaskMetadata::deserialize(task)
+                .map_err(|e| (INVALID_PARAMS, format!("task: {e}")))?,
+            other => {
+                return Err((
+                    INVALID_PARAMS,
+                    format!("task must be an object such as {{\"ttl\": 60000}}, not {other}"),
+                ));
+            }
+        };
         let ttl = asked.ttl.unwrap_or(DEFAULT_TTL_MS).min(MAX_TTL_MS);
         let now = mcp_tasks::now_iso8601();
         let task = Task {

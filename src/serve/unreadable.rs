@@ -1,20 +1,29 @@
-//! Answers to client messages that cannot be read, on both transports.
+//! Answers to client messages that are not JSON-RPC messages `serve` reads, on both
+//! transports.
 //!
-//! rmcp 3.11 drops a stdio line it cannot parse (a debug log, no answer) and answers such a
-//! POST body `415 Unsupported Media Type`, so a client waited for ever on its request, or was
-//! told its media type was wrong. JSON-RPC 2.0 section 5 asks for an error response instead:
-//! `-32700 Parse error` for invalid JSON, `-32600 Invalid Request` for a message that is not
-//! a valid request (here: one over the size cap). Section 5 gives `id: null` when the id
-//! cannot be detected; when the byte scanner of the wrapped-server side
-//! ([`top_level_id`]) reads a string or number id from the text, the answer carries it, so
-//! the client's pending request ends.
+//! rmcp 3.11 drops a stdio line it cannot parse (a debug log, no answer), answers a line of
+//! valid JSON that is no message it knows `-32600` without an `id`, and answers such a POST
+//! body `415 Unsupported Media Type`; so a client waited for ever on its request, or was
+//! told its media type was wrong. JSON-RPC 2.0 section 5 asks for an error response that
+//! carries the request's id, `null` only when the id cannot be detected:
+//! - `-32700 Parse error` ([`parse`]) for a text serde_json cannot read into a JSON value:
+//!   bad syntax, invalid UTF-8 anywhere (RFC 8259 section 8.1), a lone UTF-16 surrogate
+//!   escape (`"\ud800"`, section 8.2), nesting deeper than serde_json's 128 levels, or a
+//!   number out of range (`1e400`). The id is read by the byte scanner of the wrapped-server
+//!   side ([`top_level_id`]), which needs no valid text;
+//! - `-32600 Invalid Request` ([`invalid`]) for a JSON value that is no JSON-RPC 2.0 message
+//!   (not an object, `jsonrpc` other than `"2.0"`, an id that is neither a string nor an
+//!   integer, a `method` that is no string, a batch: MCP has none since 2025-06-18);
+//! - `-32602 Invalid params` for a request of a method rmcp knows whose `params` are missing
+//!   or of the wrong shape (rmcp would take it for an unknown method and say `-32601`).
 //!
-//! A message is unreadable when serde_json cannot parse it: bad syntax, or a string holding
-//! a lone UTF-16 surrogate escape (`"\ud800"`: valid JSON grammar, but no Unicode text; RFC
-//! 8259 section 8.2).
+//! A refused notification (`jsonrpc` `"2.0"`, a string `method`, no `id`) gets no answer on stdio (section 4.1:
+//! a notification is never answered); over HTTP its POST gets `400` with the error.
 
-use serde::de::IgnoredAny;
+use serde::Deserialize;
 use serde_json::{Value, json};
+
+use rmcp::model::{ClientJsonRpcMessage, ClientRequest, JsonRpcMessage};
 
 use crate::bridge::upstream::json_scan::top_level_id;
 
@@ -22,24 +31,100 @@ use crate::bridge::upstream::json_scan::top_level_id;
 pub(super) const PARSE_ERROR: i64 = -32700;
 /// JSON-RPC 2.0 `Invalid Request`: the JSON sent is not a valid request object.
 pub(super) const INVALID_REQUEST: i64 = -32600;
+/// JSON-RPC 2.0 `Invalid params`: invalid method parameters.
+pub(super) const INVALID_PARAMS: i64 = -32602;
 
-/// Why serde_json cannot read the message `text` (a UTF-8 byte order mark at its start is
-/// allowed, as rmcp allows it), or `None` when it can.
-pub(super) fn unreadable(text: &[u8]) -> Option<String> {
-    let text = text.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(text);
-    // A syntax check skips escapes without decoding them; a text with a `\uD...` escape is
-    // decoded in full, where a lone surrogate is an error.
-    let read = if may_hold_surrogate(text) {
-        serde_json::from_slice::<Value>(text).map(drop)
-    } else {
-        serde_json::from_slice::<IgnoredAny>(text).map(drop)
-    };
-    read.err().map(|e| e.to_string())
+/// The client requests rmcp 3.11 reads into a typed variant of its `ClientRequest`; one of
+/// these that rmcp reads as a custom request had parameters its type refused.
+const KNOWN_METHODS: &[&str] = &[
+    "ping",
+    "initialize",
+    "server/discover",
+    "completion/complete",
+    "logging/setLevel",
+    "prompts/get",
+    "prompts/list",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "resources/directory/read",
+    "resources/subscribe",
+    "resources/unsubscribe",
+    "subscriptions/listen",
+    "tools/call",
+    "tools/list",
+    "tasks/get",
+    "tasks/update",
+    "tasks/cancel",
+    "skills/list",
+    "skills/get",
+];
+
+/// A client message refused: the error response and why (for the log).
+#[derive(Debug)]
+pub(super) struct Refusal {
+    /// The whole JSON-RPC error response.
+    pub(super) answer: Value,
+    /// Whether the message was a notification (`jsonrpc` `"2.0"`, a string `method`, no
+    /// `id`), which stdio does not answer.
+    pub(super) notification: bool,
+    /// serde_json's or this module's reason.
+    pub(super) why: String,
 }
 
-fn may_hold_surrogate(text: &[u8]) -> bool {
-    text.windows(3)
-        .any(|w| w[0] == b'\\' && w[1] == b'u' && (w[2] | 0x20) == b'd')
+/// The JSON value of the message `text` (a UTF-8 byte order mark at its start is allowed,
+/// as rmcp allows it), or its `-32700 Parse error` refusal.
+pub(super) fn parse(text: &[u8]) -> Result<Value, Refusal> {
+    let text = text.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(text);
+    serde_json::from_slice::<Value>(text).map_err(|e| {
+        let why = e.to_string();
+        Refusal {
+            answer: error_answer(text, PARSE_ERROR, &format!("Parse error: {why}")),
+            notification: false,
+            why,
+        }
+    })
+}
+
+/// The `-32600 Invalid Request` or `-32602 Invalid params` refusal of `message` when it is no
+/// JSON-RPC message rmcp reads (see the module documentation), else `None`.
+pub(super) fn invalid(message: &Value) -> Option<Refusal> {
+    let error = match ClientJsonRpcMessage::deserialize(message) {
+        Ok(JsonRpcMessage::Request(request)) => match &request.request {
+            ClientRequest::CustomRequest(custom)
+                if KNOWN_METHODS.contains(&custom.method.as_str()) =>
+            {
+                format!("{} needs params of its own shape", custom.method)
+            }
+            _ => return None,
+        },
+        Ok(_) => return None,
+        Err(e) => e.to_string(),
+    };
+    let method = message.get("method").and_then(Value::as_str);
+    let id = message
+        .get("id")
+        .filter(|id| id.is_string() || id.is_number());
+    let envelope_ok = message.get("jsonrpc").and_then(Value::as_str) == Some("2.0")
+        && method.is_some()
+        && message
+            .get("id")
+            .is_none_or(|id| id.is_string() || id.is_i64() || id.is_u64());
+    let (code, text) = match method {
+        Some(method) if envelope_ok && KNOWN_METHODS.contains(&method) => {
+            (INVALID_PARAMS, format!("Invalid params: {method}: {error}"))
+        }
+        _ => (INVALID_REQUEST, format!("Invalid Request: {error}")),
+    };
+    Some(Refusal {
+        answer: json!({
+            "jsonrpc": "2.0",
+            "id": id.cloned().unwrap_or(Value::Null),
+            "error": {"code": code, "message": text},
+        }),
+        notification: envelope_ok && message.get("id").is_none(),
+        why: error,
+    })
 }
 
 /// The JSON-RPC error response to the message `text` (or its first part, when it was too
@@ -56,16 +141,115 @@ pub(super) fn error_answer(text: &[u8], code: i64, message: &str) -> Value {
 mod tests {
     use super::*;
 
+    fn parse_refusal(text: &[u8]) -> Value {
+        parse(text).expect_err("should be refused").answer
+    }
+
     #[test]
-    fn valid_json_is_readable_and_bad_syntax_or_a_lone_surrogate_is_not() {
-        assert_eq!(
-            unreadable(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#),
-            None
+    fn every_text_serde_cannot_read_is_a_parse_error_with_the_id_when_it_can_be_read() {
+        let deep = format!(
+            r#"{{"jsonrpc":"2.0","id":5,"method":"ping","params":{{"a":{}{}}}}}"#,
+            "[".repeat(200),
+            "]".repeat(200)
         );
-        assert_eq!(unreadable(b"\xEF\xBB\xBF{\"a\":\"\\ud83d\\ude00\"}"), None);
-        assert!(unreadable(b"{not json").is_some());
-        assert!(unreadable(br#"{"a":"\ud800"}"#).is_some());
-        assert!(unreadable(br#"{"a":"\uDC00x"}"#).is_some());
+        let cases: &[(&[u8], Value)] = &[
+            (b"{not json", Value::Null),
+            (
+                br#"{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":"\ud800"}}"#,
+                1.into(),
+            ),
+            (
+                b"{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\",\"params\":{\"x\":\"\xFF\"}}",
+                2.into(),
+            ),
+            (
+                b"{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"ping\",\"params\":{\"\xC3\":1}}",
+                3.into(),
+            ),
+            (
+                br#"{"jsonrpc":"2.0","id":4,"method":"ping","params":{"n":1e400}}"#,
+                4.into(),
+            ),
+            (deep.as_bytes(), 5.into()),
+            (
+                br#"{"jsonrpc":"2.0","id":1e400,"method":"ping"}"#,
+                Value::Null,
+            ),
+            (
+                b"\xFF\xFE{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"ping\"}",
+                6.into(),
+            ),
+        ];
+        for (text, id) in cases {
+            let answer = parse_refusal(text);
+            assert_eq!(answer["error"]["code"], PARSE_ERROR, "{answer}");
+            assert_eq!(&answer["id"], id, "{}", String::from_utf8_lossy(text));
+        }
+        assert!(parse(b"\xEF\xBB\xBF{\"a\":\"\\ud83d\\ude00\"}").is_ok());
+    }
+
+    #[test]
+    fn a_value_that_is_no_json_rpc_message_is_an_invalid_request_with_its_readable_id() {
+        let cases = [
+            (
+                json!({"jsonrpc": "2.0", "id": [1, 2], "method": "ping"}),
+                Value::Null,
+            ),
+            (
+                json!([{"jsonrpc": "2.0", "id": 85, "method": "ping"}]),
+                Value::Null,
+            ),
+            (
+                json!({"jsonrpc": "1.0", "id": 4, "method": "ping"}),
+                4.into(),
+            ),
+            (json!({"jsonrpc": "2.0", "id": 3, "method": 5}), 3.into()),
+            (
+                json!({"jsonrpc": "2.0", "id": "s", "result": 5, "error": 1}),
+                "s".into(),
+            ),
+            (json!("just a string"), Value::Null),
+        ];
+        for (message, id) in cases {
+            let refusal = invalid(&message).unwrap_or_else(|| panic!("{message} passed"));
+            assert_eq!(
+                refusal.answer["error"]["code"], INVALID_REQUEST,
+                "{message}"
+            );
+            assert_eq!(refusal.answer["id"], id, "{message}");
+            assert!(!refusal.notification, "{message}");
+        }
+    }
+
+    #[test]
+    fn a_known_method_with_missing_or_malformed_params_is_invalid_params() {
+        for message in [
+            json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call"}),
+            json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": [1, 2]}),
+            json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"arguments": {}}}),
+            json!({"jsonrpc": "2.0", "id": 2, "method": "initialize", "params": {}}),
+        ] {
+            let refusal = invalid(&message).unwrap_or_else(|| panic!("{message} passed"));
+            assert_eq!(refusal.answer["error"]["code"], INVALID_PARAMS, "{message}");
+            assert_eq!(refusal.answer["id"], 2, "{message}");
+        }
+    }
+
+    #[test]
+    fn valid_messages_and_unknown_methods_pass_and_a_bad_notification_is_marked() {
+        for message in [
+            json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}),
+            json!({"jsonrpc": "2.0", "id": "a", "method": "tools/list"}),
+            json!({"jsonrpc": "2.0", "id": 1, "method": "vendor/thing", "params": {"a": 1}}),
+            json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+            json!({"jsonrpc": "2.0", "id": 1, "result": {}}),
+        ] {
+            assert!(invalid(&message).is_none(), "{message}");
+        }
+        let bad = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": 5});
+        if let Some(refusal) = invalid(&bad) {
+            assert!(refusal.notification, "{bad}");
+        }
     }
 
     #[test]

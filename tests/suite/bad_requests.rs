@@ -4,7 +4,11 @@
 //!   request with a lone surrogate escape gets `-32700` for its own id, and a line over the
 //!   16 MiB cap gets `-32600 Invalid Request` for its id; a request sent after them is
 //!   answered;
-//! - over HTTP, the same bodies get `400` with the JSON-RPC error response (not `415`).
+//! - over HTTP, the same bodies get `400` with the JSON-RPC error response (not `415`);
+//! - a list of hostile lines (invalid UTF-8 in a string or key, nesting over 128 levels,
+//!   `1e400`, batches, a wrong `jsonrpc`, known methods with bad `params`, a `task` that is
+//!   no object) each get exactly one answer with their id (or `null`) on stdio, or `400`
+//!   with it over HTTP, and the next ping is answered.
 
 use std::time::Duration;
 
@@ -90,4 +94,186 @@ fn unreadable_http_bodies_get_400_with_a_json_rpc_error() {
         text.contains(r#""code":-32700"#) && text.contains(r#""id":3"#),
         "{text}"
     );
+}
+
+/// One hostile client line and what it must get: the error code and the id of its one
+/// answer, or no answer at all (`None`: an invalid notification).
+struct Hostile {
+    line: Vec<u8>,
+    answer: Option<(i64, Value)>,
+}
+
+fn hostile_lines() -> Vec<Hostile> {
+    let nested = |depth: usize| format!("{}{}", "[".repeat(depth), "]".repeat(depth));
+    let text = |line: &str, answer: Option<(i64, Value)>| Hostile {
+        line: line.as_bytes().to_vec(),
+        answer,
+    };
+    vec![
+        Hostile {
+            line: b"{\"jsonrpc\":\"2.0\",\"id\":78,\"method\":\"ping\",\"params\":{\"x\":\"\xFF\"}}".to_vec(),
+            answer: Some((-32700, 78.into())),
+        },
+        Hostile {
+            line: b"{\"jsonrpc\":\"2.0\",\"id\":79,\"method\":\"tools/call\",\"params\":{\"name\":\"run_python\",\"arguments\":{\"code\":\"print(1) # \xFF\"}}}".to_vec(),
+            answer: Some((-32700, 79.into())),
+        },
+        Hostile {
+            line: b"{\"jsonrpc\":\"2.0\",\"id\":80,\"method\":\"ping\",\"params\":{\"\xC3\":1}}".to_vec(),
+            answer: Some((-32700, 80.into())),
+        },
+        Hostile {
+            line: b"\xFF\xFE{\"jsonrpc\":\"2.0\",\"id\":77,\"method\":\"ping\"}".to_vec(),
+            answer: Some((-32700, 77.into())),
+        },
+        text(
+            &format!(
+                r#"{{"jsonrpc":"2.0","id":86,"method":"ping","params":{{"a":{}}}}}"#,
+                nested(200)
+            ),
+            Some((-32700, 86.into())),
+        ),
+        text(
+            &format!(
+                r#"{{"jsonrpc":"2.0","id":87,"method":"tools/call","params":{{"name":"run_python","arguments":{{"code":"print(1)","x":{}}}}}}}"#,
+                nested(1000)
+            ),
+            Some((-32700, 87.into())),
+        ),
+        text(
+            &format!(
+                r#"{{"jsonrpc":"2.0","id":88,"method":"ping","params":{{"a":{}}}}}"#,
+                nested(100_000)
+            ),
+            Some((-32700, 88.into())),
+        ),
+        text(
+            r#"{"jsonrpc":"2.0","id":1e400,"method":"ping"}"#,
+            Some((-32700, Value::Null)),
+        ),
+        text(
+            r#"{"jsonrpc":"2.0","id":89,"method":"ping","params":{"n":1e400}}"#,
+            Some((-32700, 89.into())),
+        ),
+        text(
+            r#"{"jsonrpc":"2.0","id":[1,2],"method":"ping"}"#,
+            Some((-32600, Value::Null)),
+        ),
+        text(
+            r#"[{"jsonrpc":"2.0","id":85,"method":"ping"}]"#,
+            Some((-32600, Value::Null)),
+        ),
+        text(
+            r#"{"jsonrpc":"1.0","id":4,"method":"ping"}"#,
+            Some((-32600, 4.into())),
+        ),
+        text(
+            r#"{"jsonrpc":"2.0","id":3,"method":5}"#,
+            Some((-32600, 3.into())),
+        ),
+        text(
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":[1,2]}"#,
+            Some((-32602, 1.into())),
+        ),
+        text(
+            r#"{"jsonrpc":"2.0","id":2,"method":"tools/call"}"#,
+            Some((-32602, 2.into())),
+        ),
+        text(
+            r#"{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"run_python","arguments":{"code":"print(1)"},"task":"bogus"}}"#,
+            Some((-32602, 6.into())),
+        ),
+        text(
+            r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":5}"#,
+            None,
+        ),
+    ]
+}
+
+#[tokio::test]
+async fn every_hostile_stdio_line_gets_exactly_one_answer_with_its_id_and_the_next_ping_is_answered()
+ {
+    let toy = example("toy_server");
+    let mut serve = spawn_serve([
+        "serve".as_ref(),
+        "--pool".as_ref(),
+        "0".as_ref(),
+        toy.as_os_str(),
+    ]);
+    let mut stdin = serve.stdin.take().unwrap();
+    let mut stdout = BufReader::new(serve.stdout.take().unwrap());
+    let mut next = async || -> Value {
+        let mut line = String::new();
+        let read = tokio::time::timeout(Duration::from_secs(30), stdout.read_line(&mut line));
+        match read.await {
+            Ok(Ok(n)) if n > 0 => serde_json::from_str(&line).unwrap(),
+            other => panic!("no answer: {other:?}"),
+        }
+    };
+    let initialized =
+        format!("{INITIALIZE}\n{{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}}\n");
+    stdin.write_all(initialized.as_bytes()).await.unwrap();
+    assert!(next().await["result"]["serverInfo"].is_object());
+    for (n, hostile) in hostile_lines().into_iter().enumerate() {
+        let ping = format!("\n{{\"jsonrpc\":\"2.0\",\"id\":\"ping-{n}\",\"method\":\"ping\"}}\n");
+        stdin.write_all(&hostile.line).await.unwrap();
+        stdin.write_all(ping.as_bytes()).await.unwrap();
+        stdin.flush().await.unwrap();
+        let shown =
+            String::from_utf8_lossy(&hostile.line[..hostile.line.len().min(120)]).into_owned();
+        // The line's answer and the ping's may come in either order; no other may come.
+        let mut answers = vec![next().await];
+        if hostile.answer.is_some() {
+            answers.push(next().await);
+        }
+        let ping_id = Value::from(format!("ping-{n}"));
+        let (pongs, errors): (Vec<Value>, Vec<Value>) =
+            answers.into_iter().partition(|a| a["id"] == ping_id);
+        assert_eq!(pongs.len(), 1, "{shown}: {errors:?}");
+        if let Some((code, id)) = hostile.answer {
+            let answer = &errors[0];
+            assert_eq!(answer["error"]["code"], code, "{shown}: {answer}");
+            assert_eq!(answer["id"], id, "{shown}: {answer}");
+        }
+        let pong = &pongs[0];
+        assert!(pong["result"].is_object(), "{shown}: {pong}");
+    }
+}
+
+#[test]
+fn every_hostile_http_body_gets_400_with_the_json_rpc_error_and_its_id() {
+    let served = Served::start(&[], None);
+    let (status, text) = served.initialize(&[]);
+    assert_eq!(status, 200, "{text}");
+    let session = super::http_serving::session_id(&text).expect("a session id");
+    let headers = [
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+        ("Mcp-Session-Id", session.as_str()),
+        ("MCP-Protocol-Version", "2025-11-25"),
+    ];
+    let initialized = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+    let (status, text) = served.request("POST", "/mcp", &headers, initialized);
+    assert_eq!(status, 202, "{text}");
+    for hostile in hostile_lines() {
+        // The request helper sends text; the invalid UTF-8 lines are the stdio test's.
+        let Ok(body) = std::str::from_utf8(&hostile.line) else {
+            continue;
+        };
+        // An invalid notification is refused with the id-less error (stdio says nothing).
+        let (code, id) = hostile.answer.unwrap_or((-32600, Value::Null));
+        let (status, text) = served.request("POST", "/mcp", &headers, body);
+        let shown = &body[..body.len().min(120)];
+        // A task request is answered by its handler: a JSON-RPC error in a `200` answer.
+        let handled = body.contains(r#""task":"#);
+        assert_eq!(status, if handled { 200 } else { 400 }, "{shown}: {text}");
+        assert!(
+            text.contains(&format!(r#""code":{code}"#)) && text.contains(&format!(r#""id":{id}"#)),
+            "{shown}: {text}"
+        );
+    }
+    let ping = r#"{"jsonrpc":"2.0","id":"after","method":"ping"}"#;
+    let (status, text) = served.request("POST", "/mcp", &headers, ping);
+    assert_eq!(status, 200, "{text}");
+    assert!(text.contains(r#""id":"after""#), "{text}");
 }

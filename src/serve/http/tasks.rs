@@ -18,8 +18,9 @@
 //! - the answers to `initialize` and `tools/list` (a JSON body or an SSE stream that ends
 //!   with the answer) get the `tasks` capability and run_python's
 //!   `execution.taskSupport: "optional"`;
-//! - a JSON body serde_json cannot read gets `400` with a JSON-RPC `-32700 Parse error`
-//!   response ([`parse_error`]), where rmcp would answer `415`;
+//! - a JSON body that is no JSON-RPC message serve reads gets `400` with a JSON-RPC
+//!   `-32700`, `-32600` or `-32602` error response ([`bad_request`]), where rmcp would answer
+//!   `415`;
 //! - everything else goes to rmcp unchanged (the body is read, up to the body cap, and
 //!   handed on whole).
 //!
@@ -49,6 +50,7 @@ use serde_json::Value;
 use super::MCP_PATH;
 use crate::serve::CodeModeServer;
 use crate::serve::tasks::{Tasks, is_task_message, patch_answer};
+use crate::serve::unreadable;
 
 /// Longest time an `initialize` or `tools/list` answer may take to arrive whole before it
 /// is passed on unpatched.
@@ -145,9 +147,9 @@ pub(crate) async fn route(
         )
             .into_response();
     };
-    let message = match serde_json::from_slice::<Value>(&bytes) {
+    let message = match unreadable::parse(&bytes) {
         Ok(message) => Some(message),
-        Err(e) if is_json(&parts.headers) => return parse_error(&bytes, &e),
+        Err(refusal) if is_json(&parts.headers) => return bad_request(refusal),
         Err(_) => None,
     };
     let session = parts
@@ -161,8 +163,12 @@ pub(crate) async fn route(
         .and_then(Value::as_str)
         .map(str::to_owned);
     let request = Request::from_parts(parts, Body::from(bytes));
+    let claimed = matches!((&message, &session), (Some(m), Some(s)) if tasks.claims(s, m));
+    if !claimed && let Some(refusal) = message.as_ref().and_then(unreadable::invalid) {
+        return bad_request(refusal);
+    }
     match (message, session, method.as_deref()) {
-        (Some(message), Some(session), _) if tasks.claims(&session, &message) => {
+        (Some(message), Some(session), _) if claimed => {
             let checked = next.run(as_ping(&request)).await;
             if !checked.status().is_success() {
                 return checked;
@@ -200,20 +206,20 @@ fn is_json(headers: &axum::http::HeaderMap) -> bool {
         .is_some_and(|essence| essence.trim().eq_ignore_ascii_case("application/json"))
 }
 
-/// `400 Bad Request` with the JSON-RPC `-32700 Parse error` response to a JSON body that
-/// serde_json cannot read (bad syntax, a lone surrogate escape), carrying the body's id when
-/// it can be read ([`crate::serve::unreadable`]); rmcp would answer `415`.
-fn parse_error(body: &[u8], error: &serde_json::Error) -> Response {
-    tracing::warn!("a request body is not JSON serde can read ({error}); answered -32700");
-    let answer = crate::serve::unreadable::error_answer(
-        body,
-        crate::serve::unreadable::PARSE_ERROR,
-        &format!("Parse error: {error}"),
+/// `400 Bad Request` with the JSON-RPC error response to a JSON body that is no JSON-RPC
+/// message serve reads: `-32700 Parse error` for one serde_json cannot read, `-32600` or
+/// `-32602` for a value of the wrong shape, carrying the body's id when it can be read
+/// ([`crate::serve::unreadable`]); rmcp would answer `415`.
+fn bad_request(refusal: unreadable::Refusal) -> Response {
+    let code = &refusal.answer["error"]["code"];
+    tracing::warn!(
+        "a request body is no JSON-RPC message serve reads ({}); answered 400 with {code}",
+        refusal.why
     );
     (
         StatusCode::BAD_REQUEST,
         [(header::CONTENT_TYPE, "application/json")],
-        answer.to_string(),
+        refusal.answer.to_string(),
     )
         .into_response()
 }
