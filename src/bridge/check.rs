@@ -19,7 +19,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::CallBudget;
-use super::catalog::ArgsValidator;
+use super::catalog::{ArgsValidator, CheckError};
 
 /// Check `args` against `validator` on a blocking thread, after the run's earlier checks.
 ///
@@ -29,7 +29,7 @@ pub(super) async fn check_off_runtime(
     budget: &CallBudget,
     validator: Arc<ArgsValidator>,
     args: Value,
-) -> Result<Result<(), String>, ()> {
+) -> Result<Result<(), CheckError>, ()> {
     // The queue is never closed, so acquiring only fails if it were; treat that as a fault.
     let turn = budget
         .checks

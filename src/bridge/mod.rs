@@ -41,6 +41,7 @@ use serde_json::Value;
 
 use crate::governance::audit::AuditLog;
 use crate::limits::{CALL_TIMEOUT, MAX_ARGS_BYTES, MAX_RESULT_BYTES};
+use catalog::CheckError;
 use governed::CallTrace;
 use upstream::{CallOutcome, ToolsChanged, Upstream, UpstreamError};
 
@@ -509,7 +510,12 @@ impl Bridge {
         // Off the async runtime, one check at a time per run (check.rs).
         match check::check_off_runtime(budget, tool.validator.clone(), args.clone()).await {
             Ok(Ok(())) => {}
-            Ok(Err(why)) => return refused(Refusal::OutsideSchema { tool: name(), why }),
+            Ok(Err(CheckError::Outside(why))) => {
+                return refused(Refusal::OutsideSchema { tool: name(), why });
+            }
+            Ok(Err(CheckError::TooCostly(why))) => {
+                return refused(Refusal::TooCostlyToCheck { tool: name(), why });
+            }
             Err(()) => return Err(CallError::HostFault("InternalError")),
         }
         let gate = || -> Result<(), CallError> {

@@ -66,6 +66,16 @@ pub enum Refusal {
         /// The first schema error (see `super::catalog::schema`).
         why: String,
     },
+    /// Checking the arguments against the tool's input schema would take too much work (its
+    /// `$ref`s repeat subschemas, or loop without moving into the arguments); they are not
+    /// checked and the call is not sent (see `super::catalog::cost`).
+    #[error("{tool} refused: its arguments cannot be checked against its schema: {why}")]
+    TooCostlyToCheck {
+        /// The tool's Python name.
+        tool: String,
+        /// Why, with the limit.
+        why: String,
+    },
     /// The run has sent as many calls as its budget allows.
     #[error("{tool} refused: this run's budget of {max} tool calls is spent")]
     BudgetSpent {
@@ -183,6 +193,7 @@ impl Refusal {
             Self::NotADict { .. } => "not_a_dict",
             Self::ArgumentsTooLarge { .. } => "arguments_too_large",
             Self::OutsideSchema { .. } => "outside_schema",
+            Self::TooCostlyToCheck { .. } => "too_costly_to_check",
             Self::BudgetSpent { .. } => "budget_spent",
             Self::PrivateOnly { .. } => "private_only",
             Self::ServerDown { .. } => "server_down",

@@ -4,7 +4,9 @@
 //! bounded work (src/bridge/check.rs, src/bridge/catalog/schema.rs).
 //!
 //! Index: off the runtime (another run is served meanwhile); the deadline (a call still
-//! being checked is never sent).
+//! being checked is never sent); the work budget (a check too costly to run is refused
+//! unchecked, ordinary recursive schemas pass). Bounded memory for a refused argument:
+//! `misbehaving_servers::an_argument_with_a_quarter_million_schema_errors_is_refused_in_bounded_memory`.
 //!
 //! The scenario `costly_schemas` lists `laughsN` (each level `allOf` two `$ref`s to the
 //! level below: 2^N evaluations for one string), `tree25`, `cycle_diamond`, `node_tree`
@@ -13,14 +15,14 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use mcp_code_mode::bridge::CallBudget;
+use mcp_code_mode::bridge::{CallBudget, CallError, Refusal};
 use serde_json::json;
 
 use super::common::{ExecOptions, example, exec_with, native_available, require};
 use super::misbehaving_servers::{Scenario, open_spec};
 
 /// Gathered calls of one run whose checks are each costly but within the work budget.
-const GATHERED: usize = 40;
+const GATHERED: usize = 200;
 
 #[tokio::test]
 async fn a_costly_argument_check_never_delays_another_run() {
@@ -33,7 +35,7 @@ async fn a_costly_argument_check_never_delays_another_run() {
         tokio::spawn(async move {
             let budget = CallBudget::new(200);
             let args = json!({"x": "s"});
-            let calls = (0..GATHERED).map(|_| bridge.call(&budget, "laughs16", &args));
+            let calls = (0..GATHERED).map(|_| bridge.call(&budget, "laughs17", &args));
             let outcomes = futures::future::join_all(calls).await;
             (started.elapsed(), outcomes)
         })
@@ -49,7 +51,7 @@ async fn a_costly_argument_check_never_delays_another_run() {
     // Another run's call is answered long before the costly run's checks are through
     // (they run one at a time, so that run takes GATHERED checks' time).
     assert!(
-        echo_waited < costly_took / 2,
+        echo_waited < costly_took / 4,
         "echo waited {echo_waited:?}; the costly run took {costly_took:?}"
     );
     bridge.close().await;
@@ -61,9 +63,9 @@ fn a_call_still_being_checked_at_the_deadline_is_never_sent() {
         return;
     }
     let scenario = Scenario::load("costly_schemas");
-    let calls = 150;
+    let calls = 600;
     let code = format!(
-        "import asyncio\nawait asyncio.gather(*(laughs16({{'x': 's'}}) for _ in range({calls})))\n"
+        "import asyncio\nawait asyncio.gather(*(laughs17({{'x': 's'}}) for _ in range({calls})))\n"
     );
     let started = Instant::now();
     let run = exec_with(
@@ -78,7 +80,10 @@ fn a_call_still_being_checked_at_the_deadline_is_never_sent() {
         },
     );
     let took = started.elapsed();
-    assert!(run.error().contains("deadline"), "{run:?}");
+    assert!(
+        run.error().contains("deadline"),
+        "the run was not stopped at its deadline: {run:?}"
+    );
     let sent: usize = run
         .stderr
         .lines()
@@ -102,4 +107,66 @@ fn a_call_still_being_checked_at_the_deadline_is_never_sent() {
         sent < calls,
         "every call was sent, the deadline did not stop the checks ({took:?})"
     );
+}
+
+#[tokio::test]
+async fn a_check_over_the_work_budget_is_refused_unchecked_and_never_sent() {
+    let scenario = Scenario::load("costly_schemas");
+    let bridge = open_spec(scenario.spec()).await;
+    let budget = CallBudget::new(200);
+    let mut diamond = json!(1);
+    for _ in 0..40 {
+        diamond = json!({"x": diamond});
+    }
+    // 2^31 evaluations for a valid string, 2^21 for an invalid one (878 MB of errors once),
+    // a diamond in a cycle doubling per level of the argument (2^40).
+    for (tool, args) in [
+        ("laughs30", json!({"x": "s"})),
+        ("laughs20", json!({"x": 1})),
+        ("cycle_diamond", json!({"x": diamond})),
+    ] {
+        // Without the budget these checks would run for minutes (or hours).
+        let outcome = tokio::time::timeout(
+            std::time::Duration::from_secs(60),
+            bridge.call(&budget, tool, &args),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("{tool}: the check ran on past a minute"));
+        match outcome {
+            Err(CallError::Refused(refusal @ Refusal::TooCostlyToCheck { .. })) => {
+                let text = refusal.to_string();
+                assert!(text.contains("1000000 evaluations"), "{text}");
+            }
+            other => panic!("{tool}: expected a too-costly refusal, got {other:?}"),
+        }
+    }
+    assert!(
+        !scenario.received().contains("\"tools/call\""),
+        "a call went out: {}",
+        scenario.received()
+    );
+    // Ordinary recursive schemas are not caught: a tree as deep as serde allows, and a DAG
+    // of properties (each level's `l` and `r` refer to the level below) walked by a real
+    // argument.
+    let mut node = json!({"v": 1});
+    let mut tree = json!({"v": "leaf"});
+    for _ in 0..25 {
+        node = json!({"v": 1, "left": node, "children": [{"v": 2}, {"v": 3}]});
+        tree = json!({"l": tree, "r": {}});
+    }
+    assert_eq!(
+        bridge
+            .call(&budget, "node_tree", &json!({"root": node}))
+            .await
+            .expect("node_tree"),
+        "ok"
+    );
+    assert_eq!(
+        bridge
+            .call(&budget, "tree25", &json!({"t": tree}))
+            .await
+            .expect("tree25"),
+        "ok"
+    );
+    bridge.close().await;
 }

@@ -294,6 +294,36 @@ async fn every_schema_shape_a_server_can_send_leaves_a_working_catalog() {
     bridge.close().await;
 }
 
+/// Peak memory growth allowed while a refused argument with many schema errors is described.
+const REFUSAL_GROWTH_LIMIT_KIB: u64 = 32 * 1024;
+
+#[test]
+fn an_argument_with_a_quarter_million_schema_errors_is_refused_in_bounded_memory() {
+    // `wide6`: six levels of `allOf` eight `$ref`s wide, 8^6 = 262144 failing leaves for a
+    // non-string `x`; collecting every error grew the peak by 140 MB.
+    assert_memory_bounded(
+        "probe_many_schema_errors",
+        "a refused argument with 262144 schema errors",
+        REFUSAL_GROWTH_LIMIT_KIB,
+    );
+}
+
+#[tokio::test]
+#[ignore = "run by an_argument_with_a_quarter_million_schema_errors_is_refused_in_bounded_memory in a process of its own"]
+async fn probe_many_schema_errors() {
+    let scenario = Scenario::load("costly_schemas");
+    let bridge = open(&scenario).await;
+    let before = peak_rss_kib();
+    let outcome = bridge
+        .call(&CallBudget::new(200), "wide6", &json!({"x": 1}))
+        .await;
+    let text = refusal(outcome);
+    eprintln!("probe: {text}");
+    assert!(text.contains("outside its schema"), "{text}");
+    eprintln!("peak-growth-kib {}", peak_rss_kib().saturating_sub(before));
+    bridge.close().await;
+}
+
 // ---------------------------------------------------------------------------------------
 // 2. Results
 

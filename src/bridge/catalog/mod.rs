@@ -5,6 +5,7 @@
 //! deep or cannot be compiled is left out with a warning. Startup stops when two kept tools
 //! would get the same Python name, when an allowlist or a private label names no kept tool.
 
+mod cost;
 pub(crate) mod names;
 mod params;
 mod schema;
@@ -17,7 +18,7 @@ use rmcp::model::Tool;
 use serde_json::Value;
 
 use self::names::python_name;
-pub(crate) use self::schema::ArgsValidator;
+pub(crate) use self::schema::{ArgsValidator, CheckError};
 use self::stub::{StubInput, stub, summary};
 use crate::governance::policy::{ApprovalRule, kept_when_read_only};
 use crate::run::protocol::ToolEntry;

@@ -27,10 +27,34 @@ use serde_json::Value;
 pub(super) const MAX_SCHEMA_DEPTH: usize = 64;
 /// Errors listed in one refusal before it says how many more.
 const MAX_LISTED_ERRORS: usize = 3;
+/// Most (subschema, argument node) evaluations one check may take
+/// ([`super::cost::evaluations`]); above it the call is refused unchecked. About 0.1 s of
+/// CPU in a release build.
+pub(crate) const MAX_CHECK_EVALUATIONS: u64 = 1_000_000;
+/// A refused argument whose check takes at most this many evaluations lists up to
+/// [`MAX_LISTED_ERRORS`] errors (the validator collects every error first, one per failing
+/// evaluation, in memory).
+const LISTING_EVALUATIONS: u64 = 10_000;
+/// Above [`LISTING_EVALUATIONS`] and up to this, a refused argument is described by its first
+/// error (the validator stops at the first failing `allOf` branch, but collects every error
+/// of a failing `anyOf`/`oneOf`); above it, the refusal says only that they do not fit, so
+/// describing never costs memory in proportion to a large check.
+const DESCRIBED_EVALUATIONS: u64 = 50_000;
+
+/// Why [`ArgsValidator::check`] refused arguments.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CheckError {
+    /// They do not fit the schema: a short, bounded reason.
+    Outside(String),
+    /// Checking them would cost more than [`MAX_CHECK_EVALUATIONS`] evaluations, or loops.
+    TooCostly(String),
+}
 
 /// A compiled inputSchema.
 pub struct ArgsValidator {
     validator: Validator,
+    /// The schema as compiled, for counting a check's work ([`super::cost`]).
+    schema: Value,
     named: Option<Vec<String>>,
     unchecked: Vec<String>,
 }
@@ -142,6 +166,7 @@ impl ArgsValidator {
         unchecked.dedup();
         Ok(Self {
             validator,
+            schema: prepared,
             named: named_only(schema),
             unchecked,
         })
@@ -154,10 +179,18 @@ impl ArgsValidator {
         &self.unchecked[..self.unchecked.len().min(MAX_LISTED_REFS)]
     }
 
-    /// Check `args`; `Err` holds a short, bounded reason.
-    pub fn check(&self, args: &Value) -> Result<(), String> {
+    /// Check `args`: first the work it takes is counted ([`super::cost::evaluations`]) and
+    /// more than [`MAX_CHECK_EVALUATIONS`] refuses them unchecked; then the validator's
+    /// short-circuiting `is_valid`; only a refused argument is described, by its first error
+    /// (or up to [`MAX_LISTED_ERRORS`] when the check is small), so memory never grows with
+    /// the number of errors.
+    ///
+    /// # Errors
+    /// [`CheckError`] with a short, bounded reason.
+    pub fn check(&self, args: &Value) -> Result<(), CheckError> {
+        let outside = |why: String| Err(CheckError::Outside(why));
         let Value::Object(map) = args else {
-            return Err("the arguments must be an object".into());
+            return outside("the arguments must be an object".into());
         };
         if let Some(named) = &self.named {
             let unnamed: Vec<&str> = map
@@ -166,7 +199,7 @@ impl ArgsValidator {
                 .map(String::as_str)
                 .collect();
             if !unnamed.is_empty() {
-                return Err(format!(
+                return outside(format!(
                     "arguments the schema does not name: {}",
                     unnamed
                         .iter()
@@ -177,25 +210,55 @@ impl ArgsValidator {
                 ));
             }
         }
-        let errors: Vec<String> = self
-            .validator
-            .iter_errors(args)
-            .take(MAX_LISTED_ERRORS + 1)
-            .map(|e| {
-                let path = e.instance_path().to_string();
-                let place = if path.is_empty() {
-                    "arguments".to_owned()
-                } else {
-                    path
-                };
-                format!(
-                    "{place}: {}",
-                    crate::bridge::refusal::cap(&e.to_string(), 120)
-                )
-            })
-            .collect();
-        if errors.is_empty() {
+        let work = match super::cost::evaluations(&self.schema, args, MAX_CHECK_EVALUATIONS) {
+            Ok(work) => work,
+            Err(super::cost::TooCostly::Evaluations(limit)) => {
+                return Err(CheckError::TooCostly(format!(
+                    "checking them would take more than {limit} evaluations (the schema's $refs repeat subschemas); the call was not sent"
+                )));
+            }
+            Err(super::cost::TooCostly::Loops) => {
+                return Err(CheckError::TooCostly(format!(
+                    "the schema's $refs loop without moving into the arguments, or nest more than {} deep; the call was not sent",
+                    super::cost::MAX_NESTING
+                )));
+            }
+        };
+        if self.validator.is_valid(args) {
             return Ok(());
+        }
+        let describe = |e: jsonschema::ValidationError<'_>| {
+            let path = e.instance_path().to_string();
+            let place = if path.is_empty() {
+                "arguments".to_owned()
+            } else {
+                path
+            };
+            format!(
+                "{place}: {}",
+                crate::bridge::refusal::cap(&e.to_string(), 120)
+            )
+        };
+        let errors: Vec<String> = if work <= LISTING_EVALUATIONS {
+            self.validator
+                .iter_errors(args)
+                .take(MAX_LISTED_ERRORS + 1)
+                .map(describe)
+                .collect()
+        } else if work <= DESCRIBED_EVALUATIONS {
+            self.validator
+                .validate(args)
+                .err()
+                .map(describe)
+                .into_iter()
+                .collect()
+        } else {
+            Vec::new()
+        };
+        if errors.is_empty() {
+            return outside(format!(
+                "they do not fit it (a check of {work} evaluations is not described further)"
+            ));
         }
         let mut text = errors
             .iter()
@@ -206,7 +269,7 @@ impl ArgsValidator {
         if errors.len() > MAX_LISTED_ERRORS {
             text.push_str("; …");
         }
-        Err(text)
+        outside(text)
     }
 }
 
@@ -340,7 +403,7 @@ fn resolves_locally(reference: &str, root: &Value) -> bool {
 }
 
 /// `%XX` escapes of a URI fragment decoded (RFC 3986 section 2.1); invalid ones kept.
-fn percent_decode(text: &str) -> String {
+pub(super) fn percent_decode(text: &str) -> String {
     let bytes = text.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
@@ -375,7 +438,10 @@ mod tests {
         assert!(v.check(&json!({"a": "x", "b": 1})).is_err());
         assert!(v.check(&json!({"a": 1})).is_err());
         let e = v.check(&json!({"a": 1, "b": 2, "c": 3})).unwrap_err();
-        assert!(e.contains("\"c\""), "{e}");
+        assert!(
+            matches!(&e, CheckError::Outside(why) if why.contains("\"c\"")),
+            "{e:?}"
+        );
         assert!(v.check(&json!([1, 2])).is_err());
     }
 

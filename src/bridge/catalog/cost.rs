@@ -1,0 +1,399 @@
+//! How much work checking one argument against a schema takes, counted before the check.
+//!
+//! A validator walks the schema once per place it applies: a subschema reached through two
+//! `$ref`s is evaluated twice, so a "billion laughs" DAG (each level `allOf` two references to
+//! the level below) costs 2^N evaluations at N levels, and a diamond inside a recursive cycle
+//! doubles the work at each level of the argument. Depth alone does not bound it.
+//!
+//! [`evaluations`] counts the (subschema, instance node) evaluations a check of THIS
+//! argument would do, memoized over those pairs, so the count itself costs at most one step
+//! per distinct pair (never more than the limit) however large the true number is. The count
+//! is an upper bound of what the validator does: every applicator is counted as applying
+//! (`anyOf` without short-circuit, both `then` and `else`, `patternProperties` and
+//! `additionalProperties` on every property). An ordinary recursive schema (a tree whose
+//! `left`, `right` or `children.items` refer back to the node) costs in proportion to the
+//! argument, which is at most 16 KiB.
+//!
+//! References are resolved as the validator resolves them inside the schema: `#` JSON
+//! pointers and `#name` anchors against the root, and a reference naming a subschema's
+//! `$id` (its whole value or its last path segment) with an optional fragment inside it.
+//! `$dynamicRef` and `$recursiveRef` count as plain references. A reference that resolves to
+//! nothing here counts as one evaluation (the validator accepts anything there, or compiled
+//! it from a nested `$id` form this does not follow; see docs/threat-model.md).
+
+use std::collections::{HashMap, HashSet};
+
+use serde_json::Value;
+
+/// Why a check was not run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TooCostly {
+    /// More than the limit of evaluations.
+    Evaluations(u64),
+    /// A reference loop that never moves into the argument (it would never end), or nesting
+    /// deeper than [`MAX_NESTING`].
+    Loops,
+}
+
+/// Deepest chain of (subschema, instance node) evaluations followed, references included.
+pub(crate) const MAX_NESTING: usize = 1024;
+
+/// An instance node standing for every object key (`propertyNames` applies to keys, and the
+/// count does not depend on a string's contents).
+static KEY: Value = Value::String(String::new());
+
+/// The evaluations checking `instance` against `root` takes, or [`TooCostly`] as soon as the
+/// count passes `limit` (the work done to count is bounded by `limit` too).
+pub(crate) fn evaluations(root: &Value, instance: &Value, limit: u64) -> Result<u64, TooCostly> {
+    let mut counter = Counter {
+        root,
+        limit,
+        memo: HashMap::new(),
+        open: HashSet::new(),
+        depth: 0,
+        ids: ids(root),
+    };
+    counter.count(root, instance)
+}
+
+struct Counter<'s> {
+    root: &'s Value,
+    limit: u64,
+    /// (subschema, instance node) → its count, for pairs reached through a reference.
+    memo: HashMap<(usize, usize), u64>,
+    /// Pairs being counted now: meeting one again is a loop.
+    open: HashSet<(usize, usize)>,
+    depth: usize,
+    /// Every `$id` in the schema and the subschema that declares it.
+    ids: Vec<(&'s str, &'s Value)>,
+}
+
+fn key(schema: &Value, instance: &Value) -> (usize, usize) {
+    (
+        std::ptr::from_ref(schema) as usize,
+        std::ptr::from_ref(instance) as usize,
+    )
+}
+
+impl<'s> Counter<'s> {
+    fn add(&self, total: u64, more: u64) -> Result<u64, TooCostly> {
+        let sum = total.saturating_add(more);
+        if sum > self.limit {
+            Err(TooCostly::Evaluations(self.limit))
+        } else {
+            Ok(sum)
+        }
+    }
+
+    fn count(&mut self, schema: &'s Value, instance: &Value) -> Result<u64, TooCostly> {
+        self.depth += 1;
+        if self.depth > MAX_NESTING {
+            return Err(TooCostly::Loops);
+        }
+        let counted = self.count_object(schema, instance);
+        self.depth -= 1;
+        counted
+    }
+
+    fn via_ref(&mut self, target: &'s Value, instance: &Value) -> Result<u64, TooCostly> {
+        let pair = key(target, instance);
+        if let Some(&n) = self.memo.get(&pair) {
+            return Ok(n);
+        }
+        if !self.open.insert(pair) {
+            return Err(TooCostly::Loops);
+        }
+        let n = self.count(target, instance);
+        self.open.remove(&pair);
+        let n = n?;
+        self.memo.insert(pair, n);
+        Ok(n)
+    }
+
+    fn count_object(&mut self, schema: &'s Value, instance: &Value) -> Result<u64, TooCostly> {
+        let Value::Object(map) = schema else {
+            return Ok(1);
+        };
+        let mut total = 1u64;
+        for keyword in ["$ref", "$dynamicRef", "$recursiveRef"] {
+            if let Some(Value::String(reference)) = map.get(keyword)
+                && let Some(target) = self.resolve(reference)
+            {
+                let n = self.via_ref(target, instance)?;
+                total = self.add(total, n)?;
+            }
+        }
+        for keyword in ["allOf", "anyOf", "oneOf"] {
+            if let Some(Value::Array(items)) = map.get(keyword) {
+                for item in items {
+                    let n = self.count(item, instance)?;
+                    total = self.add(total, n)?;
+                }
+            }
+        }
+        for keyword in ["not", "if", "then", "else"] {
+            if let Some(sub) = map.get(keyword) {
+                let n = self.count(sub, instance)?;
+                total = self.add(total, n)?;
+            }
+        }
+        match instance {
+            Value::Object(object) => {
+                total = self.object_keywords(map, object, total)?;
+                for keyword in ["dependentSchemas", "dependencies"] {
+                    if let Some(Value::Object(deps)) = map.get(keyword) {
+                        for sub in deps.values() {
+                            let n = self.count(sub, instance)?;
+                            total = self.add(total, n)?;
+                        }
+                    }
+                }
+            }
+            Value::Array(items) => total = self.array_keywords(map, items, total)?,
+            _ => {}
+        }
+        Ok(total)
+    }
+
+    fn object_keywords(
+        &mut self,
+        map: &'s serde_json::Map<String, Value>,
+        object: &serde_json::Map<String, Value>,
+        mut total: u64,
+    ) -> Result<u64, TooCostly> {
+        if let Some(Value::Object(properties)) = map.get("properties") {
+            for (name, value) in object {
+                if let Some(sub) = properties.get(name) {
+                    let n = self.count(sub, value)?;
+                    total = self.add(total, n)?;
+                }
+            }
+        }
+        if let Some(Value::Object(patterns)) = map.get("patternProperties") {
+            for sub in patterns.values() {
+                for value in object.values() {
+                    let n = self.count(sub, value)?;
+                    total = self.add(total, n)?;
+                }
+            }
+        }
+        for keyword in ["additionalProperties", "unevaluatedProperties"] {
+            if let Some(sub) = map.get(keyword) {
+                for value in object.values() {
+                    let n = self.count(sub, value)?;
+                    total = self.add(total, n)?;
+                }
+            }
+        }
+        if let Some(sub) = map.get("propertyNames") {
+            for _ in object.keys() {
+                let n = self.count(sub, &KEY)?;
+                total = self.add(total, n)?;
+            }
+        }
+        Ok(total)
+    }
+
+    fn array_keywords(
+        &mut self,
+        map: &'s serde_json::Map<String, Value>,
+        items: &[Value],
+        mut total: u64,
+    ) -> Result<u64, TooCostly> {
+        for keyword in ["prefixItems", "items"] {
+            match map.get(keyword) {
+                Some(Value::Array(tuple)) => {
+                    for (sub, item) in tuple.iter().zip(items) {
+                        let n = self.count(sub, item)?;
+                        total = self.add(total, n)?;
+                    }
+                }
+                Some(sub) if keyword == "items" => {
+                    for item in items {
+                        let n = self.count(sub, item)?;
+                        total = self.add(total, n)?;
+                    }
+                }
+                _ => {}
+            }
+        }
+        for keyword in ["additionalItems", "unevaluatedItems", "contains"] {
+            if let Some(sub) = map.get(keyword) {
+                for item in items {
+                    let n = self.count(sub, item)?;
+                    total = self.add(total, n)?;
+                }
+            }
+        }
+        Ok(total)
+    }
+
+    /// The subschema `reference` names inside the schema, if it names one.
+    fn resolve(&self, reference: &str) -> Option<&'s Value> {
+        let (base, fragment) = match reference.split_once('#') {
+            Some((base, fragment)) => (base, fragment),
+            None => (reference, ""),
+        };
+        let document = if base.is_empty() {
+            self.root
+        } else {
+            self.ids
+                .iter()
+                .find(|(id, _)| {
+                    let id = id.split('#').next().unwrap_or(id);
+                    id == base || id.rsplit('/').next() == base.rsplit('/').next()
+                })
+                .map(|(_, schema)| *schema)?
+        };
+        if fragment.is_empty() {
+            return Some(document);
+        }
+        if fragment.starts_with('/') {
+            return document.pointer(&super::schema::percent_decode(fragment));
+        }
+        anchor(self.root, fragment)
+    }
+}
+
+/// Every `$id` of `root`'s subschemas, with the subschema.
+fn ids(root: &Value) -> Vec<(&str, &Value)> {
+    let mut found = Vec::new();
+    let mut stack = vec![root];
+    while let Some(v) = stack.pop() {
+        match v {
+            Value::Object(map) => {
+                if let Some(Value::String(id)) = map.get("$id") {
+                    found.push((id.as_str(), v));
+                }
+                stack.extend(map.values());
+            }
+            Value::Array(items) => stack.extend(items.iter()),
+            _ => {}
+        }
+    }
+    found
+}
+
+/// The subschema declaring `$anchor` (or `$dynamicAnchor`, or a draft-06/07 `$id: "#name"`)
+/// `name`.
+fn anchor<'s>(root: &'s Value, name: &str) -> Option<&'s Value> {
+    let mut stack = vec![root];
+    while let Some(v) = stack.pop() {
+        match v {
+            Value::Object(map) => {
+                let named = |k: &str| map.get(k).and_then(Value::as_str);
+                if named("$anchor") == Some(name)
+                    || named("$dynamicAnchor") == Some(name)
+                    || named("$id").and_then(|id| id.strip_prefix('#')) == Some(name)
+                {
+                    return Some(v);
+                }
+                stack.extend(map.values());
+            }
+            Value::Array(items) => stack.extend(items.iter()),
+            _ => {}
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn laughs(levels: usize) -> Value {
+        let mut defs = serde_json::Map::new();
+        defs.insert("a0".into(), json!({"type": "string"}));
+        for i in 1..=levels {
+            let below = format!("#/$defs/a{}", i - 1);
+            defs.insert(
+                format!("a{i}"),
+                json!({"allOf": [{"$ref": below}, {"$ref": below}]}),
+            );
+        }
+        json!({"type": "object", "$defs": defs, "properties": {"x": {"$ref": format!("#/$defs/a{levels}")}}})
+    }
+
+    #[test]
+    fn a_dag_of_refs_costs_two_to_the_levels_and_is_counted_cheaply() {
+        let ten = evaluations(&laughs(10), &json!({"x": "s"}), u64::MAX).unwrap();
+        assert!(ten > 1 << 11, "{ten}");
+        // Thirty levels: 2^31 evaluations, counted in a moment.
+        let started = std::time::Instant::now();
+        assert_eq!(
+            evaluations(&laughs(30), &json!({"x": "s"}), 1_000_000),
+            Err(TooCostly::Evaluations(1_000_000))
+        );
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
+        // No argument, nothing evaluated under `x`.
+        assert!(evaluations(&laughs(30), &json!({}), 1_000_000).unwrap() < 10);
+    }
+
+    #[test]
+    fn a_diamond_inside_a_recursive_cycle_doubles_per_level_of_the_argument() {
+        let schema = json!({"$defs": {
+            "l": {"allOf": [{"$ref": "#/$defs/a"}, {"$ref": "#/$defs/b"}]},
+            "a": {"type": "object", "properties": {"x": {"$ref": "#/$defs/l"}}},
+            "b": {"type": "object", "properties": {"x": {"$ref": "#/$defs/l"}}}},
+            "properties": {"x": {"$ref": "#/$defs/l"}}});
+        let mut arg = json!(1);
+        for _ in 0..60 {
+            arg = json!({"x": arg});
+        }
+        // Memoized per (subschema, node) the count is cheap, and it is over any budget.
+        assert_eq!(
+            evaluations(&schema, &arg, 1_000_000),
+            Err(TooCostly::Evaluations(1_000_000))
+        );
+    }
+
+    #[test]
+    fn ordinary_recursive_schemas_cost_in_proportion_to_the_argument() {
+        let schema = json!({"$defs": {"node": {"type": "object", "properties": {
+            "v": {"type": "integer"}, "left": {"$ref": "#/$defs/node"}, "right": {"$ref": "#/$defs/node"},
+            "children": {"type": "array", "items": {"$ref": "#/$defs/node"}}}}},
+            "properties": {"root": {"$ref": "#"}, "n": {"$ref": "#/$defs/node"}}});
+        let mut node = json!({"v": 1});
+        for _ in 0..40 {
+            node = json!({"v": 1, "left": node.clone(), "children": [{"v": 2}, {"v": 3}]});
+        }
+        let n = evaluations(&schema, &json!({"n": node}), 1_000_000).unwrap();
+        assert!(n < 2_000, "{n}");
+    }
+
+    #[test]
+    fn a_reference_loop_that_never_moves_into_the_argument_is_refused() {
+        for schema in [
+            json!({"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}, "properties": {"x": {"$ref": "#/$defs/a"}}}),
+            json!({"allOf": [{"$ref": "#"}]}),
+        ] {
+            assert_eq!(
+                evaluations(&schema, &json!({"x": 1}), 1_000_000),
+                Err(TooCostly::Loops),
+                "{schema}"
+            );
+        }
+    }
+
+    #[test]
+    fn references_through_ids_and_anchors_are_followed() {
+        let mut defs = serde_json::Map::new();
+        defs.insert(
+            "a0".into(),
+            json!({"$id": "http://e.com/a0", "$anchor": "z0", "type": "string"}),
+        );
+        for i in 1..=30 {
+            defs.insert(
+                format!("a{i}"),
+                json!({"$id": format!("http://e.com/a{i}"), "allOf": [{"$ref": format!("a{}", i - 1)}, {"$ref": format!("http://e.com/a{}", i - 1)}]}),
+            );
+        }
+        let schema = json!({"$id": "http://e.com/root", "$defs": defs, "properties": {"x": {"$ref": "a30"}, "y": {"$ref": "#z0"}}});
+        assert_eq!(
+            evaluations(&schema, &json!({"x": "s"}), 1_000_000),
+            Err(TooCostly::Evaluations(1_000_000))
+        );
+        assert!(evaluations(&schema, &json!({"y": "s"}), 1_000_000).unwrap() < 10);
+    }
+}
