@@ -327,6 +327,7 @@ impl HeldSandbox {
         }
         self.writer.abort();
         self.control.kill().await;
+        self.control.release().await;
     }
 
     /// A cell was stopped or cancelled: kill the sandbox now and wait for its end, or, with
@@ -357,6 +358,7 @@ impl HeldSandbox {
         let end = async move {
             control.kill().await;
             control.wait().await;
+            control.release().await;
         };
         match endings {
             Some(endings) => endings.spawn(end),

@@ -72,6 +72,12 @@ pub trait SandboxControl: Send {
     fn wait(&mut self) -> BoxFuture<'_, Ending>;
     /// Which resource limits hold in this sandbox.
     fn limits(&self) -> HeldLimits;
+    /// Free what the sandbox holds on the host once it has ended (native: its cgroup),
+    /// without blocking the runtime's thread; called last, after [`Self::kill`] and
+    /// [`Self::wait`]. Dropping the control frees it too, in the background. Default: nothing.
+    fn release(&mut self) -> BoxFuture<'_, ()> {
+        Box::pin(async {})
+    }
 }
 
 /// One running sandbox: the protocol pipes and its control.

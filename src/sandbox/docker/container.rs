@@ -261,6 +261,18 @@ impl SandboxControl for DockerControl {
     fn limits(&self) -> HeldLimits {
         HeldLimits::Docker
     }
+
+    /// Removes the container over the API when no wait did (a wait cut short by the run's
+    /// exit grace), so [`Drop`]'s blocking `docker rm` is left to sandboxes dropped midway.
+    fn release(&mut self) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            if !self.removed {
+                let force = RemoveContainerOptionsBuilder::new().force(true).build();
+                let removed = self.docker.remove_container(&self.name, Some(force)).await;
+                self.removed = removed.is_ok();
+            }
+        })
+    }
 }
 
 impl Drop for DockerControl {

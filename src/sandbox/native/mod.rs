@@ -8,6 +8,11 @@
 //! failed. At the end the host kills pid 1 through that pidfd (which ends every process of
 //! the sandbox's pid namespace, whatever the code did to its death signal or session), then
 //! the launcher, then every process left in the cgroup, and removes the cgroup.
+//!
+//! Making, emptying and removing a cgroup block (cgroupfs writes; a removal retries while the
+//! kernel still counts dying processes, sleeping 10 ms at a time for up to 2 s), so they run
+//! on tokio's blocking pool, never on the runtime's thread: `serve` runs every run on one
+//! thread (see `crate::cli`), which such a wait would stall.
 
 pub(crate) mod cgroup;
 mod input;
@@ -17,6 +22,7 @@ use std::ffi::OsString;
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 use std::process::Stdio;
+use std::sync::Arc;
 
 use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
@@ -124,8 +130,16 @@ impl Backend for NativeBackend {
                 pids: MAX_PIDS,
                 cpus: CPUS,
             };
-            let cgroup = match self.cgroups.create(&RunName::next().to_string(), &limits) {
-                Ok(cg) => cg,
+            let cgroups = self.cgroups.clone();
+            let name = RunName::next().to_string();
+            // Dropped while this runs (a cancelled start), the cgroup made is removed by its
+            // own drop, on the blocking thread.
+            let made = tokio::task::spawn_blocking(move || cgroups.create(&name, &limits))
+                .await
+                .map_err(|e| e.to_string())
+                .and_then(|made| made.map_err(|e| e.to_string()));
+            let cgroup = match made {
+                Ok(cg) => cg.map(Arc::new),
                 Err(e) => {
                     tracing::warn!("no cgroup for this run, falling back to rlimits: {e}");
                     None
@@ -140,7 +154,7 @@ impl Backend for NativeBackend {
             let (to_runner, runner_end) = std::os::unix::net::UnixStream::pair()
                 .map_err(|e| SandboxError::Spawn(format!("the sandbox's input socket: {e}")))?;
             let _ = runner_end.shutdown(std::net::Shutdown::Write);
-            let mut command = self.command(cgroup.as_ref());
+            let mut command = self.command(cgroup.as_deref());
             command.stdin(Stdio::from(OwnedFd::from(runner_end)));
             report::pass_to_child(command.as_std_mut(), launcher_end);
             let mut child = spawner::spawn(command)
@@ -167,11 +181,7 @@ impl Backend for NativeBackend {
                             stderr.text().await
                         )),
                     };
-                    if let Some(cg) = cgroup
-                        && let Err(e) = cg.remove()
-                    {
-                        tracing::warn!("failed to remove a run's cgroup: {e}");
-                    }
+                    remove_cgroup(cgroup).await;
                     return Err(error);
                 }
             };
@@ -226,7 +236,8 @@ struct NativeControl {
     pidfd: OwnedFd,
     /// Later reports: a failure of the sandbox process before it exec'd the runner.
     reports: mpsc::UnboundedReceiver<Message>,
-    cgroup: Option<RunCgroup>,
+    /// Shared with a kill in progress on the blocking pool.
+    cgroup: Option<Arc<RunCgroup>>,
     stderr: StderrDrain,
 }
 
@@ -245,9 +256,16 @@ impl SandboxControl for NativeControl {
     fn kill(&mut self) -> BoxFuture<'_, ()> {
         Box::pin(async move {
             self.end_sandbox();
-            if let Some(cg) = &self.cgroup {
-                cg.kill_all();
+            if let Some(cg) = self.cgroup.clone() {
+                let _ = tokio::task::spawn_blocking(move || cg.kill_all()).await;
             }
+        })
+    }
+
+    fn release(&mut self) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            self.end_sandbox();
+            remove_cgroup(self.cgroup.take()).await;
         })
     }
 
@@ -286,12 +304,35 @@ impl SandboxControl for NativeControl {
 }
 
 impl Drop for NativeControl {
+    /// Without [`SandboxControl::release`] first (a start or run dropped midway): the cgroup
+    /// is removed on the blocking pool, without waiting; inline when no runtime runs. A
+    /// removal the runtime's shutdown drops before it began is done by [`RunCgroup`]'s own
+    /// drop, where the dropped job lets go of it.
     fn drop(&mut self) {
         self.end_sandbox();
-        if let Some(cg) = self.cgroup.take()
-            && let Err(e) = cg.remove()
-        {
-            tracing::warn!("failed to remove a run's cgroup: {e}");
+        let Some(cg) = self.cgroup.take() else {
+            return;
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => drop(runtime.spawn_blocking(move || remove_now(cg))),
+            Err(_) => remove_now(cg),
         }
+    }
+}
+
+/// Kill what is left in a run's cgroup and remove it, on the blocking pool.
+async fn remove_cgroup(cgroup: Option<Arc<RunCgroup>>) {
+    if let Some(cg) = cgroup {
+        let _ = tokio::task::spawn_blocking(move || remove_now(cg)).await;
+    }
+}
+
+/// Kill what is left in a run's cgroup and remove it (blocks for up to about 4 s). When a
+/// kill still holds the cgroup, the last holder's drop removes it.
+fn remove_now(cgroup: Arc<RunCgroup>) {
+    if let Ok(cg) = Arc::try_unwrap(cgroup)
+        && let Err(e) = cg.remove()
+    {
+        tracing::warn!("failed to remove a run's cgroup: {e}");
     }
 }
