@@ -31,7 +31,7 @@ def call_line(call_id, tool, params):
     """The `call` line, or ToolError when the host could not read it as sent."""
     message = {"type": "call", "id": call_id, "tool": tool, "args": params}
     try:
-        text = json.dumps(message, ensure_ascii=False, allow_nan=False)
+        text = wire.to_json(message)
     except (TypeError, ValueError, RecursionError) as error:
         raise _unsendable(str(error)[:200]) from None
     try:
@@ -44,6 +44,8 @@ def call_line(call_id, tool, params):
             "arguments too large to send: the call would be a line of %d bytes; the limit is %s"
             % (len(line) - 1, wire.size(wire.limits["max_line"]))
         )
+    if _reads_back_as_is(params):
+        return line
     # Read it back as the host will: integers exactly, and not nested too deep.
     try:
         pending = [(json.loads(text)["args"], 1)]
@@ -61,6 +63,36 @@ def call_line(call_id, tool, params):
             items = value.values() if isinstance(value, dict) else value
             pending.extend((item, depth + 1) for item in items)
     return line
+
+
+def _reads_back_as_is(params):
+    """Whether `params` is read back from its JSON as it is and passes the read-back check
+    of call_line: only dicts with str keys, lists, str, bool, None, float and ints within
+    MIN_INT..MAX_INT, each of exactly that type, nested at most MAX_ARGS_DEPTH deep. Anything
+    else (a subclass, a tuple, a key that is not a str) goes through the read-back, which
+    gives the error, if any."""
+    pending = [(params, 1)]
+    while pending:
+        value, depth = pending.pop()
+        kind = type(value)
+        if kind is str or kind is bool or kind is float or value is None:
+            continue
+        if kind is int:
+            if MIN_INT <= value <= MAX_INT:
+                continue
+            return False
+        if depth > MAX_ARGS_DEPTH:
+            return False
+        if kind is dict:
+            for key, item in value.items():
+                if type(key) is not str:
+                    return False
+                pending.append((item, depth + 1))
+        elif kind is list:
+            pending.extend((item, depth + 1) for item in value)
+        else:
+            return False
+    return True
 
 
 async def _call(tool, params):

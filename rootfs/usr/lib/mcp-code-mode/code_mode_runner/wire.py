@@ -47,11 +47,15 @@ send_lock = threading.RLock()
 writing = False
 
 
+# json.dumps(message, ensure_ascii=False, allow_nan=False), without building an encoder for
+# every line (json.dumps makes one per call when given options).
+to_json = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
+
+
 def encode(message):
     """One protocol line, UTF-8. Raises TypeError/ValueError on values JSON lacks, and
     UnicodeEncodeError (a ValueError) on a lone surrogate."""
-    text = json.dumps(message, ensure_ascii=False, allow_nan=False)
-    return text.encode("utf-8") + b"\n"
+    return to_json(message).encode("utf-8") + b"\n"
 
 
 def send(message):
