@@ -9,6 +9,7 @@ mod cost;
 pub(crate) mod names;
 mod params;
 mod schema;
+mod stdlib_modules;
 mod stub;
 mod types;
 

@@ -3,12 +3,15 @@
 //! In order: `server__tool` with `--config`; every character outside `[A-Za-z0-9_]` becomes
 //! `_` (`get-weather` → `get_weather`); an empty name or one starting with a digit gets a
 //! leading `_`; a name that would shadow a keyword (soft keywords included), a builtin, a
-//! dunder or a name the runner defines gets a trailing `_`. Two tools that end up with the
+//! dunder, a top-level module of Python's standard library (`json`, `os`: an `import` would
+//! replace the tool) or a name the runner defines gets a trailing `_`. Two tools that end up with the
 //! same name stop startup ([`crate::bridge::catalog`] checks).
 //!
-//! The runner refuses a `start` whose tools take a reserved name, by the same rule
-//! ([`is_reserved`]; its `inbox.reserved`), so every name [`python_name`] gives is one it
-//! takes.
+//! The runner refuses a `start` whose tools take a reserved name ([`is_reserved`]; its
+//! `inbox.reserved`, the same rule without the standard library's modules), so every name
+//! [`python_name`] gives is one it takes.
+
+use super::stdlib_modules::STDLIB_MODULES;
 
 /// Separator between a server's name and its tool's name under `--config`.
 pub(crate) const SERVER_SEPARATOR: &str = "__";
@@ -180,7 +183,7 @@ const BUILTINS: &[&str] = &[
 /// The Python name for `tool`, alone or (with `server`) as `server__tool`.
 ///
 /// The result is always a valid Python identifier made of `[A-Za-z0-9_]` that shadows no
-/// keyword, builtin, dunder or runner name.
+/// keyword, builtin, dunder, standard-library module or runner name.
 pub fn python_name(server: Option<&str>, tool: &str) -> String {
     let base = match server {
         Some(server) => format!("{server}{SERVER_SEPARATOR}{tool}"),
@@ -205,14 +208,17 @@ pub fn python_name(server: Option<&str>, tool: &str) -> String {
     name
 }
 
-/// Whether `name` would shadow a keyword, a builtin, a dunder or a runner name: the
-/// runner's `inbox.reserved`, the same rule.
+/// Whether `name` would shadow a keyword, a builtin, a dunder, a top-level module of
+/// Python's standard library ([`STDLIB_MODULES`]) or a runner name. The runner's
+/// `inbox.reserved` is the same rule without the modules, so it takes every name this
+/// leaves.
 pub(crate) fn is_reserved(name: &str) -> bool {
     is_dunder(name)
         || KEYWORDS.contains(&name)
         || SOFT_KEYWORDS.contains(&name)
         || BUILTINS.contains(&name)
         || RUNNER_NAMES.contains(&name)
+        || STDLIB_MODULES.binary_search(&name).is_ok()
 }
 
 /// Whether `name` is a real dunder, `^__[^_](.*[^_])?__$`: `__class__` is, `__`, `____` and
@@ -267,10 +273,21 @@ mod tests {
             ("ToolError", "ToolError_"),
             ("TOOLS", "TOOLS_"),
             ("search_tools", "search_tools_"),
+            ("json", "json_"),
+            ("asyncio", "asyncio_"),
+            ("os", "os_"),
+            ("sys", "sys_"),
+            ("re", "re_"),
             ("add", "add"),
         ] {
             assert_eq!(python_name(None, tool), want, "{tool}");
         }
+    }
+
+    #[test]
+    fn the_standard_library_list_is_sorted_for_its_binary_search() {
+        assert!(STDLIB_MODULES.windows(2).all(|w| w[0] < w[1]));
+        assert!(STDLIB_MODULES.contains(&"json"));
     }
 
     #[test]
