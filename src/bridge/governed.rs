@@ -16,7 +16,7 @@ use serde_json::Value;
 use super::refusal::{CallError, Refusal};
 use super::{Bridge, CallBudget};
 use crate::governance::approval::{
-    Answer, ApprovalRequest, Approver, MAX_SHOWN_ARGS_CHARS, NOBODY_TO_ASK,
+    Answer, ApprovalRequest, Approver, MAX_SHOWN_ARGS_CHARS, Unavailable,
 };
 use crate::governance::audit::{
     Approval, AuditLog, CallRecord, Decision, RUN_ENDED, Record, Verdict,
@@ -71,6 +71,20 @@ impl CallBudget {
     pub fn session_id(&self) -> &str {
         &self.tag.session
     }
+}
+
+/// The call a person is asked about, and what its refusal names.
+pub(super) struct Asked<'a> {
+    /// The name the code called.
+    pub(super) py_name: &'a str,
+    /// The server's name as its user knows it (`ServerEntry::shown_name`).
+    pub(super) server: &'a str,
+    /// The tool's MCP name.
+    pub(super) tool: &'a str,
+    /// The settings that ask for approval (`ApprovalSources::describe`).
+    pub(super) set_by: String,
+    /// The bridge wraps more than one server: a refusal names this one.
+    pub(super) several_servers: bool,
 }
 
 /// What one call's checks found, for its audit record.
@@ -195,22 +209,21 @@ impl Bridge {
         }
     }
 
-    /// Ask a person about a call to `server`'s `tool` (`py_name` to the code); `Ok` to send
-    /// it. Refuses with [`Refusal::Declined`] on decline or cancel, with the reason when
-    /// nobody can be asked, and without asking with [`Refusal::TooLongToApprove`] when the
-    /// arguments are too long to show whole.
+    /// Ask a person about a call to `call.server`'s `call.tool` (`call.py_name` to the
+    /// code); `Ok` to send it. Refuses with [`Refusal::Declined`] on decline or cancel, with
+    /// [`Refusal::NotApproved`] when nobody can be asked, and without asking with
+    /// [`Refusal::TooLongToApprove`] when the arguments are too long to show whole.
     pub(super) async fn ask_approval(
         &self,
         budget: &CallBudget,
-        py_name: &str,
-        server: &str,
-        tool: &str,
+        call: Asked<'_>,
         args: &Value,
         trace: &mut CallTrace,
     ) -> Result<(), CallError> {
+        let py_name = call.py_name;
         let request = ApprovalRequest {
-            server: server.to_owned(),
-            tool: tool.to_owned(),
+            server: call.server.to_owned(),
+            tool: call.tool.to_owned(),
             args: args.clone(),
         };
         if let Err(chars) = request.shown_args() {
@@ -229,7 +242,7 @@ impl Bridge {
         trace.asking = Some(asked);
         let answer = match &budget.tag.approver {
             Some(approver) => approver.approve(request).await,
-            None => Answer::Unavailable(format!("{tool} {NOBODY_TO_ASK}")),
+            None => Answer::Unavailable(Unavailable::NoClient),
         };
         let (decision, result) = match answer {
             Answer::Accept => (Decision::Accepted, Ok(())),
@@ -243,7 +256,12 @@ impl Bridge {
             ),
             Answer::Unavailable(why) => (
                 Decision::Unavailable,
-                Err(CallError::Refused(Refusal::NotApproved { why })),
+                Err(CallError::Refused(Refusal::NotApproved {
+                    tool: py_name.to_owned(),
+                    server: call.several_servers.then(|| call.server.to_owned()),
+                    set_by: call.set_by,
+                    why,
+                })),
             ),
         };
         trace.asking = None;

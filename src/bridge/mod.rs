@@ -540,9 +540,16 @@ impl Bridge {
             // Nobody is asked about a call the budget or the private-data rule refuses.
             gate()?;
             // The person is shown the server's name as they know it (`python3`, not `server`).
-            let shown = self.shared.slots[tool.server].entry.shown_name();
-            self.ask_approval(budget, py_name, &shown, &tool.mcp_name, args, trace)
-                .await?;
+            let entry = &self.shared.slots[tool.server].entry;
+            let shown = entry.shown_name();
+            let asked = governed::Asked {
+                py_name,
+                server: &shown,
+                tool: &tool.mcp_name,
+                set_by: entry.selection.approve_sources.describe(&shown),
+                several_servers: self.shared.slots.len() > 1,
+            };
+            self.ask_approval(budget, asked, args, trace).await?;
         }
         {
             // The budget and the private-data rule are decided when the call is sent.

@@ -6,6 +6,7 @@
 
 use std::time::Duration;
 
+use crate::governance::approval::Unavailable;
 use crate::limits::{MAX_ARGS_BYTES, MAX_ERROR_CHARS};
 
 /// Cut `text` to at most `max` characters, ending with `…` when cut.
@@ -27,6 +28,14 @@ fn raise_result_limit(config_entry: &Option<String>) -> String {
         }
         None => "--max-result-bytes".to_owned(),
     }
+}
+
+/// ` (server "NAME")` for a named server (cut to 64 characters, control characters
+/// escaped), else nothing.
+fn of_server(server: &Option<String>) -> String {
+    server.as_ref().map_or_else(String::new, |name| {
+        crate::sandbox::escape_controls(&format!(" (server {:?})", cap(name, 64)))
+    })
 }
 
 /// Why the bridge refused a call, or could not deliver it. Each check of
@@ -148,11 +157,23 @@ The limit is raised with {}",
     #[error("declined by the user")]
     Declined,
     /// The call needs approval and nobody could be asked (no elicitation capability, no
-    /// client, the request failed); the text says which.
-    #[error("{why}")]
+    /// client, the request failed). The text names the function the code called (and its
+    /// server's entry when the bridge has several), the settings that ask for approval, why
+    /// nobody could, and what would let a later call be asked about.
+    #[error(
+        "{tool}{} refused: it needs a person's approval ({set_by}), and {why}",
+        of_server(.server)
+    )]
     NotApproved {
+        /// The tool's Python name.
+        tool: String,
+        /// Its server's name (`ServerEntry::shown_name`) when the bridge has several.
+        server: Option<String>,
+        /// The settings that ask for approval (`ApprovalSources::describe` of
+        /// `governance::policy`).
+        set_by: String,
         /// Why nobody could approve it.
-        why: String,
+        why: Unavailable,
     },
     /// The audit log cannot be written and `--audit-required` is set.
     #[error("{tool} refused: {why}")]
@@ -289,6 +310,24 @@ mod tests {
                 "add's result is 100000 bytes, over the limit of 65536 bytes; it was refused, not cut. \
 The limit is raised with --max-result-bytes, or \"maxResultBytes\" in the config entry of \"math\""
                     .into(),
+            ),
+            (
+                Refusal::NotApproved {
+                    tool: "json_".into(),
+                    server: None,
+                    set_by: "--approve".into(),
+                    why: Unavailable::NoElicitation,
+                },
+                "json_ refused: it needs a person's approval (--approve), and this MCP client did not declare the elicitation capability, so nobody can be asked; the call was not sent. Only a client that supports elicitation (form mode) can approve it".into(),
+            ),
+            (
+                Refusal::NotApproved {
+                    tool: "notes__add".into(),
+                    server: Some("notes".into()),
+                    set_by: "\"approve\" in the config entry \"notes\"".into(),
+                    why: Unavailable::NoClient,
+                },
+                "notes__add (server \"notes\") refused: it needs a person's approval (\"approve\" in the config entry \"notes\"), and this run has no MCP client to ask (exec, or a run without an approver); the call was not sent. Run the code through serve, whose MCP client is asked".into(),
             ),
             (
                 Refusal::ResultTooLarge {

@@ -29,6 +29,7 @@ use super::{ConfigError, Context};
 use crate::bridge::ServerEntry;
 use crate::bridge::catalog::{PrivateLabels, Selection};
 use crate::bridge::upstream::{RemoteSpec, RemoteTransport, ServerSpec};
+use crate::governance::policy::{ApprovalRule, ApprovalSources};
 use crate::limits::MAX_SERVER_MESSAGE_BYTES;
 
 /// Keys this program reads from an entry.
@@ -211,6 +212,7 @@ pub(super) fn parse_entry(
     };
     let call_timeout = timeout_field(place, map, "timeout")?;
     spec.startup_timeout = timeout_field(place, map, "startupTimeout")?;
+    let approve = super::governance::approve(place, map)?;
     Ok(Some(ServerEntry {
         spec,
         selection: Selection {
@@ -218,7 +220,11 @@ pub(super) fn parse_entry(
             private,
             deny,
             read_only: super::governance::read_only(place, map)?,
-            approve: super::governance::approve(place, map)?,
+            approve_sources: ApprovalSources {
+                config_entry: approve != ApprovalRule::None,
+                ..ApprovalSources::default()
+            },
+            approve,
         },
         max_result_bytes,
         call_timeout,

@@ -13,7 +13,7 @@ use rmcp::model::{
     CancelledNotificationParam, ClientResult, ElicitRequest, ElicitRequestParams,
     ElicitationAction, ElicitationSchema, MetaObject, RequestId, RequestMetaObject, ServerRequest,
 };
-use rmcp::service::{ElicitationMode, Peer, PeerRequestOptions, RoleServer};
+use rmcp::service::{ElicitationMode, Peer, PeerRequestOptions, RoleServer, ServiceError};
 use serde_json::Value;
 
 use crate::sandbox::escape_controls;
@@ -91,8 +91,40 @@ pub enum Answer {
     Decline,
     /// Dismissed without a choice: refused as [`DECLINED`] too.
     Cancel,
-    /// Nobody could be asked; the call is refused with this reason.
-    Unavailable(String),
+    /// Nobody could be asked; the call is refused saying why.
+    Unavailable(Unavailable),
+}
+
+/// Why nobody could approve a call. The `Display` text says what happened, that the call
+/// was not sent, and what would let a later call be asked about; the bridge puts the
+/// called function's name and the settings that asked for approval before it
+/// (`Refusal::NotApproved` in `bridge::refusal`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unavailable {
+    /// There is no MCP client at all: `exec`, or a library caller without an approver.
+    #[error(
+        "this run has no MCP client to ask (exec, or a run without an approver); the call was not sent. Run the code through serve, whose MCP client is asked"
+    )]
+    NoClient,
+    /// A task's session has no client yet (it has not sent `notifications/initialized`).
+    #[error(
+        "this task's MCP client has not finished initializing, so nobody can be asked; the call was not sent. Calls made once it has are asked about"
+    )]
+    ClientNotReady,
+    /// The client declared no elicitation capability (form mode).
+    #[error(
+        "this MCP client did not declare the elicitation capability, so nobody can be asked; the call was not sent. Only a client that supports elicitation (form mode) can approve it"
+    )]
+    NoElicitation,
+    /// The client answered with something other than an elicitation result.
+    #[error(
+        "the MCP client's answer was not an elicitation result; the call was not sent. A later call asks again"
+    )]
+    NotAnElicitationResult,
+    /// Sending the question or waiting for its answer failed (the reason, at most 200
+    /// characters).
+    #[error("asking the MCP client failed ({0}); the call was not sent. A later call asks again")]
+    AskingFailed(String),
 }
 
 impl Answer {
@@ -112,13 +144,6 @@ pub trait Approver: Send + Sync + std::fmt::Debug {
     /// Ask about one call; the future ends with the answer.
     fn approve(&self, request: ApprovalRequest) -> BoxFuture<'static, Answer>;
 }
-
-/// The reason when there is nobody to ask at all (`exec`, a library caller without an
-/// approver, a task whose session's client has not initialized).
-pub(crate) const NOBODY_TO_ASK: &str = "needs a person's approval (--approve), and this run has no MCP client to ask (exec, or a task whose client has not initialized); the call was not sent";
-
-/// The reason when the client declared no elicitation: `TOOL` goes before it.
-pub(crate) const NO_ELICITATION: &str = "needs a person's approval (--approve), and this MCP client did not declare the elicitation capability, so nobody can be asked; the call was not sent";
 
 /// The MCP client of one `run_python` request, asked with `elicitation/create`.
 ///
@@ -203,7 +228,7 @@ impl Approver for ElicitingClient {
                 .supported_elicitation_modes()
                 .contains(&ElicitationMode::Form)
             {
-                return Answer::Unavailable(format!("{} {NO_ELICITATION}", request.tool));
+                return Answer::Unavailable(Unavailable::NoElicitation);
             }
             let params = request.form();
             let mut options = PeerRequestOptions::no_options();
@@ -243,20 +268,28 @@ impl Approver for ElicitingClient {
                 Ok(ClientResult::ElicitResult(result)) => Answer::of(&result.action),
                 Ok(other) => {
                     tracing::warn!("elicitation/create was answered with {other:?}");
-                    Answer::Unavailable(format!(
-                        "{} needs a person's approval (--approve), and the MCP client's answer was not an elicitation result; the call was not sent",
-                        request.tool
-                    ))
+                    Answer::Unavailable(Unavailable::NotAnElicitationResult)
                 }
                 Err(e) => {
                     tracing::warn!("elicitation/create failed: {e}");
-                    Answer::Unavailable(format!(
-                        "{} needs a person's approval (--approve), and asking the MCP client failed; the call was not sent",
-                        request.tool
-                    ))
+                    Answer::Unavailable(Unavailable::AskingFailed(failure(&e)))
                 }
             }
         })
+    }
+}
+
+/// What went wrong asking the client, as the refusal tells the code: the client's own error
+/// answer (its code and message, at most 200 characters), else only what kind of failure
+/// it was (a transport's text would be a host detail).
+fn failure(e: &ServiceError) -> String {
+    match e {
+        ServiceError::McpError(error) => crate::bridge::refusal::cap(
+            &format!("it answered error {}: {}", error.code.0, error.message),
+            200,
+        ),
+        ServiceError::TransportClosed => "the connection to it is closed".to_owned(),
+        _ => "the question could not be sent, or was not answered".to_owned(),
     }
 }
 

@@ -79,9 +79,11 @@ impl GovernanceArgs {
             let mut rule = std::mem::take(&mut selection.approve);
             if !self.approve.is_empty() {
                 rule = rule.union(ApprovalRule::Tools(self.approve.iter().cloned().collect()));
+                selection.approve_sources.approve_flag = true;
             }
             if self.approve_destructive {
                 rule = ApprovalRule::Destructive;
+                selection.approve_sources.destructive_flag = true;
             }
             selection.approve = rule;
         }

@@ -74,6 +74,46 @@ impl ApprovalRule {
     }
 }
 
+/// Which settings made a server's calls need approval: the text a refusal names, so the
+/// person reading it knows what asked for approval. Set by the config file's reader (an
+/// entry's `approve`) and by [`super::options::GovernanceArgs::apply`] (the flags).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ApprovalSources {
+    /// `--approve TOOL` was given.
+    pub approve_flag: bool,
+    /// `--approve-destructive` was given.
+    pub destructive_flag: bool,
+    /// The server's config entry has its own `approve`.
+    pub config_entry: bool,
+}
+
+impl ApprovalSources {
+    /// The settings as a person finds them, joined with ` and `: `--approve`,
+    /// `--approve-destructive`, `"approve" in the config entry "ENTRY"` (`entry` shown as
+    /// a JSON string, at most 64 characters, control characters escaped); when none is
+    /// known (a rule set through the library), `the approval rule of its server entry`.
+    pub fn describe(&self, entry: &str) -> String {
+        let entry = crate::sandbox::escape_controls(&format!(
+            "{:?}",
+            crate::bridge::refusal::cap(entry, 64)
+        ));
+        let mut parts = Vec::new();
+        if self.approve_flag {
+            parts.push("--approve".to_owned());
+        }
+        if self.destructive_flag {
+            parts.push("--approve-destructive".to_owned());
+        }
+        if self.config_entry {
+            parts.push(format!("\"approve\" in the config entry {entry}"));
+        }
+        if parts.is_empty() {
+            return "the approval rule of its server entry".to_owned();
+        }
+        parts.join(" and ")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -114,6 +154,26 @@ mod tests {
         assert!(rule.needs_approval(&tool(Some(true), None), |l| l == "del" || l == "srv__del"));
         assert!(!rule.needs_approval(&tool(None, None), |l| l == "get" || l == "srv__get"));
         assert!(!ApprovalRule::None.needs_approval(&tool(None, None), |l| l == "t"));
+    }
+
+    #[test]
+    fn the_sources_of_a_rule_are_named_as_a_person_sets_them() {
+        let none = ApprovalSources::default();
+        assert_eq!(none.describe("x"), "the approval rule of its server entry");
+        let flag = ApprovalSources {
+            approve_flag: true,
+            ..none
+        };
+        assert_eq!(flag.describe("x"), "--approve");
+        let both = ApprovalSources {
+            destructive_flag: true,
+            config_entry: true,
+            ..none
+        };
+        assert_eq!(
+            both.describe("notes\u{1b}"),
+            "--approve-destructive and \"approve\" in the config entry \"notes\\u{1b}\""
+        );
     }
 
     #[test]

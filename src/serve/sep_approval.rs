@@ -19,7 +19,7 @@ use rmcp::model::{ElicitRequest, ElicitationAction, InputRequest};
 use rmcp::task_manager::{TaskContext, TaskExit};
 use serde_json::Value;
 
-use crate::governance::approval::{Answer, ApprovalRequest, Approver, NO_ELICITATION};
+use crate::governance::approval::{Answer, ApprovalRequest, Approver, Unavailable};
 
 /// Asks the client of one extension task.
 pub(super) struct ExtensionTaskApprover {
@@ -52,7 +52,7 @@ impl ExtensionTaskApprover {
 impl Approver for ExtensionTaskApprover {
     fn approve(&self, request: ApprovalRequest) -> BoxFuture<'static, Answer> {
         if !self.elicitation {
-            let why = format!("{} {NO_ELICITATION}", request.tool);
+            let why = Unavailable::NoElicitation;
             return Box::pin(std::future::ready(Answer::Unavailable(why)));
         }
         let key = format!("approval-{}", self.next.fetch_add(1, Ordering::SeqCst));
@@ -60,18 +60,12 @@ impl Approver for ExtensionTaskApprover {
         Box::pin(async move {
             let question = InputRequest::Elicitation(ElicitRequest::new(request.form()));
             match context.request_input(key, question).await {
-                Ok(response) => answer_of(&response).unwrap_or_else(|| {
-                    Answer::Unavailable(format!(
-                        "{} needs a person's approval (--approve), and the MCP client's answer was not an elicitation result; the call was not sent",
-                        request.tool
-                    ))
-                }),
+                Ok(response) => answer_of(&response)
+                    .unwrap_or(Answer::Unavailable(Unavailable::NotAnElicitationResult)),
                 // The client cancelled the task: its question is gone with it.
                 Err(TaskExit::Cancelled) => Answer::Cancel,
-                Err(TaskExit::Error(e)) => Answer::Unavailable(format!(
-                    "{} needs a person's approval (--approve), and asking the MCP client failed ({}); the call was not sent",
-                    request.tool,
-                    crate::bridge::refusal::cap(&e.message, 200)
+                Err(TaskExit::Error(e)) => Answer::Unavailable(Unavailable::AskingFailed(
+                    crate::bridge::refusal::cap(&e.message, 200),
                 )),
             }
         })

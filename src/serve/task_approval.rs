@@ -11,7 +11,7 @@ use futures::future::BoxFuture;
 
 use super::tasks::Tasks;
 use crate::governance::approval::{
-    Answer, ApprovalRequest, Approver, ElicitingClient, NOBODY_TO_ASK,
+    Answer, ApprovalRequest, Approver, ElicitingClient, Unavailable,
 };
 
 /// Asks the session's client on behalf of one task.
@@ -40,7 +40,7 @@ impl Approver for TaskApprover {
         // The client is looked up when a call needs it: a task can be created before rmcp
         // has seen the client's `notifications/initialized`.
         let Some(peer) = self.tasks.peer() else {
-            let why = format!("{} {NOBODY_TO_ASK}", request.tool);
+            let why = Unavailable::ClientNotReady;
             return Box::pin(std::future::ready(Answer::Unavailable(why)));
         };
         let (tasks, task_id) = (self.tasks.clone(), self.task_id.clone());

@@ -231,7 +231,9 @@ fn approval_without_the_elicitation_capability_is_refused_saying_so_and_never_se
     let reply = f.run_approved("none", WRITE, &["--approve", "write_note"]);
     let out = printed(&reply);
     assert!(
-        out.starts_with("ToolError:") && out.contains("did not declare the elicitation capability"),
+        out.starts_with(
+            "ToolError: write_note refused: it needs a person's approval (--approve), and this MCP client did not declare the elicitation capability"
+        ) && out.contains("Only a client that supports elicitation"),
         "{reply}"
     );
     assert!(f.calls_received().is_empty(), "{:?}", f.calls_received());
@@ -822,6 +824,27 @@ fn audit_names_the_server_of_a_known_tool_refused_for_its_argument_size() {
 }
 
 #[test]
+fn approval_refused_in_exec_names_the_function_the_code_called_and_the_flag_that_asked() {
+    let Some(f) = Fixture::ready() else { return };
+    // A tool named like a standard-library module is `json_` to the code.
+    let mut scenario: Value =
+        serde_json::from_str(&std::fs::read_to_string(&f.scenario).unwrap()).unwrap();
+    scenario["tools"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"name": "json", "inputSchema": {"type": "object"}}));
+    std::fs::write(&f.scenario, scenario.to_string()).unwrap();
+    let code = "try:\n    await json_({})\nexcept ToolError as e:\n    print('ToolError:', e)";
+    let run = f.exec(code, &["--approve", "json"]);
+    assert_eq!(
+        run.printed(),
+        "ToolError: json_ refused: it needs a person's approval (--approve), and this run has no MCP client to ask (exec, or a run without an approver); the call was not sent. Run the code through serve, whose MCP client is asked\n",
+        "{run:?}"
+    );
+    assert!(f.calls_received().is_empty(), "{:?}", f.calls_received());
+}
+
+#[test]
 fn a_config_file_sets_read_only_and_approval_per_server_and_the_audit_log() {
     let Some(f) = Fixture::ready() else { return };
     let server = f.server();
@@ -845,8 +868,10 @@ fn a_config_file_sets_read_only_and_approval_per_server_and_the_audit_log() {
     );
     let printed = run.printed();
     assert!(
+        // The refusal names the function the code called, its server (there are two) and
+        // the setting that asked for approval, not the MCP name or a flag nobody gave.
         printed.starts_with(
-            "['notes__read_note']\ndone\nToolError: write_note needs a person's approval"
+            "['notes__read_note']\ndone\nToolError: tracker__write_note (server \"tracker\") refused: it needs a person's approval (\"approve\" in the config entry \"tracker\"), and this run has no MCP client to ask (exec"
         ),
         "{run:?}"
     );

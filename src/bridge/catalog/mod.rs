@@ -21,7 +21,7 @@ use serde_json::Value;
 use self::names::python_name;
 pub(crate) use self::schema::{ArgsValidator, CheckError};
 use self::stub::{StubInput, stub, summary};
-use crate::governance::policy::{ApprovalRule, kept_when_read_only};
+use crate::governance::policy::{ApprovalRule, ApprovalSources, kept_when_read_only};
 use crate::run::protocol::ToolEntry;
 
 /// Which tools of a server are labelled private.
@@ -50,6 +50,8 @@ pub struct Selection {
     pub read_only: bool,
     /// Which calls need a person's approval before they go out (`--approve`, `approve`).
     pub approve: ApprovalRule,
+    /// Which settings made up `approve`, for the refusals that name them.
+    pub approve_sources: ApprovalSources,
 }
 
 /// One kept tool.
