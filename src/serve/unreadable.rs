@@ -34,31 +34,70 @@ pub(super) const INVALID_REQUEST: i64 = -32600;
 /// JSON-RPC 2.0 `Invalid params`: invalid method parameters.
 pub(super) const INVALID_PARAMS: i64 = -32602;
 
-/// The client requests rmcp 3.11 reads into a typed variant of its `ClientRequest`; one of
-/// these that rmcp reads as a custom request had parameters its type refused.
-const KNOWN_METHODS: &[&str] = &[
-    "ping",
-    "initialize",
-    "server/discover",
-    "completion/complete",
-    "logging/setLevel",
-    "prompts/get",
-    "prompts/list",
-    "resources/list",
-    "resources/templates/list",
-    "resources/read",
-    "resources/directory/read",
-    "resources/subscribe",
-    "resources/unsubscribe",
-    "subscriptions/listen",
-    "tools/call",
-    "tools/list",
-    "tasks/get",
-    "tasks/update",
-    "tasks/cancel",
-    "skills/list",
-    "skills/get",
-];
+/// The methods of the client requests rmcp reads into a typed variant of its
+/// `ClientRequest` (`tools/call`, `initialize`, ...); a request of one of these that rmcp
+/// reads as its custom variant had params the typed variant refused.
+///
+/// Read from rmcp itself, so an upgrade that adds or drops a typed request changes it too:
+/// `ClientRequest` is an untagged union whose typed variants each fix `method` to a
+/// constant string, and the JSON Schema rmcp derives for it (schemars, which rmcp's
+/// `server` feature turns on) gives each variant's `method` as a `const`; the custom
+/// variant's `method` is any string, so it adds none. Worked out once, on first use.
+fn typed_methods() -> &'static [String] {
+    static METHODS: std::sync::LazyLock<Vec<String>> = std::sync::LazyLock::new(|| {
+        let schema = rmcp::schemars::schema_for!(ClientRequest);
+        method_constants(&serde_json::to_value(schema).unwrap_or_default())
+    });
+    &METHODS
+}
+
+/// The `const` of the `method` property of each variant (`anyOf`, else `oneOf`) of the
+/// union `schema`, following local `$ref`s (`#/$defs/...`).
+fn method_constants(schema: &Value) -> Vec<String> {
+    let variants = schema
+        .get("anyOf")
+        .or_else(|| schema.get("oneOf"))
+        .and_then(Value::as_array);
+    let mut methods: Vec<String> = variants
+        .into_iter()
+        .flatten()
+        .filter_map(|variant| {
+            let method = resolve_ref(schema, variant)?
+                .get("properties")?
+                .get("method")?;
+            Some(
+                resolve_ref(schema, method)?
+                    .get("const")?
+                    .as_str()?
+                    .to_owned(),
+            )
+        })
+        .collect();
+    methods.sort();
+    methods.dedup();
+    methods
+}
+
+/// `node`, or the node of `schema` its local `$ref` (`#/...`) leads to, following at most 16
+/// references (`None` past that, or for a reference that leads nowhere).
+fn resolve_ref<'a>(schema: &'a Value, mut node: &'a Value) -> Option<&'a Value> {
+    for _ in 0..16 {
+        let Some(pointer) = node
+            .get("$ref")
+            .and_then(Value::as_str)
+            .and_then(|r| r.strip_prefix('#'))
+        else {
+            return Some(node);
+        };
+        node = schema.pointer(pointer)?;
+    }
+    None
+}
+
+/// Whether `method` is one rmcp reads into a typed request ([`typed_methods`]).
+fn is_typed(method: &str) -> bool {
+    typed_methods().iter().any(|m| m == method)
+}
 
 /// A client message refused: the error response and why (for the log).
 #[derive(Debug)]
@@ -91,9 +130,7 @@ pub(super) fn parse(text: &[u8]) -> Result<Value, Refusal> {
 pub(super) fn invalid(message: &Value) -> Option<Refusal> {
     let error = match ClientJsonRpcMessage::deserialize(message) {
         Ok(JsonRpcMessage::Request(request)) => match &request.request {
-            ClientRequest::CustomRequest(custom)
-                if KNOWN_METHODS.contains(&custom.method.as_str()) =>
-            {
+            ClientRequest::CustomRequest(custom) if is_typed(&custom.method) => {
                 format!("{} needs params of its own shape", custom.method)
             }
             _ => return None,
@@ -111,7 +148,7 @@ pub(super) fn invalid(message: &Value) -> Option<Refusal> {
             .get("id")
             .is_none_or(|id| id.is_string() || id.is_i64() || id.is_u64());
     let (code, text) = match method {
-        Some(method) if envelope_ok && KNOWN_METHODS.contains(&method) => {
+        Some(method) if envelope_ok && is_typed(method) => {
             (INVALID_PARAMS, format!("Invalid params: {method}: {error}"))
         }
         _ => (INVALID_REQUEST, format!("Invalid Request: {error}")),
@@ -250,6 +287,62 @@ mod tests {
         if let Some(refusal) = invalid(&bad) {
             assert!(refusal.notification, "{bad}");
         }
+    }
+
+    #[test]
+    fn the_typed_methods_are_read_from_rmcp_and_exclude_the_custom_variant() {
+        let methods = typed_methods();
+        for method in [
+            "initialize",
+            "ping",
+            "tools/call",
+            "tools/list",
+            "resources/read",
+            "prompts/get",
+            "completion/complete",
+            "logging/setLevel",
+            "tasks/get",
+        ] {
+            assert!(methods.iter().any(|m| m == method), "{method}: {methods:?}");
+        }
+        assert!(!is_typed("vendor/thing") && !is_typed("notifications/initialized"));
+        // Each one that rmcp does not read into its typed variant (params that variant
+        // refuses) is answered `-32602`, never passed on to be told `-32601`.
+        let mut refused = Vec::new();
+        for method in methods {
+            let message = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": 5});
+            let typed = matches!(
+                ClientJsonRpcMessage::deserialize(&message),
+                Ok(JsonRpcMessage::Request(request))
+                    if !matches!(request.request, ClientRequest::CustomRequest(_))
+            );
+            if !typed {
+                let refusal = invalid(&message).unwrap_or_else(|| panic!("{message} passed"));
+                assert_eq!(refusal.answer["error"]["code"], INVALID_PARAMS, "{message}");
+                refused.push(method.as_str());
+            }
+        }
+        assert!(refused.contains(&"tools/call"), "{refused:?}");
+    }
+
+    #[test]
+    fn method_constants_follow_references_and_skip_variants_without_one() {
+        let schema = json!({
+            "anyOf": [
+                {"$ref": "#/$defs/Ping"},
+                {"type": "object", "properties": {"method": {"type": "string", "const": "tools/list"}}},
+                {"$ref": "#/$defs/Custom"},
+                {"$ref": "#/$defs/Loop"},
+                {"$ref": "#/$defs/Missing"}
+            ],
+            "$defs": {
+                "Ping": {"type": "object", "properties": {"method": {"$ref": "#/$defs/PingMethod"}}},
+                "PingMethod": {"type": "string", "const": "ping"},
+                "Custom": {"type": "object", "properties": {"method": {"type": "string"}}},
+                "Loop": {"$ref": "#/$defs/Loop"}
+            }
+        });
+        assert_eq!(method_constants(&schema), ["ping", "tools/list"]);
     }
 
     #[test]
