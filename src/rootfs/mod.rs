@@ -36,7 +36,9 @@ macro_rules! embed_rootfs_files {
 /// The runner, as embedded in this binary: `(path inside the rootfs, relative to its root;
 /// contents)`, in the order they are hashed into the [key](rootfs_key). Every rootfs holds
 /// each file at its path. `runner.py` is the entry ([`RUNNER_IN_ROOTFS`]); the rest is the
-/// package it imports, `code_mode_runner` in [`RUNNER_LIB_IN_ROOTFS`].
+/// package it imports, `code_mode_runner` in [`RUNNER_LIB_IN_ROOTFS`], and the list of
+/// standard-library module names it reads (`stdlib_modules.txt`, which the host's tool
+/// naming embeds too).
 pub const RUNNER_FILES: &[(&str, &str)] = embed_rootfs_files![
     "runner.py",
     "usr/lib/mcp-code-mode/code_mode_runner/__init__.py",
@@ -48,6 +50,7 @@ pub const RUNNER_FILES: &[(&str, &str)] = embed_rootfs_files![
     "usr/lib/mcp-code-mode/code_mode_runner/capture.py",
     "usr/lib/mcp-code-mode/code_mode_runner/errors.py",
     "usr/lib/mcp-code-mode/code_mode_runner/cells.py",
+    "usr/lib/mcp-code-mode/code_mode_runner/stdlib_modules.txt",
 ];
 
 /// Version of the build recipe; bump it whenever the layout or the steps change, so every

@@ -133,7 +133,9 @@ fn check_rootfs(rootfs: &Rootfs, cache: &Path) {
     // The runner's modules have bytecode where the sandbox's Python looks for it.
     let modules: Vec<String> = RUNNER_FILES
         .iter()
-        .filter(|(path, _)| path.starts_with(RUNNER_LIB_IN_ROOTFS.trim_start_matches('/')))
+        .filter(|(path, _)| {
+            path.starts_with(RUNNER_LIB_IN_ROOTFS.trim_start_matches('/')) && path.ends_with(".py")
+        })
         .map(|(path, _)| format!("'/{path}'"))
         .collect();
     assert!(!modules.is_empty());

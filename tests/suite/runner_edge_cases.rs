@@ -1,13 +1,14 @@
 //! Edge cases of the runner ⇄ host protocol, end to end through `exec` (and a
 //! [`HeldSandbox`] for several cells) on each backend: values JSON readers do not keep,
 //! lines over the cap, output of a cell that is stopped, a runner that leaves on its own,
-//! tools whose names are dunders, and lines the code writes itself on runner.py's protocol
+//! tools named like dunders, builtins or standard-library modules, and lines the code
+//! writes itself on runner.py's protocol
 //! descriptor (it shares runner.py's process), which the host holds to its own rules
 //! (`src/run/cell_rules.rs`).
 //!
 //! Index: lone surrogates; arguments JSON cannot carry; the line cap; output kept when a
 //! cell is stopped (deadline, protocol violation, memory); a runner that exits by itself or
-//! refuses a host line; dunder-named tools; forged lines: a `done` past the output cap or
+//! refuses a host line; tools with reserved names; forged lines: a `done` past the output cap or
 //! denying truncation, calls after a `done`, lines written while a held sandbox runs no cell,
 //! a forged `began`; a flood of refused calls; forged calls in the audit log.
 //!
@@ -49,7 +50,7 @@ crate::on_both_backends!(
     every_way_to_exit_means_what_it_says,
     a_last_line_without_newline_survives_a_kill,
     a_runner_refusing_a_host_line_says_why,
-    dunder_named_tools_are_renamed_and_callable,
+    reserved_named_tools_are_renamed_and_callable,
     a_forged_done_line_cannot_exceed_the_output_limit,
     no_call_after_a_done_line_reaches_the_server,
     lines_written_while_no_cell_runs_discard_a_held_sandbox,
@@ -227,12 +228,15 @@ fn a_runner_refusing_a_host_line_says_why(backend: &str) {
     );
 }
 
-fn dunder_named_tools_are_renamed_and_callable(backend: &str) {
+/// Tools named like dunders, builtins or standard-library modules get a trailing `_`, and the
+/// runner in the sandbox (which reads the module list from the rootfs) takes every such
+/// name and calls the tool.
+fn reserved_named_tools_are_renamed_and_callable(backend: &str) {
     let dir = tempfile::tempdir().expect("temp dir");
     let scenario = dir.path().join("dunders.json");
     let reply =
         |text: &str| serde_json::json!([{"reply": {"content": [{"type": "text", "text": text}]}}]);
-    let tools: Vec<_> = ["__class__", "__builtins__", "____", "print", ""]
+    let tools: Vec<_> = ["__class__", "__builtins__", "____", "print", "", "json"]
         .iter()
         .map(|name| serde_json::json!({"name": name, "inputSchema": {"type": "object"}}))
         .collect();
@@ -242,11 +246,12 @@ fn dunder_named_tools_are_renamed_and_callable(backend: &str) {
             "tools/call:__class__": reply("class"),
             "tools/call:____": reply("underscores"),
             "tools/call:": reply("empty"),
+            "tools/call:json": reply("module"),
         },
     });
     std::fs::write(&scenario, script.to_string()).expect("write the scenario");
     let r = exec_with(
-        "print(sorted(TOOLS))\nprint(await __class___({}), await ____({}), await globals()['__']({}))",
+        "print(sorted(TOOLS))\nprint(await __class___({}), await ____({}), await globals()['__']({}), await json_({}))",
         ExecOptions {
             backend,
             server: vec![
@@ -258,7 +263,7 @@ fn dunder_named_tools_are_renamed_and_callable(backend: &str) {
     );
     assert_eq!(
         r.printed(),
-        "['__', '____', '__builtins___', '__class___', 'print_']\nclass underscores empty\n",
+        "['__', '____', '__builtins___', '__class___', 'json_', 'print_']\nclass underscores empty module\n",
         "{r:?}"
     );
 }

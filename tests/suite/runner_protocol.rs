@@ -902,6 +902,12 @@ fn printing_threads_and_signal_handlers_never_break_a_line() {
     assert!(ticks > 0, "the signal handler never printed");
 }
 
+/// The standard library's module names, which the host renames and the runner refuses.
+const STDLIB_LIST: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/rootfs/usr/lib/mcp-code-mode/code_mode_runner/stdlib_modules.txt"
+);
+
 #[test]
 fn every_name_the_host_gives_a_tool_is_one_the_runner_takes() {
     // The host's python3 is the rootfs's: its builtins and keywords are the runner's.
@@ -942,6 +948,14 @@ fn every_name_the_host_gives_a_tool_is_one_the_runner_takes() {
     ] {
         awkward.push(name.to_string());
     }
+    // The standard library's module names, from the one list both sides read.
+    let modules = std::fs::read_to_string(STDLIB_LIST).expect("the module list");
+    let modules: Vec<&str> = modules
+        .lines()
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .collect();
+    assert!(modules.contains(&"json"), "{modules:?}");
+    awkward.extend(modules.iter().map(|m| m.to_string()));
     let mut names: Vec<String> = awkward
         .iter()
         .map(|n| mcp_code_mode::bridge::python_name(None, n))
@@ -955,6 +969,8 @@ fn every_name_the_host_gives_a_tool_is_one_the_runner_takes() {
         "__",
         "print_",
         "match_",
+        "json_",
+        "asyncio_",
     ] {
         assert!(names.contains(&name.to_string()), "{name} in {names:?}");
     }
@@ -975,8 +991,19 @@ fn every_name_the_host_gives_a_tool_is_one_the_runner_takes() {
     );
     assert_eq!(runner.finish(), 0);
 
-    // Real dunders, keywords, builtins and the runner's names are still refused.
-    for name in ["__class__", "__a__", "match", "print", "TOOLS", "None"] {
+    // Real dunders, keywords, builtins, standard-library modules and the runner's names are
+    // still refused.
+    for name in [
+        "__class__",
+        "__a__",
+        "match",
+        "print",
+        "TOOLS",
+        "None",
+        "json",
+        "os",
+        "zoneinfo",
+    ] {
         let mut runner = Runner::spawn();
         runner.send(&json!({"type": "start", "tools": [
             {"name": name, "stub": "", "summary": "", "private": false}

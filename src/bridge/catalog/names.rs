@@ -7,11 +7,12 @@
 //! replace the tool) or a name the runner defines gets a trailing `_`. Two tools that end up with the
 //! same name stop startup ([`crate::bridge::catalog`] checks).
 //!
-//! The runner refuses a `start` whose tools take a reserved name ([`is_reserved`]; its
-//! `inbox.reserved`, the same rule without the standard library's modules), so every name
-//! [`python_name`] gives is one it takes.
+//! The runner refuses a `start` whose tools take a reserved name (its `inbox.reserved`: the
+//! same rule, over the same standard-library list, with the keywords and builtins of its own
+//! Python, which [`is_reserved`]'s lists cover), so every name [`python_name`] gives is one
+//! it takes.
 
-use super::stdlib_modules::STDLIB_MODULES;
+use super::stdlib_modules::is_stdlib_module;
 
 /// Separator between a server's name and its tool's name under `--config`.
 pub(crate) const SERVER_SEPARATOR: &str = "__";
@@ -209,16 +210,15 @@ pub fn python_name(server: Option<&str>, tool: &str) -> String {
 }
 
 /// Whether `name` would shadow a keyword, a builtin, a dunder, a top-level module of
-/// Python's standard library ([`STDLIB_MODULES`]) or a runner name. The runner's
-/// `inbox.reserved` is the same rule without the modules, so it takes every name this
-/// leaves.
+/// Python's standard library (the runner's `stdlib_modules.txt`) or a runner name. The
+/// runner's `inbox.reserved` is the same rule, so it takes every name this leaves.
 pub(crate) fn is_reserved(name: &str) -> bool {
     is_dunder(name)
         || KEYWORDS.contains(&name)
         || SOFT_KEYWORDS.contains(&name)
         || BUILTINS.contains(&name)
         || RUNNER_NAMES.contains(&name)
-        || STDLIB_MODULES.binary_search(&name).is_ok()
+        || is_stdlib_module(name)
 }
 
 /// Whether `name` is a real dunder, `^__[^_](.*[^_])?__$`: `__class__` is, `__`, `____` and
@@ -285,9 +285,11 @@ mod tests {
     }
 
     #[test]
-    fn the_standard_library_list_is_sorted_for_its_binary_search() {
-        assert!(STDLIB_MODULES.windows(2).all(|w| w[0] < w[1]));
-        assert!(STDLIB_MODULES.contains(&"json"));
+    fn every_standard_library_module_is_reserved_and_renamed() {
+        for module in super::super::stdlib_modules::stdlib_modules() {
+            assert!(is_reserved(module), "{module}");
+            assert_eq!(python_name(None, module), format!("{module}_"));
+        }
     }
 
     #[test]

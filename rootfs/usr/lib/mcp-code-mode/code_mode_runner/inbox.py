@@ -24,6 +24,19 @@ import weakref
 from . import channel, wire
 
 RUNNER_NAMES = ("ToolError", "TOOLS", "search_tools")
+
+
+def _stdlib_modules():
+    """The names of stdlib_modules.txt, beside this file: one a line, `#` comments. The host
+    embeds the same file (src/bridge/catalog/stdlib_modules.rs)."""
+    path = os.path.join(os.path.dirname(__file__), "stdlib_modules.txt")
+    with open(path, encoding="utf-8") as f:
+        lines = (line.strip() for line in f)
+        return frozenset(line for line in lines if line and not line.startswith("#"))
+
+
+# Top-level modules of Python's standard library: `import json` would replace a tool `json`.
+STDLIB_MODULES = _stdlib_modules()
 # A real dunder (`__class__`); `__`, `____` and `__class___` are not.
 DUNDER = re.compile(r"__[^_](?:.*[^_])?__")
 # Bytes asked for per read of the protocol.
@@ -72,14 +85,16 @@ def bad_host_line(reason):
 
 
 def reserved(name):
-    """Whether a tool may not take `name`: a keyword (soft ones too), a builtin, a real dunder
-    or one of the runner's names. The host's `is_reserved` (src/bridge/catalog/names.rs) is
-    the same rule, so a name it hands out is never refused here."""
+    """Whether a tool may not take `name`: a keyword (soft ones too), a builtin, a real dunder,
+    a top-level module of the standard library or one of the runner's names. The host's
+    `is_reserved` (src/bridge/catalog/names.rs) is the same rule over the same module list,
+    so a name it hands out is never refused here."""
     return (
         keyword.iskeyword(name)
         or name in keyword.softkwlist
         or hasattr(builtins, name)
         or DUNDER.fullmatch(name) is not None
+        or name in STDLIB_MODULES
         or name in RUNNER_NAMES
     )
 
