@@ -240,8 +240,8 @@ impl Served {
     /// watch sees nothing: `how` is `STOP` (SIGSTOP to the runner; Docker: to the container's
     /// main process), `freeze` (native: the runner moved into a frozen cgroup v1 freezer
     /// group) or `pause` (`docker pause`). The returned guard thaws a frozen group and
-    /// removes it.
-    fn silence_idle(&self, id: &str, how: &str) -> Thaw {
+    /// removes it; with it the pid of the process silenced (none for `pause`).
+    fn silence_idle(&self, id: &str, how: &str) -> (Thaw, Option<u32>) {
         let runner: u32 = if self.backend == "docker" {
             if how == "pause" {
                 let paused = Command::new("docker")
@@ -250,7 +250,7 @@ impl Served {
                     .status()
                     .expect("docker pause");
                 assert!(paused.success(), "docker pause {id}");
-                return Thaw(None);
+                return (Thaw(None), None);
             }
             let out = Command::new("docker")
                 .args(["inspect", "--format", "{{.State.Pid}}", id])
@@ -271,7 +271,7 @@ impl Served {
                     .status()
                     .expect("kill");
                 assert!(stopped.success(), "kill -STOP {runner}");
-                Thaw(None)
+                (Thaw(None), Some(runner))
             }
             "freeze" => {
                 let group = PathBuf::from(FREEZER).join(format!(
@@ -290,7 +290,7 @@ impl Served {
                     assert!(start.elapsed() < PATIENCE, "the group did not freeze");
                     std::thread::sleep(Duration::from_millis(10));
                 }
-                thaw
+                (thaw, Some(runner))
             }
             other => panic!("no way {other:?} to silence a sandbox"),
         }
@@ -474,15 +474,14 @@ fn a_stopped_idle_pool_member_is_replaced_and_the_run_succeeds(backend: &str) {
         let mut served = Served::start(backend, &["--pool", "1", "--deadline", "30"]);
         served.wait_logged(LISTED, 1);
         let idle = served.wait_sandboxes(1);
-        let thaw = served.silence_idle(&idle[0], how);
+        let (thaw, silenced) = served.silence_idle(&idle[0], how);
         let run = served.run("print('answered')");
         assert_eq!(stdout(&run), "answered\n", "{how}: {run}");
         assert_eq!(run["is_error"], false, "{how}: {run}");
         assert_eq!(served.logged(GIVEN_UP), 1, "{how}: {}", served.log_text());
-        // A frozen process dies of its kill once thawed.
-        drop(thaw);
+        // Still silenced: ending it must not wait for a thaw that never comes.
         let start = Instant::now();
-        while served.exists(&idle[0]) {
+        while served.exists(&idle[0]) || silenced.is_some_and(alive) {
             assert!(
                 start.elapsed() < PATIENCE,
                 "{how}: the silenced sandbox {} is still there",
@@ -490,7 +489,28 @@ fn a_stopped_idle_pool_member_is_replaced_and_the_run_succeeds(backend: &str) {
             );
             std::thread::sleep(Duration::from_millis(50));
         }
+        drop(thaw);
     }
+}
+
+/// serve ends while its idle pooled sandbox is frozen (native: in a cgroup v1 freezer group
+/// of someone else's, where a SIGKILL waits for a thaw; where there is no freezer, stopped
+/// by SIGSTOP) or paused (docker): serve still exits, and nothing of the sandbox is left,
+/// though nobody thawed it.
+fn a_frozen_idle_pool_member_is_ended_when_serve_exits(backend: &str) {
+    let how = if backend == "docker" {
+        "pause"
+    } else if !unprivileged() && std::path::Path::new(FREEZER).join("tasks").exists() {
+        "freeze"
+    } else {
+        "STOP"
+    };
+    let mut served = Served::start(backend, &["--pool", "1"]);
+    served.wait_logged("pooled sandbox ready idle=", 1);
+    let idle = served.wait_sandboxes(1);
+    let (thaw, _) = served.silence_idle(&idle[0], how);
+    end_and_check_nothing_is_left(&mut served, "disconnect");
+    drop(thaw);
 }
 
 /// Code that kills its sandbox before it prints or calls anything (a crash, the memory
@@ -726,6 +746,7 @@ on_both_backends!(
     the_next_pooled_run_has_its_own_pid_namespace_and_cgroup,
     a_pool_member_killed_while_idle_is_replaced_and_the_run_succeeds,
     a_stopped_idle_pool_member_is_replaced_and_the_run_succeeds,
+    a_frozen_idle_pool_member_is_ended_when_serve_exits,
     code_that_crashes_before_its_first_line_runs_once_and_reports_its_crash,
     a_catalog_change_replaces_the_pooled_sandboxes,
     a_list_changed_from_a_wrapped_server_replaces_the_pooled_sandboxes,

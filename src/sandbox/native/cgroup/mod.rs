@@ -157,7 +157,8 @@ impl CgroupHost {
         let disks = crate::sandbox::disks::whole_disks(&self.sys_block);
         match self.placement()? {
             Placement::V2 { path } => v2::create(&self.v2_base(&path), name, limits, &disks),
-            Placement::V1 { hierarchies } => v1::create(&hierarchies, name, limits, &disks),
+            Placement::V1 { hierarchies } => Ok(v1::create(&hierarchies, name, limits, &disks)?
+                .map(|run| run.thawed_in(self.own_freezer()))),
         }
     }
 }

@@ -87,33 +87,49 @@ impl CgroupHost {
                 path: path.to_owned(),
             });
         }
-        let mut hierarchies = Vec::new();
-        for controller in V1_CONTROLLERS {
-            for line in text.lines() {
-                let mut parts = line.splitn(3, ':');
-                let (Some(_), Some(names), Some(path)) = (parts.next(), parts.next(), parts.next())
-                else {
-                    continue;
-                };
-                if !names.split(',').any(|n| n == controller) {
-                    continue;
-                }
-                // The hierarchy is mounted under its joined name ("cpu,cpuacct"), often
-                // with a symlink per controller; take whichever exists.
-                let dir = [self.fs_root.join(names), self.fs_root.join(controller)]
-                    .into_iter()
-                    .find(|d| d.is_dir());
-                if let Some(dir) = dir {
-                    hierarchies.push(V1Hierarchy {
-                        controller,
-                        dir,
-                        path: path.to_owned(),
-                    });
-                }
-                break;
-            }
-        }
+        let hierarchies = V1_CONTROLLERS
+            .into_iter()
+            .filter_map(|controller| self.v1_hierarchy(&text, controller))
+            .collect();
         Ok(Placement::V1 { hierarchies })
+    }
+
+    /// On v1, our own cgroup's directory in the hierarchy of the `freezer` controller, when
+    /// one is mounted: a run's processes are born there, and are put back there to be
+    /// thawed when they must die (see [`super::RunCgroup::kill_all`]). `None` on v2 (its
+    /// freezer lets a fatal signal through) and where /proc/self/cgroup cannot be read.
+    pub(super) fn own_freezer(&self) -> Option<PathBuf> {
+        if self.fs_root.join("cgroup.controllers").exists() {
+            return None;
+        }
+        let text = std::fs::read_to_string(&self.self_cgroup_file).ok()?;
+        self.v1_hierarchy(&text, "freezer").map(|h| h.own_dir())
+    }
+
+    /// The hierarchy of the v1 `controller` as /proc/self/cgroup's `text` names it, when it
+    /// is mounted.
+    fn v1_hierarchy(&self, text: &str, controller: &'static str) -> Option<V1Hierarchy> {
+        for line in text.lines() {
+            let mut parts = line.splitn(3, ':');
+            let (Some(_), Some(names), Some(path)) = (parts.next(), parts.next(), parts.next())
+            else {
+                continue;
+            };
+            if !names.split(',').any(|n| n == controller) {
+                continue;
+            }
+            // The hierarchy is mounted under its joined name ("cpu,cpuacct"), often with a
+            // symlink per controller; take whichever exists.
+            let dir = [self.fs_root.join(names), self.fs_root.join(controller)]
+                .into_iter()
+                .find(|d| d.is_dir())?;
+            return Some(V1Hierarchy {
+                controller,
+                dir,
+                path: path.to_owned(),
+            });
+        }
+        None
     }
 
     /// On v2, the directory run cgroups go in, given our own cgroup `own`: our cgroup, or

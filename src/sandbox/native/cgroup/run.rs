@@ -28,6 +28,10 @@ pub struct RunCgroup {
     held: Vec<&'static str>,
     /// Whether the directories may still exist (false once removed).
     live: bool,
+    /// v1: our own freezer cgroup (a thawed one: we run in it), where [`Self::kill_all`]
+    /// puts back the processes a kill did not end, since v1 delivers no signal to a frozen
+    /// task until it is thawed.
+    thaw_into: Option<PathBuf>,
 }
 
 impl RunCgroup {
@@ -39,7 +43,17 @@ impl RunCgroup {
             name: name.to_owned(),
             held: Vec::new(),
             live: true,
+            thaw_into: None,
         }
+    }
+
+    /// This cgroup with `freezer` (v1: our own freezer cgroup, [`CgroupHost::own_freezer`])
+    /// as the place its processes are thawed in when a kill leaves them alive.
+    ///
+    /// [`CgroupHost::own_freezer`]: super::CgroupHost::own_freezer
+    pub(super) fn thawed_in(mut self, freezer: Option<PathBuf>) -> Self {
+        self.thaw_into = freezer;
+        self
     }
 
     /// Sets `limits` through the crate's controllers this cgroup has, and records which
@@ -149,12 +163,20 @@ impl RunCgroup {
     /// SIGKILLs every process in the cgroup: v2 `cgroup.kill` where the kernel has it (5.14+,
     /// through cgroups-rs), else a loop over cgroup.procs until it is empty (bounded by about
     /// 2 s; cgroups-rs kills on v2 only). Best effort.
+    ///
+    /// Frozen processes die too. On v2 a fatal signal reaches a frozen process (cgroup-v2.rst,
+    /// "cgroup.freeze"). On v1 it is held until the process is thawed (freezer-subsystem.rst),
+    /// so a process still listed after a round of kills is moved back into our own freezer
+    /// cgroup (`thaw_into`), which is thawed since we run in it; moving a task into a thawed
+    /// freezer cgroup thaws it, and its pending SIGKILL ends it. Only the run's own processes
+    /// move: whoever froze them, nothing else of theirs is thawed.
     pub fn kill_all(&self) {
         if self.cgroup.v2() && self.cgroup.kill().is_ok() {
             return;
         }
         for dir in self.subtree.dirs(&self.name) {
             let deadline = Instant::now() + SETTLE;
+            let mut killed_before = false;
             loop {
                 let pids = std::fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
                 let pids: Vec<i32> = pids
@@ -164,9 +186,18 @@ impl RunCgroup {
                 if pids.is_empty() || Instant::now() > deadline {
                     break;
                 }
-                for pid in pids {
+                for &pid in &pids {
                     let _ = launcher::kill_process(pid);
                 }
+                if killed_before && let Some(freezer) = &self.thaw_into {
+                    let procs = freezer.join("cgroup.procs");
+                    for pid in pids {
+                        // Fails for a process that has exited meanwhile, and where we may
+                        // not write (then nobody but root could have frozen it either).
+                        let _ = std::fs::write(&procs, pid.to_string());
+                    }
+                }
+                killed_before = true;
                 std::thread::sleep(Duration::from_millis(10));
             }
         }

@@ -53,7 +53,10 @@ impl CgroupHost {
             for entry in entries.flatten() {
                 let name = entry.file_name().to_string_lossy().into_owned();
                 if RunName::is_stray(&name)
-                    && RunCgroup::new(subtree.clone(), &name).remove().is_ok()
+                    && RunCgroup::new(subtree.clone(), &name)
+                        .thawed_in(self.own_freezer())
+                        .remove()
+                        .is_ok()
                 {
                     removed += 1;
                 }

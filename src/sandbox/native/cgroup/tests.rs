@@ -296,6 +296,60 @@ fn a_real_run_cgroup_holds_a_process_and_is_gone_after_remove() {
     assert!(dirs.iter().all(|d| !d.exists()), "{dirs:?}");
 }
 
+/// On the real machine, as root, where cgroup v1's freezer is mounted: a run's process
+/// frozen in a freezer group of someone else's (an admin's, a test's) would never see its
+/// SIGKILL; removing the run's cgroup thaws it, it dies, and the cgroup goes.
+#[test]
+fn a_frozen_process_of_a_real_run_cgroup_dies_and_the_cgroup_goes_at_its_removal() {
+    let host = CgroupHost::system();
+    let Some(own_freezer) = host.own_freezer() else {
+        // cgroup v2, or no freezer: a fatal signal reaches a frozen process there.
+        return;
+    };
+    let name = RunName::next().to_string();
+    let Ok(Some(run)) = host.create(&name, &LIMITS) else {
+        testkit::require(
+            false,
+            &format!("no writable cgroup: {:?}", host.placement()),
+        );
+        return;
+    };
+    let mut sleeper = std::process::Command::new("sleep")
+        .arg("60")
+        .spawn()
+        .unwrap();
+    for f in run.procs_files() {
+        std::fs::write(&f, sleeper.id().to_string()).unwrap();
+    }
+    let dirs: Vec<PathBuf> = run
+        .procs_files()
+        .iter()
+        .map(|f| f.parent().unwrap().to_owned())
+        .collect();
+    let group = own_freezer.join(format!("mcp-code-mode-test-freeze-{}", sleeper.id()));
+    std::fs::create_dir(&group).unwrap();
+    std::fs::write(group.join("cgroup.procs"), sleeper.id().to_string()).unwrap();
+    std::fs::write(group.join("freezer.state"), "FROZEN").unwrap();
+    while read(group.join("freezer.state")).trim() != "FROZEN" {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let removed = run.remove();
+    let died = sleeper.try_wait().unwrap();
+    // Whatever happened, the test's own group is thawed and removed.
+    std::fs::write(group.join("freezer.state"), "THAWED").unwrap();
+    let _ = sleeper.kill();
+    let _ = sleeper.wait();
+    while std::fs::remove_dir(&group).is_err() {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert!(
+        died.is_some(),
+        "the frozen process outlived its cgroup's removal"
+    );
+    removed.unwrap();
+    assert!(dirs.iter().all(|d| !d.exists()), "{dirs:?}");
+}
+
 /// A run cgroup named for `owner`, below `parent`, holding no files (as rmdir needs).
 fn run_dir(parent: &Path, owner: &Owner) -> PathBuf {
     let dir = parent.join(
