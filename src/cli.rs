@@ -345,6 +345,8 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             let (bridge, backend, options) = prepare(&args.run).await?;
             let (report, ending) =
                 run_until_signal(&bridge, backend.as_ref(), &code, &options).await;
+            // A start cut short by a signal is removed in the background: wait for it.
+            let _ = tokio::time::timeout(crate::run::pool::ENDING_LIMIT, backend.settle()).await;
             bridge.close().await;
             let report = report?;
             // Which limits held is part of what a run reports; stdout carries only the result.

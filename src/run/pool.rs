@@ -423,7 +423,8 @@ impl Pool {
     /// Stop refilling and end every pooled sandbox (killed, its cgroup or container
     /// removed), waiting until they are gone: a sandbox still starting is let finish first
     /// (at most [`FINISH_LIMIT`]). Then wait until the sandboxes of finished runs, ended in
-    /// the background, are gone too (at most [`ENDING_LIMIT`]; what is left then is killed
+    /// the background, are gone too, and those the backend removes in the background
+    /// ([`Backend::settle`]) (at most [`ENDING_LIMIT`] for both; what is left then is killed
     /// and removed when its task is dropped with the runtime).
     pub async fn close(&self) {
         self.closed.send_replace(true);
@@ -435,10 +436,13 @@ impl Pool {
         let mut slots = std::mem::take(&mut *self.slots.lock().unwrap_or_else(|p| p.into_inner()));
         while slots.join_next().await.is_some() {}
         self.endings.close();
-        if tokio::time::timeout(ENDING_LIMIT, self.endings.wait())
-            .await
-            .is_err()
-        {
+        // Then the backend's own removals: sandboxes dropped midway (a start cut short, a
+        // race's loser), and those the endings above dropped.
+        let ended = async {
+            self.endings.wait().await;
+            self.backend.settle().await;
+        };
+        if tokio::time::timeout(ENDING_LIMIT, ended).await.is_err() {
             tracing::warn!(
                 "{} sandboxes of finished runs were still ending after {} s",
                 self.endings.len(),

@@ -45,6 +45,45 @@ pub enum SandboxError {
 pub trait Backend: Send + Sync {
     /// Start one sandbox running runner.py, ready for the `start` message.
     fn spawn(&self) -> BoxFuture<'_, Result<Sandbox, SandboxError>>;
+
+    /// Wait until the sandboxes this backend ends in the background are gone: those whose
+    /// start or [`SandboxControl`] was dropped midway (a run cancelled or cut by its deadline
+    /// while it started, a pool's start that lost its race, serve ending), whose removal
+    /// (native: cgroup; Docker: container) runs off the runtime's thread. Unbounded: each
+    /// removal is bounded on its own (about 4 s native, [`docker::DOCKER_COMMAND_TIMEOUT`]
+    /// Docker); callers bound the whole wait. Default: nothing to wait for.
+    fn settle(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async {})
+    }
+}
+
+/// The removals a backend runs in the background ([`Backend::settle`] waits for them).
+#[derive(Clone, Default)]
+pub(crate) struct Removals(tokio_util::task::TaskTracker);
+
+impl Removals {
+    /// Run `removal` on `runtime`, tracked.
+    pub(crate) fn spawn_on<F>(&self, removal: F, runtime: &tokio::runtime::Handle)
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        drop(self.0.spawn_on(removal, runtime));
+    }
+
+    /// Run the blocking `removal` on `runtime`'s blocking pool, tracked.
+    pub(crate) fn spawn_blocking_on<F>(&self, removal: F, runtime: &tokio::runtime::Handle)
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        drop(self.0.spawn_blocking_on(removal, runtime));
+    }
+
+    /// Resolves once no removal runs (those started meanwhile included).
+    pub(crate) async fn settled(&self) {
+        self.0.close();
+        self.0.wait().await;
+        self.0.reopen();
+    }
 }
 
 /// Facts about how a sandbox ended, for the run's error text.

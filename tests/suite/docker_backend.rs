@@ -7,7 +7,9 @@
 //! a SIGKILLed exec's container; the next start removes what a killed reaper left); the host
 //! environment stays out; Python under the exported seccomp profile; the memory limit; an
 //! idle pooled container ends by itself when its serve dies with no clean-up (its stdin,
-//! held only over serve's attach connection, closes).
+//! held only over serve's attach connection, closes); a container dropped midway is removed
+//! without stalling the runtime, and a run cut short by SIGTERM leaves no container without
+//! the reaper's help.
 
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -326,4 +328,118 @@ fn an_idle_pooled_container_exits_by_itself_once_its_serve_is_gone() {
         .output()
         .expect("run docker rm");
     assert!(removed.status.success(), "{removed:?}");
+}
+
+/// A container whose control is dropped midway (a run or start cut short) is removed off
+/// the runtime's thread, which `serve` runs every run and session on: while it is removed,
+/// other tasks on a one-thread runtime go on (a timer that ticks every millisecond is never
+/// held up for half of the removal's time), and the backend's `settle`
+/// returns once it is gone.
+#[test]
+fn a_container_dropped_midway_is_removed_without_stalling_the_runtime() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use mcp_code_mode::sandbox::Backend;
+    use mcp_code_mode::sandbox::docker::DockerBackend;
+
+    if !docker_ready() {
+        return;
+    }
+    let rootfs = mcp_code_mode::rootfs::ensure(&mcp_code_mode::rootfs::Options {
+        quiet: true,
+        ..Default::default()
+    })
+    .expect("the rootfs");
+    let backend = DockerBackend::new(&rootfs, 60).expect("the docker backend");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    runtime.block_on(async {
+        for round in 0..3 {
+            let sandbox = backend.spawn().await.expect("a container");
+            let done = Arc::new(AtomicBool::new(false));
+            let ticker = tokio::spawn({
+                let done = done.clone();
+                async move {
+                    let mut worst = Duration::ZERO;
+                    let mut last = Instant::now();
+                    while !done.load(Ordering::SeqCst) {
+                        tokio::time::sleep(Duration::from_millis(1)).await;
+                        worst = worst.max(last.elapsed());
+                        last = Instant::now();
+                    }
+                    worst
+                }
+            });
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            let dropped = Instant::now();
+            drop(sandbox);
+            backend.settle().await;
+            let removal = dropped.elapsed();
+            done.store(true, Ordering::SeqCst);
+            let worst = ticker.await.expect("the ticker");
+            assert!(
+                worst < removal / 2,
+                "round {round}: the runtime stood still for {worst:?} of the removal's {removal:?}"
+            );
+        }
+    });
+}
+
+/// `exec` stopped by SIGTERM while its container starts or runs, with its reaper gone (so
+/// nothing removes containers at its exit but exec itself): no container is left once it
+/// has exited.
+#[test]
+fn a_run_cut_short_by_sigterm_leaves_no_container_even_without_the_reaper() {
+    if !docker_ready() {
+        return;
+    }
+    for wait in [Duration::ZERO, Duration::from_millis(300)] {
+        let child = spawn_exec("import time\ntime.sleep(30)", &[]);
+        let pid = child.id();
+        // The reaper starts before the first container is made.
+        let start = Instant::now();
+        loop {
+            let reapers = processes_named_reaper_of(pid);
+            if reapers > 0 {
+                break;
+            }
+            assert!(start.elapsed() < Duration::from_secs(60), "no reaper");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        kill_reaper_of(pid);
+        wait_for_container(pid);
+        std::thread::sleep(wait);
+        let sent = Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()
+            .expect("kill");
+        assert!(sent.success());
+        let output = child.wait_with_output().expect("wait for exec");
+        assert_eq!(
+            containers_of(pid),
+            Vec::<String>::new(),
+            "after {wait:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+}
+
+/// How many container reapers the process `pid` has.
+fn processes_named_reaper_of(pid: u32) -> usize {
+    let owner = format!("{pid}-");
+    std::fs::read_dir("/proc")
+        .expect("read /proc")
+        .flatten()
+        .filter(|entry| {
+            std::fs::read(entry.path().join("cmdline")).is_ok_and(|cmdline| {
+                let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+                args.len() > 4
+                    && args[3] == b"mcp-code-mode-reaper"
+                    && args[4].starts_with(owner.as_bytes())
+            })
+        })
+        .count()
 }

@@ -17,7 +17,7 @@ use tokio_util::task::AbortOnDropHandle;
 
 use super::{DOCKER_COMMAND_TIMEOUT, HINT, client_env, docker_std, run_bounded};
 use crate::sandbox::{
-    BoxFuture, Ending, HeldLimits, Sandbox, SandboxControl, SandboxError, StderrDrain,
+    BoxFuture, Ending, HeldLimits, Removals, Sandbox, SandboxControl, SandboxError, StderrDrain,
 };
 
 /// Bytes of stdout (and of stderr) the demultiplexer holds for a reader that is behind, as
@@ -61,6 +61,8 @@ pub(super) struct Engine {
     /// `unix://PATH`, `tcp://HOST:PORT` or `http://HOST:PORT` ([`engine_host`]).
     host: String,
     docker: tokio::sync::OnceCell<Docker>,
+    /// Starts whose caller went away, and removals of containers dropped midway.
+    removals: Removals,
 }
 
 impl Engine {
@@ -68,7 +70,14 @@ impl Engine {
         Self {
             host,
             docker: tokio::sync::OnceCell::new(),
+            removals: Removals::default(),
         }
+    }
+
+    /// Resolves once the containers dropped midway are removed ([`Self::start`],
+    /// [`DockerControl`]'s drop).
+    pub(super) async fn settled(&self) {
+        self.removals.settled().await;
     }
 
     /// The client of the engine at `host` (no TLS, no ssh: other schemes fail here); each
@@ -97,6 +106,12 @@ impl Engine {
     /// Creates the container `name` from `body`, attaches to its stdin, stdout and stderr
     /// (before the start, so no output is lost), then starts it.
     ///
+    /// The steps run in a task of their own, so a caller that goes away (its run cancelled
+    /// or out of time, serve ending) never cuts a request short: a create request dropped
+    /// before the engine has made its container could leave a container made after its
+    /// removal was asked for. The task then stops at the next step and removes what it
+    /// made, off the caller's path; [`Self::settled`] waits for it.
+    ///
     /// # Errors
     /// [`SandboxError::Spawn`] when the engine cannot be reached or refuses one of the steps
     /// (no such image, an invalid option, the runtime failed to start the container); a
@@ -106,52 +121,101 @@ impl Engine {
         name: String,
         body: ContainerCreateBody,
     ) -> Result<Sandbox, SandboxError> {
-        let docker = self.docker().await?;
-        // From here on, dropping the control removes the container.
-        let mut control = DockerControl {
-            docker: docker.clone(),
-            name,
-            stderr: StderrDrain::start(None::<tokio::io::Empty>),
-            demux: None,
-            removed: false,
-            exit: None,
-            oom: false,
-        };
-        let name = control.name.clone();
-        let create = CreateContainerOptionsBuilder::new().name(&name).build();
-        docker
-            .create_container(Some(create), body)
-            .await
-            .map_err(|e| failed("create the container", &e))?;
-        let attach = AttachContainerOptionsBuilder::new()
-            .stream(true)
-            .stdin(true)
-            .stdout(true)
-            .stderr(true)
-            .build();
-        let attached = docker
-            .attach_container(&name, Some(attach))
-            .await
-            .map_err(|e| failed("attach to the container", &e))?;
-        // A duplex end reads end of file once the other end is dropped and its bytes read.
-        let (stdout_in, stdout) = tokio::io::duplex(PIPE_BYTES);
-        let (stderr_in, stderr) = tokio::io::duplex(PIPE_BYTES);
-        control.stderr = StderrDrain::start(Some(stderr));
-        control.demux = Some(AbortOnDropHandle::new(tokio::spawn(demux(
-            attached.output,
-            stdout_in,
-            stderr_in,
-        ))));
-        docker
-            .start_container(&name, None)
-            .await
-            .map_err(|e| failed("start the container", &e))?;
-        Ok(Sandbox {
-            stdin: Box::new(attached.input),
-            stdout: Box::new(stdout),
-            control: Box::new(control),
+        let docker = self.docker().await?.clone();
+        let removals = self.removals.clone();
+        let (started, wanted) = tokio::sync::oneshot::channel();
+        self.removals.spawn_on(
+            async move {
+                let mut control = DockerControl {
+                    docker,
+                    name,
+                    stderr: StderrDrain::start(None::<tokio::io::Empty>),
+                    demux: None,
+                    removed: false,
+                    exit: None,
+                    oom: false,
+                    removals,
+                };
+                let sandbox = steps(&mut control, body, &started).await;
+                let sandbox = sandbox.map(|(stdin, stdout)| Sandbox {
+                    stdin,
+                    stdout,
+                    control: Box::new(control),
+                });
+                // The caller went away: the container is ended here.
+                if let Err(Ok(mut sandbox)) = started.send(sandbox) {
+                    sandbox.control.release().await;
+                }
+            },
+            &tokio::runtime::Handle::current(),
+        );
+        wanted.await.unwrap_or_else(|_| {
+            Err(SandboxError::Spawn(
+                "the container's start ended without a word".into(),
+            ))
         })
     }
+}
+
+/// The create, attach and start of `control`'s container; its stdin and stdout. Stops
+/// after a step once nobody waits on `started` any more. On failure the container made
+/// is removed.
+async fn steps(
+    control: &mut DockerControl,
+    body: ContainerCreateBody,
+    started: &tokio::sync::oneshot::Sender<Result<Sandbox, SandboxError>>,
+) -> Result<
+    (
+        Box<dyn tokio::io::AsyncWrite + Send + Unpin>,
+        Box<dyn tokio::io::AsyncRead + Send + Unpin>,
+    ),
+    SandboxError,
+> {
+    let docker = control.docker.clone();
+    let name = control.name.clone();
+    let gone = || SandboxError::Spawn("nobody waits for the container any more".into());
+    let create = CreateContainerOptionsBuilder::new().name(&name).build();
+    let created = docker.create_container(Some(create), body).await;
+    if let Err(e) = created {
+        // A create the engine refused made nothing; one that timed out may have.
+        control.release().await;
+        return Err(failed("create the container", &e));
+    }
+    if started.is_closed() {
+        control.release().await;
+        return Err(gone());
+    }
+    let attach = AttachContainerOptionsBuilder::new()
+        .stream(true)
+        .stdin(true)
+        .stdout(true)
+        .stderr(true)
+        .build();
+    let attached = match docker.attach_container(&name, Some(attach)).await {
+        Ok(attached) => attached,
+        Err(e) => {
+            control.release().await;
+            return Err(failed("attach to the container", &e));
+        }
+    };
+    // A duplex end reads end of file once the other end is dropped and its bytes read.
+    let (stdout_in, stdout) = tokio::io::duplex(PIPE_BYTES);
+    let (stderr_in, stderr) = tokio::io::duplex(PIPE_BYTES);
+    control.stderr = StderrDrain::start(Some(stderr));
+    control.demux = Some(AbortOnDropHandle::new(tokio::spawn(demux(
+        attached.output,
+        stdout_in,
+        stderr_in,
+    ))));
+    if started.is_closed() {
+        control.release().await;
+        return Err(gone());
+    }
+    if let Err(e) = docker.start_container(&name, None).await {
+        control.release().await;
+        return Err(failed("start the container", &e));
+    }
+    Ok((Box::new(attached.input), Box::new(stdout)))
 }
 
 fn failed(what: &str, e: &EngineError) -> SandboxError {
@@ -200,6 +264,8 @@ struct DockerControl {
     exit: Option<i32>,
     /// The engine said OOMKilled.
     oom: bool,
+    /// Where a drop leaves the container's removal.
+    removals: Removals,
 }
 
 impl DockerControl {
@@ -238,15 +304,7 @@ impl SandboxControl for DockerControl {
                         .and_then(|state| state.oom_killed)
                         .unwrap_or(false);
                 }
-                let force = RemoveContainerOptionsBuilder::new().force(true).build();
-                if self
-                    .docker
-                    .remove_container(&self.name, Some(force))
-                    .await
-                    .is_ok()
-                {
-                    self.removed = true;
-                }
+                self.removed = remove_over_api(&self.docker, &self.name).await;
             }
             Ending {
                 status: self.exit,
@@ -263,26 +321,81 @@ impl SandboxControl for DockerControl {
     }
 
     /// Removes the container over the API when no wait did (a wait cut short by the run's
-    /// exit grace), so [`Drop`]'s blocking `docker rm` is left to sandboxes dropped midway.
+    /// exit grace); one the engine does not know is removed already.
     fn release(&mut self) -> BoxFuture<'_, ()> {
         Box::pin(async move {
             if !self.removed {
-                let force = RemoveContainerOptionsBuilder::new().force(true).build();
-                let removed = self.docker.remove_container(&self.name, Some(force)).await;
-                self.removed = removed.is_ok();
+                self.removed = remove_over_api(&self.docker, &self.name).await;
             }
         })
     }
 }
 
 impl Drop for DockerControl {
+    /// Without [`SandboxControl::release`] first (a run dropped midway): the container is
+    /// removed over the API in a task of the backend's ([`Engine::settled`] waits for it),
+    /// never on the runtime's thread, which every run and session shares; with the
+    /// `docker` client, blocking and bounded, when no runtime runs or the task is dropped
+    /// before it is done (the runtime shutting down).
     fn drop(&mut self) {
         self.demux = None;
         if self.removed {
             return;
         }
-        // Synchronous and bounded: a drop cannot wait for the runtime. The docker client
-        // (not the API) because the runtime may be shutting down.
+        let removal = Removal {
+            name: std::mem::take(&mut self.name),
+            pending: true,
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                let docker = self.docker.clone();
+                self.removals.spawn_on(removal.over_api(docker), &runtime);
+            }
+            Err(_) => drop(removal),
+        }
+    }
+}
+
+/// Force-removes the container `name` over the API (SIGKILL, then removal); whether it is
+/// gone (removed now, or unknown to the engine).
+async fn remove_over_api(docker: &Docker, name: &str) -> bool {
+    let force = RemoveContainerOptionsBuilder::new().force(true).build();
+    match docker.remove_container(name, Some(force)).await {
+        Ok(()) => true,
+        Err(EngineError::DockerResponseServerError {
+            status_code: 404, ..
+        }) => true,
+        Err(e) => {
+            tracing::warn!("failed to remove container {name}: {e}");
+            false
+        }
+    }
+}
+
+/// A container still to be removed: over the API ([`Self::over_api`]), else, when dropped
+/// before that is done, with the `docker` client (blocking, bounded: the runtime may be
+/// shutting down).
+struct Removal {
+    name: String,
+    pending: bool,
+}
+
+impl Removal {
+    /// Over the API; when that fails, with the `docker` client on the blocking pool.
+    async fn over_api(mut self, docker: Docker) {
+        if remove_over_api(&docker, &self.name).await {
+            self.pending = false;
+        } else {
+            let _ = tokio::task::spawn_blocking(move || drop(self)).await;
+        }
+    }
+}
+
+impl Drop for Removal {
+    fn drop(&mut self) {
+        if !self.pending {
+            return;
+        }
         let mut rm = docker_std();
         rm.args(["rm", "--force", &self.name]);
         if let Err(e) = run_bounded(rm, &format!("remove container {}", self.name)) {

@@ -13,10 +13,12 @@
 //! connection `serve` holds. stdin is closed for good when that connection ends
 //! (`StdinOnce`), so the runner exits when `serve` drops the sandbox or dies. No automatic
 //! removal: `wait` reads the exit status and `OOMKilled`, then removes the container;
-//! whatever path a run ends by, dropping its [`crate::sandbox::SandboxControl`] removes the container
-//! (synchronously, bounded, with the `docker` client). The image import, the stray sweep,
-//! the reaper and that removal run the `docker` client, which gets only `PATH`, `HOME`,
-//! `DOCKER_HOST` and `DOCKER_CONTEXT` from our environment.
+//! whatever path a run ends by, dropping its [`crate::sandbox::SandboxControl`] removes the
+//! container, over the API in a task of the backend's, off the runtime's thread (the
+//! `docker` client when no runtime runs); a start whose caller went away finishes its
+//! current step and removes what it made ([`Backend::settle`] waits for both). The image
+//! import, the stray sweep, the reaper and the removal's fallback run the `docker` client,
+//! which gets only `PATH`, `HOME`, `DOCKER_HOST` and `DOCKER_CONTEXT` from our environment.
 //!
 //! What the code inside sees of its environment: `PATH` (Docker's default, added by Docker
 //! when the image sets none), `HOSTNAME=sandbox` (set by Docker), `HOME=/nonexistent` (from
@@ -365,6 +367,10 @@ impl Backend for DockerBackend {
             let name = RunName::next().to_string();
             self.engine.start(name, self.create_body()).await
         })
+    }
+
+    fn settle(&self) -> BoxFuture<'_, ()> {
+        Box::pin(self.engine.settled())
     }
 }
 

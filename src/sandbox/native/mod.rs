@@ -34,8 +34,8 @@ pub use self::cgroup::{CgroupError, CgroupHost, CgroupLimits, RunCgroup};
 use crate::limits::{CPUS, MAX_FILE_BYTES, MAX_OPEN_FILES, MAX_PIDS, MEMORY_BYTES, TMP_BYTES};
 use crate::sandbox::owner::RunName;
 use crate::sandbox::{
-    Backend, BoxFuture, Ending, HeldLimits, Sandbox, SandboxControl, SandboxError, StderrDrain,
-    exit_code, spawner,
+    Backend, BoxFuture, Ending, HeldLimits, Removals, Sandbox, SandboxControl, SandboxError,
+    StderrDrain, exit_code, spawner,
 };
 
 /// The hidden subcommand that turns this binary into the launcher.
@@ -52,6 +52,8 @@ pub struct NativeBackend {
     argv: Vec<String>,
     cgroups: CgroupHost,
     cpu_seconds: u64,
+    /// Removals of the cgroups of sandboxes dropped midway.
+    removals: Removals,
 }
 
 impl NativeBackend {
@@ -70,6 +72,7 @@ impl NativeBackend {
             argv,
             cgroups,
             cpu_seconds,
+            removals: Removals::default(),
         }
     }
 
@@ -204,9 +207,14 @@ impl Backend for NativeBackend {
                     reports,
                     cgroup,
                     stderr,
+                    removals: self.removals.clone(),
                 }),
             })
         })
+    }
+
+    fn settle(&self) -> BoxFuture<'_, ()> {
+        Box::pin(self.removals.settled())
     }
 }
 
@@ -239,6 +247,8 @@ struct NativeControl {
     /// Shared with a kill in progress on the blocking pool.
     cgroup: Option<Arc<RunCgroup>>,
     stderr: StderrDrain,
+    /// Where a drop leaves the cgroup's removal.
+    removals: Removals,
 }
 
 impl NativeControl {
@@ -305,16 +315,18 @@ impl SandboxControl for NativeControl {
 
 impl Drop for NativeControl {
     /// Without [`SandboxControl::release`] first (a start or run dropped midway): the cgroup
-    /// is removed on the blocking pool, without waiting; inline when no runtime runs. A
-    /// removal the runtime's shutdown drops before it began is done by [`RunCgroup`]'s own
-    /// drop, where the dropped job lets go of it.
+    /// is removed on the blocking pool, without waiting ([`Backend::settle`] waits for it);
+    /// inline when no runtime runs. A removal the runtime's shutdown drops before it began
+    /// is done by [`RunCgroup`]'s own drop, where the dropped job lets go of it.
     fn drop(&mut self) {
         self.end_sandbox();
         let Some(cg) = self.cgroup.take() else {
             return;
         };
         match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => drop(runtime.spawn_blocking(move || remove_now(cg))),
+            Ok(runtime) => self
+                .removals
+                .spawn_blocking_on(move || remove_now(cg), &runtime),
             Err(_) => remove_now(cg),
         }
     }
