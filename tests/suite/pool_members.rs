@@ -14,6 +14,7 @@
 //! output is let through, and a bound that left the silent sandbox's output read lets its
 //! call reach the server.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -131,21 +132,33 @@ fn withheld(
     Box::new(host_end)
 }
 
-/// A pool of `size` on the held-back native backend, wrapping the toy server (its journal,
-/// one line per event, in `journal`); `None` when the native sandbox cannot run here.
-async fn pool_of(
-    size: usize,
-    plan: impl Fn(usize) -> Hold + Send + Sync + 'static,
-    journal: &std::path::Path,
-) -> Option<(Pool, Arc<HeldBack>, Arc<Bridge>)> {
+/// A filled pool of one on the held-back native backend, wrapping the toy server, with what
+/// a test looks at and closes.
+struct Held {
+    pool: Pool,
+    backend: Arc<HeldBack>,
+    bridge: Arc<Bridge>,
+    /// The toy server's journal, one line per event.
+    journal: PathBuf,
+}
+
+/// A pool of one whose start number `n` (from 0) is held back as `holds[n]`, and every later
+/// start as `rest`, wrapping the toy server (its journal named after `name`); returned once
+/// its first member is idle. `None` when the native sandbox cannot run here.
+async fn pool_holding(name: &str, holds: Vec<Hold>, rest: Hold) -> Option<Held> {
     if !require(native_available(), "user namespaces are not available here") {
         return None;
     }
+    let journal = std::env::temp_dir().join(format!(
+        "mcp-code-mode-pool-members-{name}-{}.journal",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_file(&journal);
     let rootfs = rootfs::ensure(&rootfs::Options::default()).expect("the rootfs");
     let backend = Arc::new(HeldBack {
         inner: NativeBackend::new(bin(), rootfs.dir.clone(), rootfs.argv(), 60),
         spawns: AtomicUsize::new(0),
-        plan: Box::new(plan),
+        plan: Box::new(move |n| holds.get(n).unwrap_or(&rest).clone()),
     });
     let entry = ServerEntry::stdio(
         "toy",
@@ -157,18 +170,34 @@ async fn pool_of(
             .await
             .expect("open the toy"),
     );
-    let pool = Pool::new(bridge.clone(), backend.clone(), size);
-    Some((pool, backend, bridge))
+    let pool = Pool::new(bridge.clone(), backend.clone(), 1);
+    until("the pool to fill", || pool.stats().idle == 1).await;
+    Some(Held {
+        pool,
+        backend,
+        bridge,
+        journal,
+    })
 }
 
-/// A journal file for this test (removed first).
-fn journal(name: &str) -> std::path::PathBuf {
-    let path = std::env::temp_dir().join(format!(
-        "mcp-code-mode-pool-members-{name}-{}.journal",
-        std::process::id()
-    ));
-    let _ = std::fs::remove_file(&path);
-    path
+impl Held {
+    /// The first run, served by the pooled member; returns once the refill has begun.
+    async fn first_run_and_refill(&self) {
+        let first = self
+            .pool
+            .run("print(1)", &RunOptions::default())
+            .await
+            .expect("a run");
+        assert!(first.pooled && first.result.succeeded(), "{first:?}");
+        until("the refill to begin", || self.backend.spawns() >= 2).await;
+    }
+
+    /// Close the pool and the bridge, and remove the journal.
+    async fn close(self) {
+        self.pool.close().await;
+        self.bridge.close().await;
+        let _ = std::fs::remove_file(&self.journal);
+    }
 }
 
 async fn until(what: &str, mut done: impl FnMut() -> bool) {
@@ -185,22 +214,12 @@ async fn until(what: &str, mut done: impl FnMut() -> bool) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_take_does_not_wait_for_a_stalled_refill() {
     let stalled = Gate::new();
-    let plan = {
-        let stalled = stalled.clone();
-        move |n| match n {
-            1 => Hold::Start(stalled.clone()),
-            _ => Hold::None,
-        }
-    };
-    let journal = journal("stalled");
-    let Some((pool, backend, bridge)) = pool_of(1, plan, &journal).await else {
+    let holds = vec![Hold::None, Hold::Start(stalled.clone())];
+    let Some(held) = pool_holding("stalled", holds, Hold::None).await else {
         return;
     };
-    let options = RunOptions::default();
-    until("the pool to fill", || pool.stats().idle == 1).await;
-    let first = pool.run("print(1)", &options).await.expect("a run");
-    assert!(first.pooled && first.result.succeeded(), "{first:?}");
-    until("the refill to begin", || backend.spawns() >= 2).await;
+    let (pool, options) = (&held.pool, RunOptions::default());
+    held.first_run_and_refill().await;
 
     let start = Instant::now();
     let second = pool.run("print(2)", &options).await.expect("a run");
@@ -222,9 +241,7 @@ async fn a_take_does_not_wait_for_a_stalled_refill() {
     .await;
     let third = pool.run("print(3)", &options).await.expect("a run");
     assert!(third.pooled && third.result.succeeded(), "{third:?}");
-    pool.close().await;
-    bridge.close().await;
-    let _ = std::fs::remove_file(&journal);
+    held.close().await;
 }
 
 /// A take races the pool's start (slow: 2 s) against its own (held back until the test lets
@@ -234,30 +251,22 @@ async fn a_take_does_not_wait_for_a_stalled_refill() {
 async fn a_start_that_loses_a_takes_race_joins_the_pool() {
     let own = Gate::new();
     let later = Gate::new();
-    let plan = {
-        let (own, later) = (own.clone(), later.clone());
-        move |n| match n {
-            0 => Hold::None,
-            1 => Hold::Delay(Duration::from_secs(2)),
-            2 => Hold::Start(own.clone()),
-            _ => Hold::Start(later.clone()),
-        }
-    };
-    let journal = journal("race");
-    let Some((pool, backend, bridge)) = pool_of(1, plan, &journal).await else {
+    let holds = vec![
+        Hold::None,
+        Hold::Delay(Duration::from_secs(2)),
+        Hold::Start(own.clone()),
+    ];
+    let Some(held) = pool_holding("race", holds, Hold::Start(later.clone())).await else {
         return;
     };
-    let options = RunOptions::default();
-    until("the pool to fill", || pool.stats().idle == 1).await;
-    let first = pool.run("print(1)", &options).await.expect("a run");
-    assert!(first.pooled && first.result.succeeded(), "{first:?}");
-    until("the refill to begin", || backend.spawns() >= 2).await;
+    let (pool, options) = (&held.pool, RunOptions::default());
+    held.first_run_and_refill().await;
 
     let second = pool.run("print(2)", &options).await.expect("a run");
     assert!(second.result.succeeded(), "{second:?}");
     assert!(second.pooled, "the pool's start won: {second:?}");
     until("the take's own start and the next refill to begin", || {
-        backend.spawns() >= 4
+        held.backend.spawns() >= 4
     })
     .await;
 
@@ -271,9 +280,7 @@ async fn a_start_that_loses_a_takes_race_joins_the_pool() {
     let stats = pool.stats();
     assert_eq!((stats.taken, stats.cold), (3, 0), "{stats:?}");
     later.open();
-    pool.close().await;
-    bridge.close().await;
-    let _ = std::fs::remove_file(&journal);
+    held.close().await;
 }
 
 /// A pooled sandbox says `ready` and then nothing (its output withheld, as a stopped or
@@ -284,21 +291,16 @@ async fn a_start_that_loses_a_takes_race_joins_the_pool() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_silent_pool_member_never_gets_a_tool_call_through_the_bridge() {
     let silent = Gate::new();
-    let plan = {
-        let silent = silent.clone();
-        move |n| match n {
-            0 => Hold::Output(silent.clone()),
-            _ => Hold::None,
-        }
-    };
-    let journal = journal("silent");
-    let Some((pool, _backend, bridge)) = pool_of(1, plan, &journal).await else {
+    let holds = vec![Hold::Output(silent.clone())];
+    let Some(held) = pool_holding("silent", holds, Hold::None).await else {
         return;
     };
-    let options = RunOptions::default();
-    until("the pool to fill", || pool.stats().idle == 1).await;
     let code = "print(await echo({'text': 'once'}))";
-    let report = pool.run(code, &options).await.expect("a run");
+    let report = held
+        .pool
+        .run(code, &RunOptions::default())
+        .await
+        .expect("a run");
     assert!(
         !silent.passed(),
         "the run waited for the silent sandbox's output"
@@ -310,13 +312,11 @@ async fn a_silent_pool_member_never_gets_a_tool_call_through_the_bridge() {
     // The silent sandbox's output goes on now; nothing of it may reach the bridge.
     silent.open();
     tokio::time::sleep(ACK_LIMIT * 2).await;
-    let calls = std::fs::read_to_string(&journal).unwrap_or_default();
+    let calls = std::fs::read_to_string(&held.journal).unwrap_or_default();
     assert_eq!(
         calls.lines().filter(|l| l.starts_with("call ")).count(),
         1,
         "calls that reached the server:\n{calls}"
     );
-    pool.close().await;
-    bridge.close().await;
-    let _ = std::fs::remove_file(&journal);
+    held.close().await;
 }
