@@ -498,17 +498,16 @@ impl Bridge {
         let Value::Object(map) = args else {
             return refused(Refusal::NotADict { tool: name() });
         };
-        let size = serde_json::to_vec(args)
-            .map(|v| v.len())
-            .unwrap_or(usize::MAX);
+        let size = json_len(args);
         if size > MAX_ARGS_BYTES {
             return refused(Refusal::ArgumentsTooLarge {
                 tool: name(),
                 bytes: size,
             });
         }
-        // Off the async runtime, one check at a time per run (check.rs).
-        match check::check_off_runtime(budget, tool.validator.clone(), args.clone()).await {
+        // A small check at once, any other off the async runtime, one at a time per run
+        // (check.rs).
+        match check::check(budget, &tool.validator, args, size).await {
             Ok(Ok(())) => {}
             Ok(Err(CheckError::Outside(why))) => {
                 return refused(Refusal::OutsideSchema { tool: name(), why });
@@ -681,6 +680,25 @@ async fn retry(shared: Arc<Shared>, index: usize) {
         }
     }
     slot.state().retrying = false;
+}
+
+/// The bytes of `value` written as compact JSON, counted without writing them anywhere.
+fn json_len(value: &Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    match serde_json::to_writer(&mut count, value) {
+        Ok(()) => count.0,
+        Err(_) => usize::MAX,
+    }
 }
 
 /// Why a server is not running, as the run_python description says it: the step and the

@@ -18,6 +18,7 @@
 //!   a schema that names no properties at all (`{"type": "object"}`, `{}`, a tool with no
 //!   inputSchema) accepts any object, as JSON Schema says; `"properties": {}` names none.
 
+use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
 use jsonschema::{Draft, Retrieve, Uri, Validator};
@@ -55,8 +56,11 @@ pub struct ArgsValidator {
     validator: Validator,
     /// The schema as compiled, for counting a check's work ([`super::cost`]).
     schema: Value,
-    named: Option<Vec<String>>,
+    named: Option<HashSet<String>>,
     unchecked: Vec<String>,
+    /// The schema's bytes as JSON when a small check of it may run on the async runtime
+    /// ([`super::cost::inline_safe`]); `None` when every check runs off it.
+    inline_bytes: Option<usize>,
 }
 
 /// Longest reference quoted in [`ArgsValidator::unchecked`], in characters.
@@ -164,11 +168,14 @@ impl ArgsValidator {
             .collect();
         unchecked.sort();
         unchecked.dedup();
+        let inline_bytes = super::cost::inline_safe(&prepared)
+            .then(|| serde_json::to_vec(&prepared).map_or(usize::MAX, |v| v.len()));
         Ok(Self {
             validator,
             schema: prepared,
             named: named_only(schema),
             unchecked,
+            inline_bytes,
         })
     }
 
@@ -188,28 +195,7 @@ impl ArgsValidator {
     /// # Errors
     /// [`CheckError`] with a short, bounded reason.
     pub fn check(&self, args: &Value) -> Result<(), CheckError> {
-        let outside = |why: String| Err(CheckError::Outside(why));
-        let Value::Object(map) = args else {
-            return outside("the arguments must be an object".into());
-        };
-        if let Some(named) = &self.named {
-            let unnamed: Vec<&str> = map
-                .keys()
-                .filter(|k| !named.iter().any(|n| n == *k))
-                .map(String::as_str)
-                .collect();
-            if !unnamed.is_empty() {
-                return outside(format!(
-                    "arguments the schema does not name: {}",
-                    unnamed
-                        .iter()
-                        .take(MAX_LISTED_ERRORS)
-                        .map(|k| pyjson_str(k))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ));
-            }
-        }
+        self.check_names(args)?;
         let work = match super::cost::evaluations(&self.schema, args, MAX_CHECK_EVALUATIONS) {
             Ok(work) => work,
             Err(super::cost::TooCostly::Evaluations(limit)) => {
@@ -224,6 +210,62 @@ impl ArgsValidator {
                 )));
             }
         };
+        self.validate(args, work)
+    }
+
+    /// [`Self::check`], when it is small enough to run on the async runtime: the schema is
+    /// [`super::cost::inline_safe`] and checking `args` (`args_bytes` as JSON) takes at most
+    /// [`super::cost::inline_evaluations`] evaluations. `None` when it is not (the check then
+    /// runs off the runtime, check.rs); counting that costs at most that many steps.
+    pub(crate) fn check_inline(
+        &self,
+        args: &Value,
+        args_bytes: usize,
+    ) -> Option<Result<(), CheckError>> {
+        let schema_bytes = self.inline_bytes?;
+        let limit = super::cost::inline_evaluations(schema_bytes, args_bytes);
+        if limit == 0 {
+            return None;
+        }
+        if let Err(refused) = self.check_names(args) {
+            return Some(Err(refused));
+        }
+        let work = super::cost::evaluations(&self.schema, args, limit).ok()?;
+        Some(self.validate(args, work))
+    }
+
+    /// The arguments are an object and, when the schema allows only the properties it
+    /// names, name no others.
+    fn check_names(&self, args: &Value) -> Result<(), CheckError> {
+        let outside = |why: String| Err(CheckError::Outside(why));
+        let Value::Object(map) = args else {
+            return outside("the arguments must be an object".into());
+        };
+        if let Some(named) = &self.named {
+            let unnamed: Vec<&str> = map
+                .keys()
+                .filter(|k| !named.contains(k.as_str()))
+                .map(String::as_str)
+                .collect();
+            if !unnamed.is_empty() {
+                return outside(format!(
+                    "arguments the schema does not name: {}",
+                    unnamed
+                        .iter()
+                        .take(MAX_LISTED_ERRORS)
+                        .map(|k| pyjson_str(k))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Validate `args`, whose check counts `work` evaluations: the validator's
+    /// short-circuiting `is_valid`, and only for refused arguments a description.
+    fn validate(&self, args: &Value, work: u64) -> Result<(), CheckError> {
+        let outside = |why: String| Err(CheckError::Outside(why));
         if self.validator.is_valid(args) {
             return Ok(());
         }
@@ -278,7 +320,7 @@ fn pyjson_str(s: &str) -> String {
 }
 
 /// The property names when the schema allows no others, or `None` when it allows any.
-fn named_only(schema: &Value) -> Option<Vec<String>> {
+fn named_only(schema: &Value) -> Option<HashSet<String>> {
     let Value::Object(map) = schema else {
         return None;
     };
@@ -301,7 +343,9 @@ fn named_only(schema: &Value) -> Option<Vec<String>> {
     // (unless `additionalProperties: false` says none is).
     match map.get("properties").and_then(Value::as_object) {
         Some(properties) => Some(properties.keys().cloned().collect()),
-        None if map.get("additionalProperties") == Some(&Value::Bool(false)) => Some(Vec::new()),
+        None if map.get("additionalProperties") == Some(&Value::Bool(false)) => {
+            Some(HashSet::new())
+        }
         None => None,
     }
 }
@@ -529,6 +573,77 @@ mod tests {
             assert!(v.check(&json!({"a": 1})).is_ok());
             assert!(v.check(&json!({"a": "x"})).is_err());
         }
+    }
+
+    fn bytes(v: &Value) -> usize {
+        serde_json::to_vec(v).unwrap().len()
+    }
+
+    #[test]
+    fn only_a_small_check_of_a_plain_schema_runs_on_the_runtime() {
+        // An ordinary tool, and properties merely named like keywords.
+        for (schema, args) in [
+            (
+                json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}),
+                json!({"text": "x"}),
+            ),
+            (
+                json!({"properties": {"pattern": {"type": "string"}, "id": {"type": "integer", "format": "int32"}}}),
+                json!({"pattern": "(a+)+$", "id": 1}),
+            ),
+        ] {
+            let v = ArgsValidator::compile(&schema).unwrap();
+            assert_eq!(
+                v.check_inline(&args, bytes(&args)),
+                Some(Ok(())),
+                "{schema}"
+            );
+            let wrong = json!({"text": 1, "id": "x"});
+            assert!(
+                matches!(
+                    v.check_inline(&wrong, bytes(&wrong)),
+                    Some(Err(CheckError::Outside(_)))
+                ),
+                "{schema}"
+            );
+        }
+        // A regular expression can backtrack, `uniqueItems` compares every pair, the others
+        // evaluate what the count does not follow: never on the runtime, however small.
+        for schema in [
+            json!({"properties": {"s": {"type": "string", "pattern": "^(a+)+$"}}}),
+            json!({"patternProperties": {"^(a+)+$": {}}}),
+            json!({"properties": {"s": {"type": "object", "propertyNames": {"pattern": "^(a|a)*$"}}}}),
+            json!({"properties": {"s": {"uniqueItems": true}}}),
+            json!({"properties": {"s": {}}, "unevaluatedProperties": false}),
+            json!({"$dynamicAnchor": "n", "properties": {"s": {"$dynamicRef": "#n"}}}),
+            json!({"properties": {"s": {"contentMediaType": "application/json", "contentSchema": {"type": "object"}}}}),
+            json!({"$defs": {"n": {"$id": "http://e.com/n", "$defs": {"x": {"type": "string"}}, "$ref": "#/$defs/x"}}, "properties": {"s": {"$ref": "http://e.com/n"}}}),
+            json!({"properties": {"s": {"$ref": "https://example.com/other.json"}}}),
+        ] {
+            let v = ArgsValidator::compile(&schema).unwrap_or_else(|e| panic!("{schema}: {e:?}"));
+            let args = json!({"s": "aaaa"});
+            assert_eq!(v.check_inline(&args, bytes(&args)), None, "{schema}");
+        }
+        // A DAG of $refs (each level `allOf` twice the level below): plain keywords, but
+        // 2^13 evaluations for one string, over what runs on the runtime.
+        let mut defs = serde_json::Map::new();
+        defs.insert("a0".into(), json!({"type": "string"}));
+        for i in 1..=12 {
+            let below = format!("#/$defs/a{}", i - 1);
+            defs.insert(
+                format!("a{i}"),
+                json!({"allOf": [{"$ref": below}, {"$ref": below}]}),
+            );
+        }
+        let dag = json!({"$defs": defs, "properties": {"x": {"$ref": "#/$defs/a12"}}});
+        let v = ArgsValidator::compile(&dag).unwrap();
+        let args = json!({"x": "s"});
+        assert_eq!(v.check_inline(&args, bytes(&args)), None);
+        assert_eq!(v.check(&args), Ok(()));
+        assert_eq!(v.check_inline(&json!({}), 2), Some(Ok(())));
+        // A large argument takes even a plain check off the runtime.
+        let v = add();
+        assert_eq!(v.check_inline(&json!({"a": 1, "b": 2}), 300_000), None);
     }
 
     #[test]

@@ -56,8 +56,14 @@ impl Hints {
     }
 }
 
+/// Whether `T` reads `value` (read in place: nothing is copied).
 fn parses<T: DeserializeOwned>(value: &Value) -> bool {
-    serde_json::from_value::<T>(value.clone()).is_ok()
+    T::deserialize(value).is_ok()
+}
+
+/// Whether `T` reads the object `obj` (read in place: nothing is copied).
+fn object_parses<T: DeserializeOwned>(obj: &Map<String, Value>) -> bool {
+    T::deserialize(obj).is_ok()
 }
 
 /// Keep the fields of `obj` that `T` can read: the `core` fields as they are, then every
@@ -69,7 +75,7 @@ pub(super) fn keep_readable<T: DeserializeOwned>(
     place: &str,
     hints: &mut Hints,
 ) -> bool {
-    if parses::<T>(&Value::Object(obj.clone())) {
+    if object_parses::<T>(obj) {
         return true;
     }
     let mut kept: Map<String, Value> = obj
@@ -77,7 +83,7 @@ pub(super) fn keep_readable<T: DeserializeOwned>(
         .filter(|(k, _)| core.contains(&k.as_str()))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
-    if !parses::<T>(&Value::Object(kept.clone())) {
+    if !object_parses::<T>(&kept) {
         return false;
     }
     for (key, value) in obj.iter() {
@@ -85,7 +91,7 @@ pub(super) fn keep_readable<T: DeserializeOwned>(
             continue;
         }
         kept.insert(key.clone(), value.clone());
-        if !parses::<T>(&Value::Object(kept.clone())) {
+        if !object_parses::<T>(&kept) {
             kept.remove(key);
             hints.note(format!("dropped {place}{key} ({})", kind(value)));
         }
