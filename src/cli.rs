@@ -26,7 +26,7 @@ use crate::sandbox::Backend;
 use crate::sandbox::docker::DockerBackend;
 use crate::sandbox::native::NativeBackend;
 use crate::sandbox::native::scope::{self, ScopeMode};
-use crate::serve::CodeModeServer;
+use crate::serve::{CodeModeServer, StdioClient};
 use crate::signals;
 
 /// Code mode for any MCP server: model-written Python in a sandbox, every tool call checked.
@@ -311,14 +311,22 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Serve(args) => {
             let http = args.http.options()?;
-            let (bridge, backend, options) = prepare(&args.run).await?;
-            let pool = Arc::new(Pool::new(bridge.clone(), backend, usize::from(args.pool)));
-            let server = CodeModeServer::with_pool(bridge.clone(), pool.clone(), options);
             if let Some(http) = http {
-                // SIGTERM, SIGINT or SIGHUP starts a graceful shutdown.
-                let server = server.with_session_runs(http.session_runs);
+                // SIGTERM, SIGINT or SIGHUP during startup ends it; later, it starts a
+                // graceful shutdown.
                 let caught = Arc::new(std::sync::OnceLock::new());
-                let shutdown = signals::recorded(&caught);
+                let mut shutdown = Box::pin(signals::recorded(&caught));
+                let prepared = tokio::select! {
+                    biased;
+                    prepared = prepare(&args.run) => Some(prepared),
+                    () = &mut shutdown => None,
+                };
+                let Some((bridge, backend, options)) = prepared.transpose()? else {
+                    return Ok(startup_ended(caught.get().copied()).await);
+                };
+                let pool = Arc::new(Pool::new(bridge.clone(), backend, usize::from(args.pool)));
+                let server = CodeModeServer::with_pool(bridge.clone(), pool.clone(), options)
+                    .with_session_runs(http.session_runs);
                 let served = crate::serve::http::serve_http(server, http, shutdown).await;
                 pool.close().await;
                 bridge.close().await;
@@ -327,7 +335,21 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
                     ExitCode::from(ending.exit_code())
                 }));
             }
-            let served = signals::until_signal(server.serve_stdio()).await;
+            // The client's pipes and the signals are watched before the wrapped servers
+            // start: a client that goes away (stdin ends) or a signal during startup ends it.
+            let mut client = StdioClient::take();
+            let mut signalled = Box::pin(signals::first());
+            let prepared = tokio::select! {
+                biased;
+                prepared = client.unless_gone(prepare(&args.run)) => prepared,
+                ending = &mut signalled => return Ok(startup_ended(Some(ending)).await),
+            };
+            let Some((bridge, backend, options)) = prepared.transpose()? else {
+                return Ok(startup_ended(None).await);
+            };
+            let pool = Arc::new(Pool::new(bridge.clone(), backend, usize::from(args.pool)));
+            let server = CodeModeServer::with_pool(bridge.clone(), pool.clone(), options);
+            let served = signals::until_signal(server.serve_stdio(client), signalled).await;
             pool.close().await;
             bridge.close().await;
             match served {
@@ -369,6 +391,23 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             })
         }
     }
+}
+
+/// How long an ended startup waits for the wrapped servers it started to be reaped.
+const STARTUP_REAP_WAIT: Duration = Duration::from_millis(200);
+
+/// serve's exit after its startup ended unfinished, by `ending` or (`None`) by the client
+/// going away: 0, or 128 + the signal's number. The dropped startup killed the servers it
+/// had started (each server's process is killed when dropped); this gives their watchers a
+/// moment to reap them, so that none is left as a zombie.
+async fn startup_ended(ending: Option<signals::Ending>) -> ExitCode {
+    if let Some(ending) = ending {
+        tracing::info!("{} during startup; ending", ending.name());
+    }
+    tokio::time::sleep(STARTUP_REAP_WAIT).await;
+    ending.map_or(ExitCode::SUCCESS, |ending| {
+        ExitCode::from(ending.exit_code())
+    })
 }
 
 /// `exec`'s run, stopped by the first SIGTERM, SIGINT or SIGHUP: its sandbox is killed, and

@@ -62,11 +62,13 @@ pub(crate) fn first() -> impl std::future::Future<Output = Ending> + Send + 'sta
     }
 }
 
-/// Run `work` until it ends (`Ok` with its output) or a SIGTERM, SIGINT or SIGHUP arrives
-/// (`Err` with which). Dropping `work` drops its sandboxes, whose Drop kills them and
-/// removes their cgroup or container.
-pub(crate) async fn until_signal<F: std::future::Future>(work: F) -> Result<F::Output, Ending> {
-    let signalled = first();
+/// Run `work` until it ends (`Ok` with its output) or `signalled` ([`first`], watched since
+/// before) resolves (`Err` with the signal). Dropping `work` drops its sandboxes, whose Drop
+/// kills them and removes their cgroup or container.
+pub(crate) async fn until_signal<F: std::future::Future>(
+    work: F,
+    signalled: impl std::future::Future<Output = Ending>,
+) -> Result<F::Output, Ending> {
     tokio::select! {
         out = work => Ok(out),
         ending = signalled => Err(ending),

@@ -19,9 +19,12 @@ mod sep_approval;
 mod sep_tasks;
 mod session;
 mod stdio;
+mod stdio_client;
 mod task_approval;
 mod tasks;
 mod unreadable;
+
+pub use stdio_client::StdioClient;
 
 use std::sync::Arc;
 
@@ -256,16 +259,17 @@ impl CodeModeServer {
         self.draining.cancel();
     }
 
-    /// Serve MCP on this process's stdin/stdout until the client disconnects, run_python
-    /// also callable as a task (`stdio`, `tasks`).
+    /// Serve MCP to `client` (this process's stdin/stdout, with what the client sent while
+    /// serve started) until the client disconnects, run_python also callable as a task
+    /// (`stdio`, `tasks`).
     ///
     /// # Errors
     /// The transport's or the handshake's error.
     ///
     /// When stdin reaches its end, every run (queued, running, or a task's) is cancelled at
     /// once, so the service ends without waiting for them (rmcp would wait up to 5 s).
-    pub async fn serve_stdio(self) -> anyhow::Result<()> {
-        stdio::serve(self).await
+    pub async fn serve_stdio(self, client: StdioClient) -> anyhow::Result<()> {
+        stdio::serve(self, client).await
     }
 
     /// Run `code` as the task of a task-augmented call ([`tasks`]): as a plain call runs,

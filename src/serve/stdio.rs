@@ -25,6 +25,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::CodeModeServer;
+use super::stdio_client::StdioClient;
 use super::tasks::{Tasks, is_task_message, patch_answer};
 use super::unreadable::{INVALID_REQUEST, Refusal, error_answer, invalid, parse};
 use crate::lines::{LineRead, read_line};
@@ -35,9 +36,9 @@ pub(super) const INSPECT_LINE_BYTES: usize = 16 * 1024 * 1024;
 /// Buffer of the pipes between this layer and rmcp.
 const PIPE_BYTES: usize = 64 * 1024;
 
-/// Serve `server` on this process's stdin and stdout until the client disconnects.
-pub(super) async fn serve(server: CodeModeServer) -> anyhow::Result<()> {
-    let (stdin, stdout) = rmcp::transport::stdio_pipes();
+/// Serve `server` to `client` (this process's stdin and stdout) until it disconnects.
+pub(super) async fn serve(server: CodeModeServer, client: StdioClient) -> anyhow::Result<()> {
+    let (stdin, stdout) = client.into_pipes();
     serve_on(server, stdin, stdout).await
 }
 

@@ -55,6 +55,8 @@ mod runner_protocol;
 mod server_startup;
 /// The skill's numbers equal the code's constants.
 mod skill;
+/// serve's startup cut short by its client going away or a signal: nothing left behind.
+mod startup_endings;
 /// The client steers its runs: cancellation, progress, going away.
 mod steering;
 /// `--systemd-scope`: re-running inside a delegated systemd user scope.

@@ -1,0 +1,132 @@
+//! serve (stdio) while its wrapped servers still start: a client that goes away (its stdin
+//! ends) or a signal ends the startup at once, and no wrapped server is left running
+//! (README, "Runs the client can steer"; the signals' exit codes: `exit_codes`). That a client
+//! that sends `initialize` at once gets its answer after startup is
+//! `server_startup::serve_answers_initialize_within_its_startup_timeout_when_a_wrapped_server_hangs`.
+//!
+//! Index: a client that closes its input while a wrapped server starts ends serve and the
+//! server; a signal while a wrapped server starts ends serve and the server.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::common::{bin, processes_named};
+
+/// Far above the test's bound on serve's exit: an exit within the bound is not the startup
+/// giving up on the server.
+const STARTUP_TIMEOUT_SECS: &str = "300";
+/// How long serve may take to exit once its client left or a signal came (a loaded machine).
+const EXIT_BOUND: Duration = Duration::from_secs(15);
+
+/// A wrapped server that never answers `initialize`: `sleep` under the name `marker` (the
+/// process's name is the name it was started by), in `dir`.
+fn silent_server(dir: &Path, marker: &str) -> PathBuf {
+    let path = dir.join(marker);
+    std::os::unix::fs::symlink("/bin/sleep", &path).expect("link sleep");
+    path
+}
+
+/// serve wrapping `server` (which never answers), once `server` runs: stdin, stdout piped.
+fn serve_while_starting(server: &Path, marker: &str) -> (Child, ChildStdin) {
+    let mut serve = Command::new(bin())
+        .args([
+            "serve",
+            "--pool",
+            "0",
+            "--startup-timeout",
+            STARTUP_TIMEOUT_SECS,
+            "--",
+        ])
+        .arg(server)
+        .arg("1000")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start serve");
+    let mut stdin = serve.stdin.take().expect("stdin");
+    // What a client sends first; serve holds it until startup ends.
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":"2025-11-25","capabilities":{{}},"clientInfo":{{"name":"t","version":"0"}}}}}}"#
+    )
+    .expect("send initialize");
+    let start = Instant::now();
+    while processes_named(marker).is_empty() {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the wrapped server never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (serve, stdin)
+}
+
+/// Wait (at most [`EXIT_BOUND`]) for `serve` to exit: its exit code (`None`: killed by a
+/// signal); kills it and fails when it does not exit in time.
+fn exits_in_time(serve: &mut Child, what: &str) -> Option<i32> {
+    let start = Instant::now();
+    loop {
+        if let Some(status) = serve.try_wait().expect("wait") {
+            return status.code();
+        }
+        if start.elapsed() > EXIT_BOUND {
+            let _ = serve.kill();
+            let _ = serve.wait();
+            panic!("{what}: serve still ran after {EXIT_BOUND:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// No process named `marker` (the wrapped server) runs, after a short grace for the kill.
+fn assert_no_server_left(marker: &str, what: &str) {
+    let start = Instant::now();
+    while !processes_named(marker).is_empty() {
+        assert!(
+            start.elapsed() < Duration::from_secs(2),
+            "{what}: the wrapped server outlived serve: {:?}",
+            processes_named(marker)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_client_that_closes_its_input_while_a_wrapped_server_starts_ends_serve_and_the_server() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let marker = format!("eof{}", std::process::id() % 1_000_000);
+    let server = silent_server(dir.path(), &marker);
+    let (mut serve, stdin) = serve_while_starting(&server, &marker);
+    drop(stdin);
+    let code = exits_in_time(&mut serve, "stdin closed");
+    assert_no_server_left(&marker, "stdin closed");
+    assert_eq!(code, Some(0), "a client that went away is a normal end");
+    let out = serve.wait_with_output().expect("serve's output");
+    assert!(
+        out.stdout.is_empty(),
+        "nobody reads an answer: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
+#[test]
+fn a_signal_while_a_wrapped_server_starts_ends_serve_and_the_server() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    for (name, expected) in [("INT", 130), ("HUP", 129), ("TERM", 143)] {
+        let marker = format!("sig{name}{}", std::process::id() % 1_000_000);
+        let server = silent_server(dir.path(), &marker);
+        let (mut serve, stdin) = serve_while_starting(&server, &marker);
+        let sent = Command::new("kill")
+            .args([format!("-{name}"), serve.id().to_string()])
+            .status()
+            .expect("kill");
+        assert!(sent.success(), "SIG{name}");
+        let code = exits_in_time(&mut serve, &format!("SIG{name}"));
+        assert_no_server_left(&marker, &format!("SIG{name}"));
+        assert_eq!(code, Some(expected), "SIG{name}");
+        drop(stdin);
+    }
+}
