@@ -327,6 +327,8 @@ const EXPECT: &[Expect] = &[
     e("env/processes", &["denied"]),
     e("env/network_view", &["denied"]),
     e("env/etc_files", &["denied"]),
+    // sysinfo(2): the host's uptime, load, RAM and process count; seccomp's, on both backends.
+    e("env/host_sysinfo", &["denied:EPERM"]),
     // Native: no /proc/cmdline (proc subset=pid) and no /dev/tty (ENOENT). Docker: a
     // recorded difference. Docker always makes /dev/tty (no terminal behind it: ENXIO) and
     // leaves /proc/cmdline readable; runc refuses mounts over /proc files other than its own
@@ -438,6 +440,8 @@ const UNDER_SENTINEL: &[(&str, &[&str])] = &[
     ("krn/memfd_create", S),
     ("krn/host_admin_calls", S),
     ("krn/sysv_ipc", S),
+    // ENV: sysinfo(2), the host's uptime, load, RAM and process count.
+    ("env/host_sysinfo", S),
     (
         "krn/userfaultfd",
         &["denied:EADDRNOTAVAIL", "denied:ENOENT"],

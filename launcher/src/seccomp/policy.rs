@@ -97,6 +97,10 @@ pub const REFUSED: &[(&str, &str)] = &[
     ),
     ("inotify_add_watch", "no inotify instance to add to"),
     (
+        "sysinfo",
+        "the host's uptime, load, RAM and host-wide process count, which proc subset=pid hides",
+    ),
+    (
         "flock",
         "a lock on a shared inode (/dev/null, the rootfs) is seen by the host and other runs",
     ),
@@ -305,7 +309,6 @@ const ALLOW: &[&str] = &[
     "prlimit64",
     "getrusage",
     "times",
-    "sysinfo",
     "uname",
     // signals
     "rt_sigaction",
