@@ -243,7 +243,7 @@ const EXPECT: &[Expect] = &[
     ),
     e("krn/host_admin_calls", &["denied:EPERM"]),
     e("krn/sysv_ipc", &["denied:EPERM"]),
-    // Native: no /proc/kallsyms (proc subset=pid). Docker: readable, every address zero.
+    // Native: no /proc/kallsyms (proc subset=pid). Docker: masked, it reads empty.
     e(
         "krn/kernel_addresses",
         &["native=denied:ENOENT", "docker=denied:ZEROED"],
@@ -329,13 +329,27 @@ const EXPECT: &[Expect] = &[
     e("env/etc_files", &["denied"]),
     // sysinfo(2): the host's uptime, load, RAM and process count; seccomp's, on both backends.
     e("env/host_sysinfo", &["denied:EPERM"]),
-    // Native: no /proc/cmdline (proc subset=pid) and no /dev/tty (ENOENT). Docker: a
-    // recorded difference. Docker always makes /dev/tty (no terminal behind it: ENXIO) and
-    // leaves /proc/cmdline readable; runc refuses mounts over /proc files other than its own
-    // short list, so the host kernel's boot options are readable there (docs/threat-model.md).
+    // Host-wide /proc files (uptime, load, memory, interrupts, disks, pressure, boot id...):
+    // absent natively (proc subset=pid); Docker binds /dev/null over each (MaskedPaths), and
+    // /proc/pressure is an empty tmpfs.
+    e(
+        "env/host_activity_files",
+        &[
+            "native=denied:ENOENT",
+            "docker=denied:Masked",
+            "docker=denied:ENOENT",
+        ],
+    ),
+    // Native: no /proc/cmdline (proc subset=pid) and no /dev/tty (ENOENT). Docker masks
+    // /proc/cmdline (MaskedPaths: it reads empty) and always makes /dev/tty, with no
+    // terminal behind it (ENXIO).
     e(
         "env/kernel_cmdline_and_tty",
-        &["native=denied:ENOENT", "docker=allowed"],
+        &[
+            "native=denied:ENOENT",
+            "docker=denied:Masked",
+            "docker=denied:ENXIO",
+        ],
     ),
     // LIFE: the death signal stays armed (prctl allows only the options in
     // launcher::seccomp::PRCTLS), and the host kills the sandbox's pid 1 itself through the
@@ -1030,9 +1044,8 @@ fn every_probe_file_has_one_expectation() {
 
 #[test]
 fn each_probe_has_one_outcome_class_on_both_backends() {
-    // The kernel, not the backend, decides krn/uprobe_syscalls (killed from Linux 6.11);
-    // env/kernel_cmdline_and_tty is a recorded Docker difference (see its row).
-    let differ = ["krn/uprobe_syscalls", "env/kernel_cmdline_and_tty"];
+    // The kernel, not the backend, decides krn/uprobe_syscalls (killed from Linux 6.11).
+    let differ = ["krn/uprobe_syscalls"];
     for x in EXPECT.iter().filter(|x| !differ.contains(&x.probe)) {
         let classes: std::collections::BTreeSet<&str> = x
             .accept

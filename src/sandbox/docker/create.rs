@@ -18,6 +18,60 @@ use crate::limits::{
 use crate::sandbox::disks::BlockDevice;
 use launcher::rlimits::{MSGQUEUE_BYTES, SIGPENDING};
 
+/// Docker's own masked paths (the engine's default `MaskedPaths`, moby `oci.DefaultSpec`),
+/// kept: setting `MaskedPaths` in the create request replaces the defaults.
+const DOCKER_MASKED_PATHS: &[&str] = &[
+    "/proc/asound",
+    "/proc/acpi",
+    "/proc/kcore",
+    "/proc/keys",
+    "/proc/latency_stats",
+    "/proc/timer_list",
+    "/proc/timer_stats",
+    "/proc/sched_debug",
+    "/proc/scsi",
+    "/sys/firmware",
+    "/sys/devices/virtual/powercap",
+];
+
+/// Host-wide files of `/proc` that the native sandbox's `/proc` (`subset=pid`) leaves out and
+/// that would tell the code the host's uptime, load, memory, CPUs, disks, interrupt and
+/// pressure counts (activity of everything else on the host, between runs too), boot options,
+/// kernel symbols, open-file, AIO and lock counts, and the boot's identity. runc binds `/dev/null`
+/// over each file (it reads empty) and an empty read-only tmpfs over each directory; a path
+/// the host's kernel lacks is skipped. README "What it does not protect" lists what stays
+/// readable.
+pub const HOST_PROC_MASKED_PATHS: &[&str] = &[
+    "/proc/uptime",
+    "/proc/loadavg",
+    "/proc/meminfo",
+    "/proc/cpuinfo",
+    "/proc/stat",
+    "/proc/schedstat",
+    "/proc/interrupts",
+    "/proc/softirqs",
+    "/proc/diskstats",
+    "/proc/partitions",
+    "/proc/swaps",
+    "/proc/vmstat",
+    "/proc/zoneinfo",
+    "/proc/buddyinfo",
+    "/proc/pagetypeinfo",
+    "/proc/locks",
+    "/proc/key-users",
+    "/proc/cmdline",
+    "/proc/kallsyms",
+    "/proc/pressure",
+    "/proc/irq",
+    "/proc/sys/kernel/random/boot_id",
+    "/proc/sys/kernel/random/entropy_avail",
+    "/proc/sys/fs/file-nr",
+    "/proc/sys/fs/aio-nr",
+    "/proc/sys/fs/inode-nr",
+    "/proc/sys/fs/inode-state",
+    "/proc/sys/fs/dentry-state",
+];
+
 /// What differs between sandboxes and hosts; the rest of the request is fixed.
 #[derive(Debug, Clone, Copy)]
 pub struct ContainerSpec<'a> {
@@ -99,6 +153,15 @@ pub fn create_body(spec: &ContainerSpec<'_>) -> ContainerCreateBody {
         cgroupns_mode: Some(HostConfigCgroupnsModeEnum::PRIVATE),
         readonly_rootfs: Some(true),
         tmpfs: Some(tmpfs),
+        // Docker's masked paths and the host-wide /proc files (no `docker run` flag: the
+        // API's MaskedPaths replaces the defaults, so they are listed too).
+        masked_paths: Some(
+            DOCKER_MASKED_PATHS
+                .iter()
+                .chain(HOST_PROC_MASKED_PATHS)
+                .map(|p| (*p).to_owned())
+                .collect(),
+        ),
         // --cap-drop=ALL, --security-opt=no-new-privileges, --security-opt=seccomp=…
         cap_drop: Some(vec!["ALL".into()]),
         security_opt: Some(vec![

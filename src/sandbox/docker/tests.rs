@@ -233,3 +233,34 @@ fn the_api_goes_to_the_engine_of_the_chosen_docker_context() {
     ];
     assert_eq!(container::engine_host(env), "tcp://192.0.2.7:2375");
 }
+
+#[test]
+fn the_create_request_keeps_dockers_masked_paths_and_masks_the_host_wide_proc_files() {
+    let masked = sandbox_body().host_config.unwrap().masked_paths.unwrap();
+    // The engine's defaults (moby oci.DefaultSpec), which MaskedPaths replaces when set.
+    for path in [
+        "/proc/asound",
+        "/proc/acpi",
+        "/proc/kcore",
+        "/proc/keys",
+        "/proc/latency_stats",
+        "/proc/timer_list",
+        "/proc/timer_stats",
+        "/proc/sched_debug",
+        "/proc/scsi",
+        "/sys/firmware",
+    ] {
+        assert!(masked.iter().any(|m| m == path), "{path} is not masked");
+    }
+    for path in [
+        "/proc/uptime",
+        "/proc/meminfo",
+        "/proc/interrupts",
+        "/proc/diskstats",
+        "/proc/pressure",
+        "/proc/sys/kernel/random/boot_id",
+        "/proc/cmdline",
+    ] {
+        assert!(masked.iter().any(|m| m == path), "{path} is not masked");
+    }
+}
