@@ -17,7 +17,8 @@
 //! (and logged) while a call hangs. Steps, in order:
 //! - `{"reply": RESULT}`: a response with this result; in it `"$PID"` and `"$PPID"` become
 //!   this process's and its parent's ids, `"$ENV"` its environment as an object, `"$x*N"`
-//!   N `x` characters, `"$deep*N"` a schema N objects deep, and `"$ANSWERS"` the answers received to this request's `ask`s;
+//!   N `x` characters, `"$deep*N"` a schema N objects deep, `"$tools*N"` N tools (`tool_0`...),
+//!   `"$CURSOR"` a `nextCursor` new for each request, and `"$ANSWERS"` the answers received to this request's `ask`s;
 //! - `{"error": {"code": .., "message": ..}}`: an error response;
 //! - `{"raw": "TEXT"}`: TEXT as is (no newline added); `$ID` becomes the request's id;
 //! - `{"fill": N}`: N bytes of `x`, no newline, written in 1 MiB pieces;
@@ -69,7 +70,11 @@ impl Script {
                 &std::os::unix::process::parent_id().to_string(),
             )
             .replace("\"$ENV\"", &Value::from(env).to_string())
-            .replace("\"$ANSWERS\"", &Value::from(answers.to_vec()).to_string());
+            .replace("\"$ANSWERS\"", &Value::from(answers.to_vec()).to_string())
+            .replace(
+                "\"$CURSOR\"",
+                &Value::from(format!("page-{}", value["id"])).to_string(),
+            );
         self.write(format!("{text}{}", self.eol).as_bytes());
     }
 
@@ -171,13 +176,17 @@ impl Script {
     }
 }
 
-/// Strings `"$x*N"` become N `x` characters and `"$deep*N"` a schema nested N objects deep
-/// (big payloads without big scenario files).
+/// Strings `"$x*N"` become N `x` characters, `"$tools*N"` N tools and `"$deep*N"` a schema
+/// nested N objects deep (big payloads without big scenario files).
 fn expand(value: Value) -> Value {
     match value {
         Value::String(s) => {
             if let Some(n) = s.strip_prefix("$x*").and_then(|n| n.parse().ok()) {
                 Value::String("x".repeat(n))
+            } else if let Some(n) = s.strip_prefix("$tools*").and_then(|n| n.parse().ok()) {
+                (0..n)
+                    .map(|i: usize| json!({"name": format!("tool_{i}"), "inputSchema": {"type": "object", "properties": {"x": {"type": "integer"}}}}))
+                    .collect()
             } else if let Some(n) = s.strip_prefix("$deep*").and_then(|n| n.parse().ok()) {
                 (0..n).fold(
                     json!({"type": "string"}),

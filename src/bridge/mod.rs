@@ -27,6 +27,7 @@ pub use catalog::names::python_name;
 pub use catalog::{Catalog, CatalogError, Selection, ServerTools};
 pub use refusal::{CallError, Refusal};
 pub use relist::{RELIST_INTERVAL, RELIST_TIMEOUT};
+pub use upstream::listing::{MAX_LISTED_BYTES, MAX_LISTED_TOOLS};
 pub use upstream::{
     DEFAULT_ENV, RESTART_COOLDOWN, RemoteSpec, RemoteTransport, STARTUP_TIMEOUT, ServerSpec,
 };

@@ -42,7 +42,14 @@ impl Scenario {
             .join("tests/scenarios")
             .join(format!("{name}.json"));
         let text = std::fs::read_to_string(&source).expect("read the scenario");
-        let mut scenario: Value = serde_json::from_str(&text).expect("parse the scenario");
+        Self::from_value(
+            name,
+            serde_json::from_str(&text).expect("parse the scenario"),
+        )
+    }
+
+    /// The scenario `scenario`, written to a file named after `name`.
+    pub(super) fn from_value(name: &str, mut scenario: Value) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
         let log = dir.path().join("received.log");
         scenario["log"] = json!(log);

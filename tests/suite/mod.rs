@@ -35,6 +35,8 @@ mod layers_alone;
 mod lenient_parsing;
 /// The warm pool through the library API, without serve.
 mod library_pool;
+/// A wrapped server's tool list: one deadline for all its pages, caps on its tools and bytes.
+mod listing_limits;
 /// Wrapped servers that misbehave.
 mod misbehaving_servers;
 /// The warm pool: one run per pooled sandbox, dead and stale members replaced.

@@ -29,7 +29,7 @@
 pub(crate) mod json_scan;
 mod lenient;
 mod lenient_http;
-mod listing;
+pub(crate) mod listing;
 mod raw_http;
 mod remote;
 mod repair;
@@ -93,8 +93,8 @@ pub struct ServerSpec {
     /// A remote server: reached at this URL instead of started (`command`, `args`, `env`
     /// and `cwd` are then empty and unused).
     pub remote: Option<RemoteSpec>,
-    /// Time allowed to start and answer `initialize` and each `tools/list` page; `None`:
-    /// [`STARTUP_TIMEOUT`]. A client's `initialize` of `serve` waits for every server's
+    /// Time allowed to start and answer `initialize` and every page of `tools/list`, all
+    /// together (a re-list gets this again for all its pages); `None`: [`STARTUP_TIMEOUT`]. A client's `initialize` of `serve` waits for every server's
     /// start, so for the slowest of these.
     pub startup_timeout: Option<Duration>,
 }
@@ -305,8 +305,10 @@ impl Upstream {
         tools_changed: Arc<ToolsChanged>,
     ) -> Result<(Self, Vec<Tool>), UpstreamError> {
         let task_tools = TaskTools::default();
-        let live = connect(&spec, &tools_changed, &task_tools).await?;
-        let tools = match list_all(&spec, &live, &task_tools).await {
+        // One deadline for the start, the handshake and every page of the tool list.
+        let deadline = tokio::time::Instant::now() + spec.startup_wait();
+        let live = connect(&spec, &tools_changed, &task_tools, deadline).await?;
+        let tools = match list_all(&spec, &live, &task_tools, deadline).await {
             Ok(tools) => tools,
             Err(e) => {
                 close_live(live).await;
@@ -332,14 +334,19 @@ impl Upstream {
         self.tools_changed.take()
     }
 
-    /// Read the server's whole tool list again (after `list_changed`).
+    /// Read the server's whole tool list again (after `list_changed`), all pages within its
+    /// startup timeout and under the caps of [`listing`].
     ///
     /// # Errors
-    /// [`UpstreamError`] when the server is not running or does not answer.
+    /// [`UpstreamError`] when the server is not running, does not answer in time, or lists
+    /// more than a cap allows.
     pub(crate) async fn list_tools(&self) -> Result<Vec<Tool>, UpstreamError> {
         let live = self.live.lock().await;
         match live.as_ref() {
-            Some(live) => list_all(&self.spec, live, &self.task_tools).await,
+            Some(live) => {
+                let deadline = tokio::time::Instant::now() + self.spec.startup_wait();
+                list_all(&self.spec, live, &self.task_tools, deadline).await
+            }
             None => Err(UpstreamError::Session {
                 name: self.spec.name.clone(),
                 step: "list the tools of",
@@ -453,7 +460,8 @@ impl Upstream {
             if let Some(process) = live.take().and_then(|old| old.process) {
                 process.kill().await;
             }
-            match connect(&self.spec, &self.tools_changed, &self.task_tools).await {
+            let deadline = tokio::time::Instant::now() + self.spec.startup_wait();
+            match connect(&self.spec, &self.tools_changed, &self.task_tools, deadline).await {
                 Ok(l) => {
                     *live = Some(l);
                     self.restarts.fetch_add(1, Ordering::SeqCst);
@@ -514,17 +522,19 @@ fn environment(spec: &ServerSpec) -> Vec<(String, String)> {
     env
 }
 
+/// Start (or reach) the server and complete the MCP handshake before `deadline`.
 async fn connect(
     spec: &ServerSpec,
     tools_changed: &Arc<ToolsChanged>,
     task_tools: &TaskTools,
+    deadline: tokio::time::Instant,
 ) -> Result<Live, UpstreamError> {
     if let Some(remote) = &spec.remote {
         let client = BridgeClient {
             server: spec.name.clone(),
             tools_changed: tools_changed.clone(),
         };
-        return remote::connect(spec, remote, client)
+        return remote::connect(spec, remote, client, deadline)
             .await
             .map(|(session, raw)| Live {
                 session,
@@ -597,7 +607,7 @@ async fn connect(
         tokio::time::sleep(CLOSE_GRACE).await;
     };
     let startup = spec.startup_wait();
-    let handshake = tokio::time::timeout(startup, client.serve(transport));
+    let handshake = tokio::time::timeout_at(deadline, client.serve(transport));
     let outcome = tokio::select! {
         biased;
         outcome = handshake => match outcome {

@@ -40,11 +40,12 @@ fn failed(spec: &ServerSpec, why: String) -> UpstreamError {
 ///
 /// # Errors
 /// [`UpstreamError::Session`] naming the server and why (a refused header, a legacy SSE
-/// endpoint, no answer within [`ServerSpec::startup_wait`], an HTTP or protocol error).
+/// endpoint, no answer before `deadline`, an HTTP or protocol error).
 pub(super) async fn connect(
     spec: &ServerSpec,
     remote: &RemoteSpec,
     client: BridgeClient,
+    deadline: tokio::time::Instant,
 ) -> Result<(RunningService<RoleClient, BridgeClient>, RawRequests), UpstreamError> {
     if remote.transport == RemoteTransport::Sse {
         return Err(failed(
@@ -75,7 +76,7 @@ pub(super) async fn connect(
     let raw = RawRequests::over_http(client_http.raw(headers));
     let transport = StreamableHttpClientTransport::with_client(client_http, config);
     let startup = spec.startup_wait();
-    match tokio::time::timeout(startup, client.serve(transport)).await {
+    match tokio::time::timeout_at(deadline, client.serve(transport)).await {
         Ok(Ok(session)) => Ok((session, raw)),
         Ok(Err(e)) => Err(failed(
             spec,

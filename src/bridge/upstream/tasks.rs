@@ -187,10 +187,12 @@ fn answer_of(message: &Value) -> RawAnswer {
 }
 
 /// Read the task support of a remote server's tools: its whole `tools/list` (every page, at
-/// most [`super::MAX_TOOL_PAGES`]) through `raw`, each page recorded in `tools`. A failure
-/// leaves the tools it did not reach as plain calls, and is logged.
+/// most [`super::MAX_TOOL_PAGES`] and [`super::listing::MAX_LISTED_TOOLS`] tools) through
+/// `raw`, each page recorded in `tools`; the caller bounds its time. A failure leaves the
+/// tools it did not reach as plain calls, and is logged.
 pub(super) async fn discover_task_support(raw: &RawRequests, tools: &TaskTools, server: &str) {
     let mut cursor: Option<String> = None;
+    let mut listed = 0usize;
     for _ in 0..super::MAX_TOOL_PAGES {
         let params = cursor
             .as_ref()
@@ -203,6 +205,14 @@ pub(super) async fn discover_task_support(raw: &RawRequests, tools: &TaskTools, 
             }
             None => return,
         };
+        listed += page
+            .get("tools")
+            .and_then(Value::as_array)
+            .map_or(0, Vec::len);
+        if listed > super::listing::MAX_LISTED_TOOLS {
+            tracing::warn!(server = %server, "stopped reading which tools require tasks: more than {} tools", super::listing::MAX_LISTED_TOOLS);
+            return;
+        }
         record_task_support(tools, &page);
         match page.get("nextCursor").and_then(Value::as_str) {
             Some(next) if !next.is_empty() && cursor.as_deref() != Some(next) => {
