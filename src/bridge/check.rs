@@ -17,7 +17,8 @@
 //! calls it gathers. A check is bounded by its run: at the run's deadline or cancel the run
 //! loop drops the call's future, so a call whose check has not finished is never sent (test
 //! `a_call_still_being_checked_at_the_deadline_is_never_sent`); the thread itself stops when
-//! the check ends, which the work budget of [`ArgsValidator::check`] bounds.
+//! the check ends, which the work budget of [`ArgsValidator::check`] bounds. Across the
+//! process at most one check per CPU runs at once (check_slots.rs).
 
 use std::sync::Arc;
 
@@ -62,9 +63,13 @@ async fn check_off_runtime(
         .acquire_owned()
         .await
         .map_err(|_| ())?;
+    // Then one of the process's check slots (check_slots.rs).
+    let slot = super::check_slots::take().await?;
     let checked = tokio::task::spawn_blocking(move || {
-        // The turn is held until the check ends, even when the run stopped waiting for it.
+        // The turn and the slot are held until the check ends, even when the run stopped
+        // waiting for it.
         let _turn = turn;
+        let _slot = slot;
         validator.check(&args)
     });
     checked.await.map_err(|_| ())

@@ -15,6 +15,7 @@
 mod budget;
 pub(crate) mod catalog;
 mod check;
+mod check_slots;
 mod governed;
 pub(crate) mod refusal;
 mod relist;

@@ -8,9 +8,13 @@
 //! unchecked, ordinary recursive schemas pass). Bounded memory for a refused argument:
 //! `misbehaving_servers::an_argument_with_a_quarter_million_schema_errors_is_refused_in_bounded_memory`.
 //!
+//! Regular expressions are weighed by their strings: many lookaround patterns on a long
+//! string are refused as too costly, a plain pattern on the longest string is checked.
+//!
 //! The scenario `costly_schemas` lists `laughsN` (each level `allOf` two `$ref`s to the
-//! level below: 2^N evaluations for one string), `tree25`, `cycle_diamond`, `node_tree`
-//! and `echo`.
+//! level below: 2^N evaluations for one string), `tree25`, `cycle_diamond`, `node_tree`,
+//! `lookarounds` (`allOf` of 20 patterns of three lookaheads each, quadratic in the string
+//! on the backtracking engine), `plain_pattern` (`^[a-z0-9 ]*$`) and `echo`.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -169,4 +173,48 @@ async fn a_check_over_the_work_budget_is_refused_unchecked_and_never_sent() {
         "ok"
     );
     bridge.close().await;
+}
+
+#[test]
+fn lookaround_patterns_on_a_long_string_are_refused_as_too_costly_and_a_plain_pattern_is_checked() {
+    if !require(native_available(), "user namespaces are not available") {
+        return;
+    }
+    let scenario = Scenario::load("costly_schemas");
+    // Nearly 16 KiB, the most one call's arguments may be.
+    let code = "s = 'a' * 15000 + 'b'\n\
+        try:\n    await lookarounds({'s': s})\n    print('sent')\n\
+        except ToolError as e:\n    print('refused', str(e))\n\
+        print(await plain_pattern({'s': 'a' * 16000}))\n\
+        try:\n    await plain_pattern({'s': 'A'})\nexcept ToolError:\n    print('outside')\n\
+        print(await lookarounds({'s': 'aab'}))\n";
+    let run = exec_with(
+        code,
+        ExecOptions {
+            server: vec![
+                example("scripted_server").display().to_string(),
+                scenario.path().display().to_string(),
+            ],
+            ..Default::default()
+        },
+    );
+    let printed = run.printed();
+    let mut lines = printed.lines();
+    let refused = lines.next().unwrap_or_default();
+    assert!(
+        refused.starts_with("refused") && refused.contains("1000000 evaluations"),
+        "{run:?}"
+    );
+    assert_eq!(
+        lines.collect::<Vec<_>>(),
+        ["ok", "outside", "ok"],
+        "{run:?}"
+    );
+    // Two calls reached the server: the plain pattern's and the short string's.
+    let received = scenario
+        .received()
+        .lines()
+        .filter(|l| l.contains("\"tools/call\""))
+        .count();
+    assert_eq!(received, 2, "{}", scenario.received());
 }

@@ -5,7 +5,7 @@
 //! the level below) costs 2^N evaluations at N levels, and a diamond inside a recursive cycle
 //! doubles the work at each level of the argument. Depth alone does not bound it.
 //!
-//! [`evaluations`] counts the (subschema, instance node) evaluations a check of THIS
+//! [`weighed_evaluations`] counts the (subschema, instance node) evaluations a check of THIS
 //! argument would do, memoized over those pairs, so the count itself costs at most one step
 //! per distinct pair (never more than the limit) however large the true number is. The count
 //! is an upper bound of what the validator does: every applicator is counted as applying
@@ -20,6 +20,11 @@
 //! `$dynamicRef` and `$recursiveRef` count as plain references. A reference that resolves to
 //! nothing here counts as one evaluation (the validator accepts anything there, or compiled
 //! it from a nested `$id` form this does not follow; see docs/threat-model.md).
+//!
+//! A regular expression is weighed by the string it is matched against ([`PatternCosts`]):
+//! each `pattern` evaluation, and each match of a `patternProperties` key against a property
+//! name, adds the steps that match can take, not 1. The check's total, evaluations and
+//! matching steps together, is what the limit bounds.
 
 use std::collections::{HashMap, HashSet};
 
@@ -38,20 +43,120 @@ pub(crate) enum TooCostly {
 /// Deepest chain of (subschema, instance node) evaluations followed, references included.
 pub(crate) const MAX_NESTING: usize = 1024;
 
-/// An instance node standing for every object key (`propertyNames` applies to keys, and the
-/// count does not depend on a string's contents).
-static KEY: Value = Value::String(String::new());
+/// Most backtracking steps one match of a pattern on fancy-regex's backtracking engine may
+/// take (its `backtrack_limit`, which the validator is built with: schema.rs). Past it the
+/// match stops and the string is refused as not matching. fancy-regex counts every branch
+/// it returns to, across every start position of one search.
+pub(crate) const BACKTRACK_LIMIT: usize = 1_000;
 
-/// The evaluations checking `instance` against `root` takes, or [`TooCostly`] as soon as the
-/// count passes `limit` (the work done to count is bounded by `limit` too).
-pub(crate) fn evaluations(root: &Value, instance: &Value, limit: u64) -> Result<u64, TooCostly> {
+/// States of a linear pattern's automaton that one work unit pays for, per byte matched.
+const STATES_PER_UNIT: u64 = 32;
+/// Bytes of a backtracking pattern that one work unit pays for, per step and byte matched.
+const PATTERN_BYTES_PER_UNIT: u64 = 16;
+/// Largest automaton (bytes of heap) built to weigh a linear pattern; a larger one is
+/// weighed as backtracking.
+const MAX_WEIGHED_NFA_BYTES: usize = 1 << 20;
+
+/// What matching each of a schema's regular expressions (`pattern` values, `patternProperties`
+/// keys) costs, in work units per byte of the string matched; built once per schema when the
+/// catalog is built.
+///
+/// A pattern the linear `regex` engine accepts (after the validator's ECMA-262 translation)
+/// is run by it (fancy-regex hands such patterns over whole): a match takes at most one pass
+/// over the string per automaton state, so it weighs `(bytes + 1) × ⌈states / 32⌉`. Any
+/// other pattern (lookaround, backreferences, atomic groups, possessive repeats...) runs on
+/// fancy-regex's backtracking engine: at most [`BACKTRACK_LIMIT`] returns to a branch, and
+/// between two of them one forward pass, which may scan the rest of the string once per
+/// part of the pattern; it weighs `(BACKTRACK_LIMIT + 1) × (bytes + 1) × ⌈pattern bytes / 16⌉`.
+/// So a backtracking pattern on a string of more than about a thousand bytes is over the
+/// limit of a check by itself.
+#[derive(Debug, Default)]
+pub(crate) struct PatternCosts {
+    /// Linear patterns and their units per byte; a pattern not here is weighed as
+    /// backtracking.
+    linear: HashMap<String, u64>,
+}
+
+impl PatternCosts {
+    /// Weigh every `pattern` value and `patternProperties` key anywhere in `root`.
+    pub(crate) fn of(root: &Value) -> Self {
+        let mut linear = HashMap::new();
+        let mut stack = vec![root];
+        while let Some(v) = stack.pop() {
+            match v {
+                Value::Object(map) => {
+                    let mut patterns: Vec<&str> = Vec::new();
+                    if let Some(Value::String(p)) = map.get("pattern") {
+                        patterns.push(p);
+                    }
+                    if let Some(Value::Object(props)) = map.get("patternProperties") {
+                        patterns.extend(props.keys().map(String::as_str));
+                    }
+                    for p in patterns {
+                        if !linear.contains_key(p)
+                            && let Some(units) = linear_units_per_byte(p)
+                        {
+                            linear.insert(p.to_owned(), units);
+                        }
+                    }
+                    stack.extend(map.values());
+                }
+                Value::Array(items) => stack.extend(items.iter()),
+                _ => {}
+            }
+        }
+        Self { linear }
+    }
+
+    /// Work units of one match of `pattern` against a string of `bytes` bytes.
+    fn weight(&self, pattern: &str, bytes: usize) -> u64 {
+        let span = u64::try_from(bytes).unwrap_or(u64::MAX).saturating_add(1);
+        match self.linear.get(pattern) {
+            Some(&units) => span.saturating_mul(units),
+            None => {
+                let parts = u64::try_from(pattern.len())
+                    .unwrap_or(u64::MAX)
+                    .div_ceil(PATTERN_BYTES_PER_UNIT)
+                    .max(1);
+                (BACKTRACK_LIMIT as u64 + 1)
+                    .saturating_mul(span)
+                    .saturating_mul(parts)
+            }
+        }
+    }
+}
+
+/// Units per byte matched of `pattern` when the linear engine runs it, or `None` when it
+/// needs backtracking (or is too large to weigh here).
+fn linear_units_per_byte(pattern: &str) -> Option<u64> {
+    use regex_automata::nfa::thompson;
+    let translated = jsonschema_regex::to_rust_regex(pattern).ok()?;
+    let nfa = thompson::Compiler::new()
+        .configure(thompson::Config::new().nfa_size_limit(Some(MAX_WEIGHED_NFA_BYTES)))
+        .build(&translated)
+        .ok()?;
+    let states = u64::try_from(nfa.states().len()).ok()?;
+    Some(states.div_ceil(STATES_PER_UNIT).max(1))
+}
+
+/// The work checking `instance` against `root` takes, or [`TooCostly`] as soon as it passes
+/// `limit` (the work done to count is bounded by `limit` too): evaluations, each regular
+/// expression match weighed by `patterns` (one not in it as backtracking).
+pub(crate) fn weighed_evaluations(
+    root: &Value,
+    instance: &Value,
+    limit: u64,
+    patterns: &PatternCosts,
+) -> Result<u64, TooCostly> {
     let mut counter = Counter {
         root,
         limit,
+        patterns,
         memo: HashMap::new(),
         open: HashSet::new(),
         depth: 0,
         ids: ids(root),
+        names: Vec::new(),
     };
     counter.count(root, instance)
 }
@@ -59,6 +164,7 @@ pub(crate) fn evaluations(root: &Value, instance: &Value, limit: u64) -> Result<
 struct Counter<'s> {
     root: &'s Value,
     limit: u64,
+    patterns: &'s PatternCosts,
     /// (subschema, instance node) → its count, for pairs reached through a reference.
     memo: HashMap<(usize, usize), u64>,
     /// Pairs being counted now: meeting one again is a loop.
@@ -66,6 +172,9 @@ struct Counter<'s> {
     depth: usize,
     /// Every `$id` in the schema and the subschema that declares it.
     ids: Vec<(&'s str, &'s Value)>,
+    /// Property names as string nodes (`propertyNames` applies to them), kept until the
+    /// count ends so that no memo entry outlives the node its address stands for.
+    names: Vec<Vec<Value>>,
 }
 
 fn key(schema: &Value, instance: &Value) -> (usize, usize) {
@@ -150,6 +259,11 @@ impl<'s> Counter<'s> {
                 }
             }
             Value::Array(items) => total = self.array_keywords(map, items, total)?,
+            Value::String(text) => {
+                if let Some(Value::String(pattern)) = map.get("pattern") {
+                    total = self.add(total, self.patterns.weight(pattern, text.len()))?;
+                }
+            }
             _ => {}
         }
         Ok(total)
@@ -170,10 +284,17 @@ impl<'s> Counter<'s> {
             }
         }
         if let Some(Value::Object(patterns)) = map.get("patternProperties") {
-            for sub in patterns.values() {
-                for value in object.values() {
+            // Each name is matched against each pattern, again for `additionalProperties`
+            // and `unevaluatedProperties` (which apply to the names no pattern matches).
+            let matchings = 1
+                + u64::from(map.contains_key("additionalProperties"))
+                + u64::from(map.contains_key("unevaluatedProperties"));
+            for (pattern, sub) in patterns {
+                for (name, value) in object {
                     let n = self.count(sub, value)?;
                     total = self.add(total, n)?;
+                    let matching = self.patterns.weight(pattern, name.len());
+                    total = self.add(total, matching.saturating_mul(matchings))?;
                 }
             }
         }
@@ -186,10 +307,13 @@ impl<'s> Counter<'s> {
             }
         }
         if let Some(sub) = map.get("propertyNames") {
-            for _ in object.keys() {
-                let n = self.count(sub, &KEY)?;
+            let names: Vec<Value> = object.keys().cloned().map(Value::String).collect();
+            for name in &names {
+                let n = self.count(sub, name)?;
                 total = self.add(total, n)?;
             }
+            // Moving the vector keeps its items where they are.
+            self.names.push(names);
         }
         Ok(total)
     }
@@ -272,7 +396,7 @@ pub(crate) fn inline_evaluations(schema_bytes: usize, args_bytes: usize) -> u64 
 }
 
 /// Keywords one evaluation of which can cost more than in proportion to its subschema and
-/// its argument node, or that apply subschemas [`evaluations`] does not count: a regular
+/// its argument node, or that apply subschemas [`weighed_evaluations`] does not count: a regular
 /// expression can backtrack; `uniqueItems` compares every pair of items;
 /// `unevaluatedProperties`/`unevaluatedItems` evaluate their neighbours again; dynamic
 /// references resolve by the path taken; `contentSchema` applies to a string parsed as JSON.
@@ -305,18 +429,21 @@ const NAME_MAPS: [&str; 5] = [
 /// Whether a check against `root` may run on the async runtime when its count is within
 /// [`inline_evaluations`]: `root` uses none of [`NOT_INLINE`], declares no `$id` below its
 /// root (a nested resource changes what its references mean), and every `$ref` in it
-/// resolves as [`evaluations`] resolves it (so the count follows what the validator walks).
+/// resolves as [`weighed_evaluations`] resolves it (so the count follows what the validator walks).
 /// Decided once per schema, when the catalog is built. Errs towards `false`: a keyword-like
 /// key anywhere but among the names of [`NAME_MAPS`] counts, inside `enum` or `default`
 /// values too.
 pub(crate) fn inline_safe(root: &Value) -> bool {
+    let no_patterns = PatternCosts::default();
     let counter = Counter {
         root,
         limit: 0,
+        patterns: &no_patterns,
         memo: HashMap::new(),
         open: HashSet::new(),
         depth: 0,
         ids: ids(root),
+        names: Vec::new(),
     };
     // (value, whether its keys are names)
     let mut stack = vec![(root, false)];
@@ -397,6 +524,11 @@ fn anchor<'s>(root: &'s Value, name: &str) -> Option<&'s Value> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// Every pattern weighed as backtracking.
+    fn evaluations(root: &Value, instance: &Value, limit: u64) -> Result<u64, TooCostly> {
+        weighed_evaluations(root, instance, limit, &PatternCosts::default())
+    }
 
     fn laughs(levels: usize) -> Value {
         let mut defs = serde_json::Map::new();
@@ -491,5 +623,91 @@ mod tests {
             Err(TooCostly::Evaluations(1_000_000))
         );
         assert!(evaluations(&schema, &json!({"y": "s"}), 1_000_000).unwrap() < 10);
+    }
+
+    /// The tester's pattern: three lookaheads, each scanning to the end of the string from
+    /// every start position (quadratic on fancy-regex's backtracking engine), `|z` repeated
+    /// `alternatives` times so that each pattern is its own.
+    fn lookaheads(alternatives: usize) -> String {
+        format!("(?=.*b$)(?=.*b$)(?=.*b$)b${}", "|z".repeat(alternatives))
+    }
+
+    #[test]
+    fn many_lookaround_patterns_on_a_long_string_are_too_costly_to_check() {
+        let all: Vec<Value> = (0..20).map(|i| json!({"pattern": lookaheads(i)})).collect();
+        let schema = json!({"properties": {"s": {"type": "string", "allOf": all}}});
+        let patterns = PatternCosts::of(&schema);
+        let long = json!({"s": format!("{}b", "a".repeat(15_000))});
+        assert_eq!(
+            weighed_evaluations(&schema, &long, 1_000_000, &patterns),
+            Err(TooCostly::Evaluations(1_000_000))
+        );
+        // One such pattern on that string is over the budget by itself.
+        let one = json!({"properties": {"s": {"pattern": lookaheads(0)}}});
+        assert_eq!(
+            weighed_evaluations(&one, &long, 1_000_000, &PatternCosts::of(&one)),
+            Err(TooCostly::Evaluations(1_000_000))
+        );
+        // A short string is weighed by its length and checked.
+        let short = json!({"s": "aaab"});
+        let n = weighed_evaluations(&schema, &short, 1_000_000, &patterns).unwrap();
+        assert!(n > 20 * (BACKTRACK_LIMIT as u64), "{n}");
+        assert!(n < 1_000_000, "{n}");
+    }
+
+    #[test]
+    fn a_plain_pattern_is_weighed_linearly_in_its_string() {
+        let schema = json!({"properties": {"s": {"type": "string", "pattern": "^[a-z0-9 ]*$"}}});
+        let patterns = PatternCosts::of(&schema);
+        let n = |len: usize| {
+            weighed_evaluations(
+                &schema,
+                &json!({"s": "a".repeat(len)}),
+                1_000_000,
+                &patterns,
+            )
+            .unwrap()
+        };
+        // 16 KiB, the most an argument may be: weighed, and well within the budget.
+        let full = n(16 * 1024);
+        assert!(full > 16 * 1024, "{full}");
+        assert!(full < 100_000, "{full}");
+        assert!(n(8 * 1024) < full / 2 + 100);
+        // The same string against a lookahead pattern is over the budget.
+        let fancy = json!({"properties": {"s": {"pattern": "^(?=[a-z])[a-z0-9 ]*$"}}});
+        assert_eq!(
+            weighed_evaluations(
+                &fancy,
+                &json!({"s": "a".repeat(16 * 1024)}),
+                1_000_000,
+                &PatternCosts::of(&fancy)
+            ),
+            Err(TooCostly::Evaluations(1_000_000))
+        );
+    }
+
+    #[test]
+    fn property_name_patterns_are_weighed_by_each_name() {
+        let long_names = |n: usize| {
+            let mut object = serde_json::Map::new();
+            for i in 0..n {
+                object.insert(format!("{i}{}", "k".repeat(900)), json!(1));
+            }
+            Value::Object(object)
+        };
+        for schema in [
+            json!({"patternProperties": {"(?=k)k": {}}}),
+            json!({"patternProperties": {"(?=k)k": {}}, "additionalProperties": false}),
+            json!({"propertyNames": {"pattern": "(?=k)k"}}),
+        ] {
+            let patterns = PatternCosts::of(&schema);
+            let one = weighed_evaluations(&schema, &long_names(1), 10_000_000, &patterns).unwrap();
+            assert!(one > 900 * BACKTRACK_LIMIT as u64, "{schema}: {one}");
+            assert_eq!(
+                weighed_evaluations(&schema, &long_names(16), 1_000_000, &patterns),
+                Err(TooCostly::Evaluations(1_000_000)),
+                "{schema}"
+            );
+        }
     }
 }

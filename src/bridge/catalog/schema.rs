@@ -28,9 +28,9 @@ use serde_json::Value;
 pub(super) const MAX_SCHEMA_DEPTH: usize = 64;
 /// Errors listed in one refusal before it says how many more.
 const MAX_LISTED_ERRORS: usize = 3;
-/// Most (subschema, argument node) evaluations one check may take
-/// ([`super::cost::evaluations`]); above it the call is refused unchecked. About 0.1 s of
-/// CPU in a release build.
+/// Most work one check may take: (subschema, argument node) evaluations plus each regular
+/// expression match weighed by its string ([`super::cost::weighed_evaluations`]); above it
+/// the call is refused unchecked. About 0.1 s of CPU in a release build.
 pub(crate) const MAX_CHECK_EVALUATIONS: u64 = 1_000_000;
 /// A refused argument whose check takes at most this many evaluations lists up to
 /// [`MAX_LISTED_ERRORS`] errors (the validator collects every error first, one per failing
@@ -56,6 +56,8 @@ pub struct ArgsValidator {
     validator: Validator,
     /// The schema as compiled, for counting a check's work ([`super::cost`]).
     schema: Value,
+    /// What matching each of its regular expressions costs ([`super::cost::PatternCosts`]).
+    patterns: super::cost::PatternCosts,
     named: Option<HashSet<String>>,
     unchecked: Vec<String>,
     /// The schema's bytes as JSON when a small check of it may run on the async runtime
@@ -172,6 +174,7 @@ impl ArgsValidator {
             .then(|| serde_json::to_vec(&prepared).map_or(usize::MAX, |v| v.len()));
         Ok(Self {
             validator,
+            patterns: super::cost::PatternCosts::of(&prepared),
             schema: prepared,
             named: named_only(schema),
             unchecked,
@@ -186,7 +189,7 @@ impl ArgsValidator {
         &self.unchecked[..self.unchecked.len().min(MAX_LISTED_REFS)]
     }
 
-    /// Check `args`: first the work it takes is counted ([`super::cost::evaluations`]) and
+    /// Check `args`: first the work it takes is counted ([`super::cost::weighed_evaluations`]) and
     /// more than [`MAX_CHECK_EVALUATIONS`] refuses them unchecked; then the validator's
     /// short-circuiting `is_valid`; only a refused argument is described, by its first error
     /// (or up to [`MAX_LISTED_ERRORS`] when the check is small), so memory never grows with
@@ -196,11 +199,16 @@ impl ArgsValidator {
     /// [`CheckError`] with a short, bounded reason.
     pub fn check(&self, args: &Value) -> Result<(), CheckError> {
         self.check_names(args)?;
-        let work = match super::cost::evaluations(&self.schema, args, MAX_CHECK_EVALUATIONS) {
+        let work = match super::cost::weighed_evaluations(
+            &self.schema,
+            args,
+            MAX_CHECK_EVALUATIONS,
+            &self.patterns,
+        ) {
             Ok(work) => work,
             Err(super::cost::TooCostly::Evaluations(limit)) => {
                 return Err(CheckError::TooCostly(format!(
-                    "checking them would take more than {limit} evaluations (the schema's $refs repeat subschemas); the call was not sent"
+                    "checking them would take more than {limit} evaluations (the schema's $refs repeat subschemas, or its patterns are matched against long strings); the call was not sent"
                 )));
             }
             Err(super::cost::TooCostly::Loops) => {
@@ -230,7 +238,8 @@ impl ArgsValidator {
         if let Err(refused) = self.check_names(args) {
             return Some(Err(refused));
         }
-        let work = super::cost::evaluations(&self.schema, args, limit).ok()?;
+        let work =
+            super::cost::weighed_evaluations(&self.schema, args, limit, &self.patterns).ok()?;
         Some(self.validate(args, work))
     }
 
@@ -357,9 +366,14 @@ fn build(
     schema: &Value,
     retriever: Option<AcceptAnything>,
 ) -> Result<Validator, SchemaError> {
+    // A pattern on the backtracking engine stops after a bounded number of steps (cost.rs
+    // weighs each match by that bound).
     let options = jsonschema::options()
         .with_draft(draft)
-        .should_validate_formats(false);
+        .should_validate_formats(false)
+        .with_pattern_options(
+            jsonschema::PatternOptions::fancy_regex().backtrack_limit(super::cost::BACKTRACK_LIMIT),
+        );
     let options = match retriever {
         Some(r) => options.with_retriever(r),
         None => options.offline(),
@@ -661,5 +675,17 @@ mod tests {
             v.check(&json!({"head": {"v": 1, "next": {"v": "x"}}}))
                 .is_err()
         );
+    }
+
+    #[test]
+    fn a_backtracking_pattern_stops_at_its_step_limit() {
+        // `(?=b)b` tries every start position, one backtracking step each, before it finds
+        // the `b` at the end: past the limit the match stops and the string is refused.
+        let v =
+            ArgsValidator::compile(&json!({"properties": {"s": {"pattern": "(?=b)b"}}})).unwrap();
+        let within = format!("{}b", "a".repeat(super::super::cost::BACKTRACK_LIMIT / 2));
+        assert!(v.validator.is_valid(&json!({ "s": within })));
+        let past = format!("{}b", "a".repeat(super::super::cost::BACKTRACK_LIMIT * 2));
+        assert!(!v.validator.is_valid(&json!({ "s": past })));
     }
 }
