@@ -89,7 +89,10 @@ pub fn run_command_line() -> std::process::ExitCode {
 }
 
 /// Run the sandbox launcher and exit, when this process was started as one
-/// (`PROGRAM __launcher …`); return at once otherwise.
+/// (`PROGRAM __launcher …`), or a wrapped server tied to `serve`'s life and exec it
+/// (`PROGRAM __tied SERVE_PID SERVER ARGS…`, `launcher::tied`); return at once otherwise,
+/// after recording that this program has both modes (wrapped servers then start through
+/// `__tied`).
 ///
 /// Call it first thing in `main`, before any thread starts: the launcher creates a user
 /// namespace, which unshare(2) refuses to a multi-threaded process (EINVAL).
@@ -99,4 +102,8 @@ pub fn dispatch_launcher() {
         let code = launcher::run_from_args(std::env::args_os().skip(2));
         std::process::exit(code);
     }
+    if std::env::args_os().nth(1).as_deref() == Some(launcher::tied::SUBCOMMAND.as_ref()) {
+        std::process::exit(launcher::tied::run_from_args(std::env::args_os().skip(2)));
+    }
+    bridge::upstream::tied::enable();
 }

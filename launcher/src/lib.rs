@@ -33,6 +33,7 @@ mod sys;
 pub mod test_knobs;
 #[cfg(test)]
 mod testutil;
+pub mod tied;
 
 pub use args::Config;
 pub use failure::{FAILURE_STATUS, LaunchFailure, Note, Stage};

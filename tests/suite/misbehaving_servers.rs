@@ -825,3 +825,56 @@ mod terminal {
         );
     }
 }
+
+/// A wrapped server that ignores the end of its input, SIGTERM and SIGHUP: started through
+/// `serve`, it must end with a `serve` that was SIGKILLed (no destructor runs). The server
+/// names itself with a marker (`PR_SET_NAME`) so the host can find it; it never answers, so
+/// `serve` is still waiting for its handshake when it is killed.
+#[test]
+fn a_wrapped_server_that_ignores_eof_and_sigterm_dies_with_a_killed_serve() {
+    use std::process::{Command, Stdio};
+    let marker = format!("tied-{}", std::process::id() % 100_000);
+    let server = format!(
+        "import ctypes, signal, time\n\
+         signal.signal(signal.SIGTERM, signal.SIG_IGN)\n\
+         signal.signal(signal.SIGHUP, signal.SIG_IGN)\n\
+         ctypes.CDLL(None).prctl(15, b'{marker}', 0, 0, 0)\n\
+         while True:\n    time.sleep(1)\n"
+    );
+    let mut serve = Command::new(super::common::bin())
+        .args(["serve", "--pool", "0", "--startup-timeout", "120", "--"])
+        .args(["/usr/bin/python3", "-c", &server])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start serve");
+    let start = Instant::now();
+    let pids = loop {
+        let pids = super::common::processes_named(&marker);
+        if !pids.is_empty() {
+            break pids;
+        }
+        if start.elapsed() > Duration::from_secs(60) {
+            let _ = serve.kill();
+            panic!("the wrapped server never started");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    serve.kill().expect("SIGKILL serve");
+    serve.wait().expect("reap serve");
+    let killed = Instant::now();
+    while !super::common::processes_named(&marker).is_empty() && killed.elapsed() < PROMPTLY {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let left = super::common::processes_named(&marker);
+    for pid in &left {
+        let _ = Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status();
+    }
+    assert!(
+        left.is_empty(),
+        "the wrapped server {pids:?} outlived its SIGKILLed serve by {PROMPTLY:?}"
+    );
+}

@@ -35,6 +35,7 @@ mod remote;
 mod repair;
 pub(crate) mod result;
 mod tasks;
+pub(crate) mod tied;
 mod tools_changed;
 mod transport;
 
@@ -52,7 +53,7 @@ use rmcp::model::{
 use rmcp::service::{RoleClient, RunningService};
 use rmcp::{ClientHandler, ServiceExt};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
-use tokio::process::{Child, Command};
+use tokio::process::Child;
 
 use self::listing::list_all;
 use self::tasks::{RawRequests, TaskTools};
@@ -543,11 +544,32 @@ async fn connect(
                 raw,
             });
     }
-    let mut command = Command::new(&spec.command);
+    let env = environment(spec);
+    let not_found = || UpstreamError::Spawn {
+        name: spec.name.clone(),
+        command: spec.command.clone(),
+        why: format!(
+            "{:?} was not found (not on PATH, or the path is wrong; a relative path is taken from the server's working directory, by default ours)",
+            spec.command
+        ),
+    };
+    // The server is started through `__tied` (it dies with serve), so a program that is not
+    // there is found out here, as execvp would look for it.
+    let cwd = match &spec.cwd {
+        Some(cwd) => cwd.clone(),
+        None => std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
+    };
+    let path = env
+        .iter()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.as_str());
+    if tied::resolve(std::path::Path::new(&spec.command), path, &cwd).is_none() {
+        return Err(not_found());
+    }
+    let mut command = tied::command(std::path::Path::new(&spec.command), &spec.args);
     command
-        .args(&spec.args)
         .env_clear()
-        .envs(environment(spec))
+        .envs(env)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -555,15 +577,12 @@ async fn connect(
     if let Some(cwd) = &spec.cwd {
         command.current_dir(cwd);
     }
-    let mut child = command.spawn().map_err(|e| UpstreamError::Spawn {
-        name: spec.name.clone(),
-        command: spec.command.clone(),
-        why: match e.kind() {
-            std::io::ErrorKind::NotFound => format!(
-                "{:?} was not found (not on PATH, or the path is wrong; a relative path is taken from the server's working directory, by default ours)",
-                spec.command
-            ),
-            _ => e.to_string(),
+    let mut child = command.spawn().map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => not_found(),
+        _ => UpstreamError::Spawn {
+            name: spec.name.clone(),
+            command: spec.command.clone(),
+            why: e.to_string(),
         },
     })?;
     let tail = StderrTail::default();
