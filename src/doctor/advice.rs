@@ -45,8 +45,8 @@ pub(super) fn userns_cause(facts: &Facts, errno: i32) -> (String, Option<String>
     )
 }
 
-/// Ubuntu's restriction: the profile first (it keeps the restriction for every other
-/// program), the sysctl last (it lifts it for all of them). Which profile advice fits
+/// Ubuntu's restriction: the profile first (it keeps the restriction for programs
+/// mcp-code-mode does not start), the sysctl last (it lifts it for all of them). Which profile advice fits
 /// depends on whether ours is loaded and whether this process runs under it.
 fn apparmor_cause(s: &UsernsSettings) -> (String, Option<String>) {
     let mut cause = "AppArmor restricts unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns = 1): they are created without capabilities".to_string();
@@ -72,7 +72,7 @@ fn apparmor_cause(s: &UsernsSettings) -> (String, Option<String>) {
         format!("run {INSTALLED_BINARY} (scripts/install puts this build there)")
     } else {
         format!(
-            "install the AppArmor profile that lets this one program create user namespaces and keeps the restriction for every other: scripts/install in the source checkout (it puts the binary at {INSTALLED_BINARY} and loads deploy/apparmor/{APPARMOR_PROFILE}), then run {INSTALLED_BINARY}"
+            "install the AppArmor profile that lets this one program and the programs it starts create user namespaces (every user who may run it can then have them: README \"What it does not protect\"), keeping the restriction for the rest: scripts/install in the source checkout (it puts the binary at {INSTALLED_BINARY} and loads deploy/apparmor/{APPARMOR_PROFILE}), then run {INSTALLED_BINARY}"
         )
     };
     (

@@ -115,7 +115,8 @@ fn ubuntu_with_apparmor_restricting_user_namespaces_cannot_run_and_names_the_pro
     let user = line(&report, Layer::Namespace(Namespace::User));
     assert_eq!(user.state, State::Missing);
     assert!(user.detail.contains("AppArmor"), "{}", user.detail);
-    // The profile first (it keeps the restriction for everything else), the sysctl last.
+    // The profile first (it keeps the restriction for what mcp-code-mode does not start),
+    // the sysctl last.
     let fix = user.fix.as_deref().unwrap();
     assert!(
         fix.starts_with("install the AppArmor profile that lets this one program"),
