@@ -9,7 +9,8 @@
 //! re-list in progress (at most [`RELIST_TIMEOUT`] per server), so the next run always sees
 //! the new catalog. A server that sends
 //! the notification in a loop is read at most once per [`RELIST_INTERVAL`] by the task. A new list the catalog
-//! refuses (a name clash) leaves the old one in place, with a warning.
+//! refuses (a name clash) leaves the old one in place, with a warning; a list equal to the
+//! current one changes nothing (no new generation, the pool kept, the client not told).
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -39,6 +40,11 @@ impl Shared {
                 continue;
             }
             match tokio::time::timeout(RELIST_TIMEOUT, upstream.list_tools()).await {
+                // The same list again changes nothing: no new catalog, so the warm pool
+                // stays and the client is not told.
+                Ok(Ok(tools)) if slot.state().tools == tools => {
+                    tracing::debug!(server = %upstream.name(), "tools/list after list_changed: the same tools");
+                }
                 Ok(Ok(tools)) => {
                     let old = std::mem::replace(&mut slot.state().tools, tools);
                     if let Err(e) = self.rebuild() {

@@ -126,3 +126,42 @@ async fn a_relist_over_the_cap_keeps_the_old_tools() {
     assert!(catalog.get("grow").is_some());
     bridge.close().await;
 }
+
+#[tokio::test]
+async fn a_list_changed_with_the_same_tools_changes_nothing() {
+    // The catalog generation is what the warm pool (stale sandboxes) and serve's
+    // `notifications/tools/list_changed` to its client follow: unchanged, neither acts.
+    let scenario = Scenario::from_value(
+        "same",
+        json!({
+            "tools": [{"name": "same", "inputSchema": {"type": "object"}}],
+            "on": {"tools/call:same": [
+                {"raw": "{\"jsonrpc\": \"2.0\", \"method\": \"notifications/tools/list_changed\"}\n"},
+                {"sleep_ms": 100},
+                {"reply": {"content": [{"type": "text", "text": "same"}]}}
+            ]}
+        }),
+    );
+    let bridge = Bridge::open(vec![entry(scenario.spec())], false)
+        .await
+        .expect("opens");
+    let (before, version) = (bridge.generation(), bridge.catalog_version());
+    let budget = CallBudget::new(10);
+    assert_eq!(
+        bridge.call(&budget, "same", &json!({})).await.unwrap(),
+        "same"
+    );
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    bridge.refresh().await;
+    assert!(
+        scenario.received().matches("\"tools/list\"").count() >= 2,
+        "the server was listed again"
+    );
+    assert_eq!(bridge.generation(), before, "no new catalog");
+    assert_eq!(
+        bridge.catalog_version(),
+        version,
+        "the pool's sandboxes stay"
+    );
+    bridge.close().await;
+}
