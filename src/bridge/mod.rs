@@ -17,17 +17,21 @@ pub(crate) mod catalog;
 mod check;
 mod check_slots;
 mod governed;
+mod json_len;
 pub(crate) mod refusal;
 mod relist;
+mod timeouts;
 pub(crate) mod upstream;
 
 pub(crate) use governed::millis;
+pub(crate) use json_len::json_len;
 
 pub use budget::{CallBudget, Taint};
 pub use catalog::names::python_name;
 pub use catalog::{Catalog, CatalogError, Selection, ServerTools};
 pub use refusal::{CallError, Refusal};
 pub use relist::{RELIST_INTERVAL, RELIST_TIMEOUT};
+pub use timeouts::CallTimeouts;
 pub use upstream::listing::{MAX_LISTED_BYTES, MAX_LISTED_TOOLS};
 pub use upstream::{
     DEFAULT_ENV, RESTART_COOLDOWN, RemoteSpec, RemoteTransport, STARTUP_TIMEOUT, ServerSpec,
@@ -129,40 +133,6 @@ pub enum BridgeError {
     /// The catalog was refused (all servers were closed).
     #[error(transparent)]
     Catalog(#[from] CatalogError),
-}
-
-/// The time one call may take on its wrapped server: a default, and the servers whose
-/// entry sets its own. Shown as `30 s per call` or `30 s per call (120 s for slow)`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct CallTimeouts {
-    /// The default (`--call-timeout`).
-    pub default: Duration,
-    /// Servers with their own timeout: (server name, timeout).
-    pub servers: Vec<(String, Duration)>,
-}
-
-impl std::fmt::Display for CallTimeouts {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let secs = |d: &Duration| {
-            let s = d.as_secs_f64();
-            if s.fract() == 0.0 {
-                format!("{s:.0}")
-            } else {
-                format!("{s}")
-            }
-        };
-        write!(f, "{} s per call", secs(&self.default))?;
-        let own: Vec<String> = self
-            .servers
-            .iter()
-            .filter(|(_, t)| *t != self.default)
-            .map(|(name, t)| format!("{} s for {name}", secs(t)))
-            .collect();
-        if !own.is_empty() {
-            write!(f, " ({})", own.join(", "))?;
-        }
-        Ok(())
-    }
 }
 
 /// Least time between two attempts to start a server that failed to start.
@@ -682,25 +652,6 @@ async fn retry(shared: Arc<Shared>, index: usize) {
         }
     }
     slot.state().retrying = false;
-}
-
-/// The bytes of `value` written as compact JSON, counted without writing them anywhere.
-fn json_len(value: &Value) -> usize {
-    struct Count(usize);
-    impl std::io::Write for Count {
-        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-            self.0 += bytes.len();
-            Ok(bytes.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut count = Count(0);
-    match serde_json::to_writer(&mut count, value) {
-        Ok(()) => count.0,
-        Err(_) => usize::MAX,
-    }
 }
 
 /// Why a server is not running, as the run_python description says it: the step and the

@@ -54,24 +54,6 @@ fn failed(spec: &ServerSpec, why: String) -> UpstreamError {
     }
 }
 
-/// Bytes of `tools` as JSON, counted without building the text.
-fn json_size(tools: &[Tool]) -> usize {
-    struct Count(usize);
-    impl std::io::Write for Count {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0 += buf.len();
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut count = Count(0);
-    // Writing to a counter cannot fail; a `Tool` always serializes.
-    let _ = serde_json::to_writer(&mut count, tools);
-    count.0
-}
-
 async fn list_pages(
     spec: &ServerSpec,
     live: &Live,
@@ -132,7 +114,7 @@ async fn list_pages(
                 ),
             ));
         }
-        bytes += json_size(&page.tools);
+        bytes += crate::bridge::json_len(&page.tools);
         if bytes > MAX_LISTED_BYTES {
             return Err(failed(
                 spec,
