@@ -16,6 +16,7 @@
 
 mod debian;
 mod host;
+mod staging;
 mod tree;
 mod verify;
 
@@ -311,8 +312,9 @@ pub fn ensure(options: &Options) -> Result<Rootfs, RootfsError> {
 
 /// Builds the rootfs for `options`, replacing a cached one with the same key.
 ///
-/// The tree is assembled in a temporary directory inside the cache root (removed on any
-/// error), verified, and renamed into place. If another process put a complete rootfs
+/// The tree is assembled in a locked build directory inside the cache root (removed on any
+/// error; one left by a build that was killed is removed by a later build, see
+/// `staging.rs`), verified, and renamed into place. If another process put a complete rootfs
 /// there while this one was building (and this call found none when it started), theirs
 /// is kept and ours is deleted. One progress line per step goes to stderr unless
 /// `options.quiet`. Needs `unshare` (util-linux) and unprivileged user namespaces for the
@@ -328,10 +330,13 @@ pub fn build(options: &Options) -> Result<Rootfs, RootfsError> {
     let dir = root.join(format!("rootfs-{key}"));
     let existed = Rootfs::open(&dir).is_some();
 
-    let staging = tempfile::Builder::new()
-        .prefix(".rootfs-build-")
-        .tempdir_in(&root)
-        .map_err(io_err("create a build directory in", &root))?;
+    for dir in staging::sweep(&root) {
+        progress.step(&format!(
+            "removed {}, left by a build that did not finish",
+            dir.display()
+        ));
+    }
+    let staging = staging::Staging::new(&root)?;
     let tree = staging.path().join("tree");
     fs::create_dir(&tree).map_err(io_err("create", &tree))?;
 
