@@ -48,6 +48,23 @@ struct Served {
     pid_file: PathBuf,
 }
 
+/// `docker pause id`, tried up to five times: on a loaded machine runc may give up freezing
+/// the container's cgroup ("unable to freeze") and thaw it again, which leaves it running.
+fn docker_pause(id: &str) {
+    for attempt in 1..=5 {
+        let paused = Command::new("docker")
+            .args(["pause", id])
+            .stdout(Stdio::null())
+            .status()
+            .expect("docker pause");
+        if paused.success() {
+            return;
+        }
+        assert!(attempt < 5, "docker pause {id} failed {attempt} times");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
 impl Served {
     fn start(backend: &str, args: &[&str]) -> Self {
         Self::wrapping(backend, args, &toy())
@@ -244,12 +261,7 @@ impl Served {
     fn silence_idle(&self, id: &str, how: &str) -> (Thaw, Option<u32>) {
         let runner: u32 = if self.backend == "docker" {
             if how == "pause" {
-                let paused = Command::new("docker")
-                    .args(["pause", id])
-                    .stdout(Stdio::null())
-                    .status()
-                    .expect("docker pause");
-                assert!(paused.success(), "docker pause {id}");
+                docker_pause(id);
                 return (Thaw(None), None);
             }
             let out = Command::new("docker")
