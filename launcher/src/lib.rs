@@ -18,6 +18,7 @@ pub mod devices;
 pub mod exec;
 pub mod failure;
 pub mod fds;
+pub mod host_id;
 pub mod identity;
 pub mod idmap;
 pub mod landlock_rules;
@@ -149,9 +150,10 @@ pub fn run(cfg: &Config, reporter: &report::Reporter) -> Result<i32, LaunchError
     // 2. Clone into new user/mount/pid/net/ipc/uts/cgroup namespaces (a root caller first
     //    sheds its supplementary groups, which setgroups "deny" would freeze in).
     let (uid, gid) = idmap::caller();
+    let mapping = idmap::Mapping::for_caller(uid, gid)?;
     idmap::drop_groups_if_root(uid)?;
     match namespaces::clone_sandbox()? {
-        Side::Outer(sandbox) => outer(sandbox, uid, gid, reporter),
+        Side::Outer(sandbox) => outer(sandbox, &mapping, reporter),
         Side::Inner(gate) => inner(cfg, gate, reporter).map(|never| match never {}),
     }
 }
@@ -159,13 +161,12 @@ pub fn run(cfg: &Config, reporter: &report::Reporter) -> Result<i32, LaunchError
 /// The outer launcher, still in the initial namespaces.
 fn outer(
     sandbox: Sandbox,
-    uid: u32,
-    gid: u32,
+    mapping: &idmap::Mapping,
     reporter: &report::Reporter,
 ) -> Result<i32, LaunchError> {
     // 3. Write the child's uid/gid maps from here (setgroups "deny" first), hand the host a
     //    pidfd of the child (before any of the program's code can run), then release it.
-    idmap::write(sandbox.pid(), &idmap::plan(uid, gid, sandbox.pid()))?;
+    idmap::write(sandbox.pid(), &idmap::plan(mapping, sandbox.pid()))?;
     reporter
         .started(sandbox.pid())
         .map_err(LaunchError::Report)?;
@@ -253,7 +254,8 @@ mod tests {
         in_child(move || match namespaces::clone_sandbox().unwrap() {
             Side::Outer(sandbox) => {
                 let (uid, gid) = idmap::caller();
-                idmap::write(sandbox.pid(), &idmap::plan(uid, gid, sandbox.pid())).unwrap();
+                let mapping = idmap::Mapping::for_caller(uid, gid).unwrap();
+                idmap::write(sandbox.pid(), &idmap::plan(&mapping, sandbox.pid())).unwrap();
                 sandbox.release().unwrap();
                 sandbox.wait().unwrap().as_status()
             }

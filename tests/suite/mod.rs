@@ -23,6 +23,8 @@ mod extension_tasks;
 mod golden;
 /// Audit log, read-only mode, approval through elicitation.
 mod governance;
+/// A root caller's native sandboxes: host ids that tell nothing of the host's pids.
+mod host_ids;
 /// `serve --http`'s connections: header read timeout, connection cap.
 mod http_connections;
 /// `serve --http`: Streamable HTTP clients, token, Origin, sessions, metrics, shutdown.

@@ -329,9 +329,10 @@ const EXPECT: &[Expect] = &[
     e("env/etc_files", &["denied"]),
     // sysinfo(2): the host's uptime, load, RAM and process count; seccomp's, on both backends.
     e("env/host_sysinfo", &["denied:EPERM"]),
-    // Host-wide /proc files (uptime, load, memory, interrupts, disks, pressure, boot id...):
-    // absent natively (proc subset=pid); Docker binds /dev/null over each (MaskedPaths), and
-    // /proc/pressure is an empty tmpfs.
+    // Host-wide /proc files (uptime, load, memory, interrupts, disks, pressure, boot id,
+    // crypto use counts, the file systems' counters under /proc/fs...): absent natively
+    // (proc subset=pid); Docker binds /dev/null over each file (MaskedPaths), and
+    // /proc/pressure and /proc/fs are empty tmpfs.
     e(
         "env/host_activity_files",
         &[

@@ -37,7 +37,10 @@ const DOCKER_MASKED_PATHS: &[&str] = &[
 /// Host-wide files of `/proc` that the native sandbox's `/proc` (`subset=pid`) leaves out and
 /// that would tell the code the host's uptime, load, memory, CPUs, disks, interrupt and
 /// pressure counts (activity of everything else on the host, between runs too), boot options,
-/// kernel symbols, open-file, AIO and lock counts, and the boot's identity. runc binds `/dev/null`
+/// kernel symbols, open-file, AIO and lock counts, the boot's identity, the host file
+/// systems' own counters (`/proc/fs/ext4/*/es_shrinker_info`: extent cache hits and misses
+/// of every file access on the host; `mb_groups`: free blocks of each block group) and the
+/// kernel crypto algorithms' use counts (`/proc/crypto` `refcnt`). runc binds `/dev/null`
 /// over each file (it reads empty) and an empty read-only tmpfs over each directory; a path
 /// the host's kernel lacks is skipped. README "What it does not protect" lists what stays
 /// readable.
@@ -70,6 +73,8 @@ pub const HOST_PROC_MASKED_PATHS: &[&str] = &[
     "/proc/sys/fs/inode-nr",
     "/proc/sys/fs/inode-state",
     "/proc/sys/fs/dentry-state",
+    "/proc/fs",
+    "/proc/crypto",
 ];
 
 /// What differs between sandboxes and hosts; the rest of the request is fixed.

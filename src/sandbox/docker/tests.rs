@@ -260,6 +260,8 @@ fn the_create_request_keeps_dockers_masked_paths_and_masks_the_host_wide_proc_fi
         "/proc/pressure",
         "/proc/sys/kernel/random/boot_id",
         "/proc/cmdline",
+        "/proc/fs",
+        "/proc/crypto",
     ] {
         assert!(masked.iter().any(|m| m == path), "{path} is not masked");
     }
