@@ -26,6 +26,7 @@
 //! cannot read is refused by the transport. An `initialize` answer with an older or an
 //! unknown protocol version is accepted.
 
+mod call_answer;
 pub(crate) mod json_scan;
 mod lenient;
 mod lenient_http;

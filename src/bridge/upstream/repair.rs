@@ -17,7 +17,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use rmcp::model::ServerJsonRpcMessage;
+use rmcp::model::{RequestId, ServerJsonRpcMessage};
 use serde_json::{Value, json};
 
 use super::json_scan::{cap_depth, top_level_id};
@@ -54,15 +54,29 @@ pub(super) fn expect_answer(pending: &PendingMap, value: &Value) {
         p.remove(&key);
     }
     if let (Some(method), Some(key)) = (method, value.get("id").and_then(id_key)) {
-        let kind = match method {
-            "initialize" => Pending::Initialize,
-            "tools/list" => Pending::ListTools,
-            "tools/call" => Pending::CallTool,
-            _ => Pending::Other,
-        };
-        if let Ok(mut p) = pending.lock() {
-            p.insert(key, kind);
-        }
+        expect(pending, key, method);
+    }
+}
+
+/// [`expect_answer`] for a request known by its type: the same record as its JSON value
+/// gives (`id_key` of the id as JSON), without making that value.
+pub(super) fn expect_request(pending: &PendingMap, id: &RequestId, method: &str) {
+    let key = match id {
+        RequestId::Number(n) => n.to_string(),
+        RequestId::String(s) => format!("s:{s}"),
+    };
+    expect(pending, key, method);
+}
+
+fn expect(pending: &PendingMap, key: String, method: &str) {
+    let kind = match method {
+        "initialize" => Pending::Initialize,
+        "tools/list" => Pending::ListTools,
+        "tools/call" => Pending::CallTool,
+        _ => Pending::Other,
+    };
+    if let Ok(mut p) = pending.lock() {
+        p.insert(key, kind);
     }
 }
 
@@ -102,6 +116,11 @@ pub(super) fn decode(mut value: Value, pending: &PendingMap) -> Decoded {
     };
     if let (Some(kind), Some(result)) = (kind, value.get_mut("result")) {
         repair_result(kind, result);
+    }
+    if kind == Some(Pending::CallTool)
+        && let Some(message) = super::call_answer::read(&value)
+    {
+        return Decoded::Message(Box::new(message));
     }
     match serde_json::from_value::<ServerJsonRpcMessage>(value) {
         Ok(message) => Decoded::Message(Box::new(message)),

@@ -14,13 +14,15 @@
 
 use std::sync::{Arc, Mutex};
 
-use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
+use rmcp::model::{ClientJsonRpcMessage, JsonRpcMessage, ServerJsonRpcMessage};
 use rmcp::service::RoleClient;
 use rmcp::transport::Transport;
 use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 
-use super::repair::{Decoded, Pending, PendingMap, decode, expect_answer, id_key, unparsable_line};
+use super::repair::{
+    Decoded, Pending, PendingMap, decode, expect_answer, expect_request, id_key, unparsable_line,
+};
 use super::tasks::{LineWriter, RawRequests, TaskTools, record_task_support};
 use crate::lines::{LineRead, continue_line};
 
@@ -340,9 +342,17 @@ where
         let writer = self.writer.clone();
         let pending = self.pending.clone();
         async move {
-            let value = serde_json::to_value(&item).map_err(std::io::Error::other)?;
-            expect_answer(&pending, &value);
-            let mut line = serde_json::to_vec(&value).map_err(std::io::Error::other)?;
+            // A request is written once, straight from its type (its id and method are at
+            // hand); anything else goes through a JSON value, which expect_answer reads.
+            let mut line = if let JsonRpcMessage::Request(request) = &item {
+                expect_request(&pending, &request.id, request.request.method());
+                serde_json::to_vec(&item)
+            } else {
+                let value = serde_json::to_value(&item).map_err(std::io::Error::other)?;
+                expect_answer(&pending, &value);
+                serde_json::to_vec(&value)
+            }
+            .map_err(std::io::Error::other)?;
             line.push(b'\n');
             let mut w = writer.lock().await;
             w.write_all(&line).await?;

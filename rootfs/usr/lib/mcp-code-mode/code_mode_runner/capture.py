@@ -132,6 +132,12 @@ class Capture(io.TextIOBase):
         self.held_bytes = {}
         self.owner = None
 
+    def flush_unsent(self):
+        """flush, when kept output waits unsent; otherwise nothing (no lock taken): a call
+        made while nothing was printed since the last write costs no flush."""
+        if self.unsent or self.truncated != self.told_truncated:
+            self.flush()
+
     def flush(self):
         with self.lock:
             if self.busy:

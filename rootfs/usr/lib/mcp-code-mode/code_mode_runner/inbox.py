@@ -8,10 +8,10 @@ every line read is checked, a result goes to the future of its call (on its own 
 whichever reader read it), start and cell messages wait in `messages` for the main thread.
 A line the runner cannot take ends it with status 2."""
 
-import asyncio
 import builtins
 import collections
 import json
+import json.scanner
 import keyword
 import os
 import re
@@ -139,11 +139,33 @@ def _resolve(future, msg):
         future.set_exception(ToolError(msg["error"]))
 
 
+_decoder = json.JSONDecoder()
+_scan_once = getattr(json.scanner, "c_make_scanner", lambda _: None)(_decoder)
+_JSON_SPACE = " \t\n\r"
+
+
+def _loads(raw):
+    """json.loads(raw): the same value, and the same error for a line it refuses. A line
+    that opens as an object (as every line of the host does) is read by the C scanner
+    directly, without json.loads's Python layers (the encoding guess, the whitespace
+    patterns); anything else, and any line the scanner refuses, goes through json.loads."""
+    if _scan_once is not None and raw[:2] == b'{"':
+        try:
+            text = raw.decode("utf-8", "surrogatepass")
+            msg, end = _scan_once(text, 0)
+        except (ValueError, StopIteration):
+            pass
+        else:
+            if not text[end:].strip(_JSON_SPACE):
+                return msg
+    return json.loads(raw)
+
+
 def _take(raw, reading_loop):
     """Check one line from the host and hand it on; `reading_loop` is the loop reading it
     (None for the main thread between cells)."""
     try:
-        msg = json.loads(raw)
+        msg = _loads(raw)
     except ValueError as error:
         bad_host_line("not JSON: " + str(error)[:200])
     kind = msg.get("type") if isinstance(msg, dict) else None
@@ -215,9 +237,8 @@ def _read_ready(reading_loop, until_empty):
             return True  # all there was; a later line wakes the loop again
 
 
-def _readable():
-    """A watching loop's callback: read what the host sent."""
-    loop = asyncio.get_running_loop()
+def _readable(loop):
+    """`loop`'s callback while it watches the protocol: read what the host sent."""
     if eof.is_set():
         _unwatch(loop)
         return
@@ -236,7 +257,7 @@ def watch(loop):
     """Make `loop` read the protocol whenever it waits and a line is there: once per loop,
     for its life (a closed loop drops its readers)."""
     if loop not in _watched:
-        loop.add_reader(_sock, _readable)
+        loop.add_reader(_sock, _readable, loop)
         _watched.add(loop)
 
 

@@ -106,7 +106,7 @@ async def _call(tool, params):
     inbox.watch(loop)  # the result wakes this loop
     inbox.pending[call_id] = (loop, future)
     if capture.current is not None:  # the host has the output so far if the call never returns
-        capture.current.flush()
+        capture.current.flush_unsent()
     wire.write_line(line)
     try:
         return await future

@@ -49,7 +49,29 @@ writing = False
 
 # json.dumps(message, ensure_ascii=False, allow_nan=False), without building an encoder for
 # every line (json.dumps makes one per call when given options).
-to_json = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
+_encoder = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
+_c_make_encoder = getattr(json.encoder, "c_make_encoder", None)
+_c_encode_str = getattr(json.encoder, "c_encode_basestring", None)
+
+
+def to_json(message):
+    """`message` (a dict) as _encoder.encode writes it, the same text and the same errors:
+    its C encoder called directly, without the Python layers JSONEncoder.encode goes
+    through on every line (a fresh circular-reference memo each time, as there)."""
+    if _c_make_encoder is None or _c_encode_str is None:
+        return _encoder.encode(message)
+    encode = _c_make_encoder(
+        {},
+        _encoder.default,
+        _c_encode_str,
+        None,
+        _encoder.key_separator,
+        _encoder.item_separator,
+        False,
+        False,
+        False,
+    )
+    return "".join(encode(message, 0))
 
 
 def encode(message):
