@@ -10,6 +10,9 @@
 //!
 //! Regular expressions are weighed by their strings: many lookaround patterns on a long
 //! string are refused as too costly, a plain pattern on the longest string is checked.
+//! `unevaluatedProperties` over a chain of `anyOf`s, anchors named per resource and an
+//! `enum` compared value by value are weighed by what the validator does: refused at once
+//! when deep or large, checked and sent when shallow or small.
 //!
 //! The scenario `costly_schemas` lists `laughsN` (each level `allOf` two `$ref`s to the
 //! level below: 2^N evaluations for one string), `tree25`, `cycle_diamond`, `node_tree`,
@@ -20,7 +23,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use mcp_code_mode::bridge::{CallBudget, CallError, Refusal};
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::common::{ExecOptions, example, exec_with, native_available, require};
 use super::misbehaving_servers::{Scenario, open_spec};
@@ -217,4 +220,105 @@ fn lookaround_patterns_on_a_long_string_are_refused_as_too_costly_and_a_plain_pa
         .filter(|l| l.contains("\"tools/call\""))
         .count();
     assert_eq!(received, 2, "{}", scenario.received());
+}
+
+/// `depth` levels of `anyOf` (a reference to the next level, a property of its own) each
+/// with `unevaluatedProperties: false`: the validator walks 2^depth branches.
+fn unevaluated_chain(depth: usize) -> Value {
+    let mut defs = serde_json::Map::new();
+    for k in 0..depth {
+        let next = if k + 1 < depth {
+            json!({"$ref": format!("#/$defs/L{}", k + 1)})
+        } else {
+            json!({"properties": {"a": {"type": "integer"}}})
+        };
+        defs.insert(
+            format!("L{k}"),
+            json!({"anyOf": [next, {"properties": {format!("x{k}"): true}}], "unevaluatedProperties": false}),
+        );
+    }
+    json!({"type": "object", "$ref": "#/$defs/L0", "$defs": defs})
+}
+
+/// `depth` resources each declaring the anchor `n`, whose `anyOf` refers twice to the next
+/// resource's `n`: 2^depth paths for an invalid argument.
+fn anchor_chain(depth: usize) -> Value {
+    let mut defs = serde_json::Map::new();
+    for k in 0..depth {
+        let next = json!({"$ref": format!("L{}.json#n", k + 1)});
+        defs.insert(
+            format!("L{k}"),
+            json!({"$id": format!("L{k}.json"), "$defs": {"n": {"$anchor": "n", "anyOf": [next.clone(), next]}}}),
+        );
+    }
+    defs.insert(
+        format!("L{depth}"),
+        json!({"$id": format!("L{depth}.json"), "$defs": {"n": {"$anchor": "n", "type": "string"}}}),
+    );
+    json!({"$id": "https://ex.com/root.json", "type": "object",
+        "properties": {"x": {"$ref": "L0.json#n"}}, "$defs": defs})
+}
+
+#[tokio::test]
+async fn unevaluated_chains_cross_resource_anchors_and_large_enums_are_refused_unchecked() {
+    let tool = |name: &str, schema: Value| json!({"name": name, "inputSchema": schema});
+    let arrays: Vec<Value> = (0..1_000).map(|i| json!([i])).collect();
+    let scenario = Scenario::from_value(
+        "weighed_schemas",
+        json!({
+            "tools": [
+                tool("uneval26", unevaluated_chain(26)),
+                tool("uneval4", unevaluated_chain(4)),
+                tool("anchor26", anchor_chain(26)),
+                tool("anchor4", anchor_chain(4)),
+                tool("enum_arrays", json!({"type": "object", "properties": {"s": {"type": "array", "items": {"enum": arrays}}}})),
+            ],
+            "on": {"tools/call": [{"reply": {"content": [{"type": "text", "text": "ok"}]}}]},
+        }),
+    );
+    let bridge = open_spec(scenario.spec()).await;
+    let budget = CallBudget::new(200);
+    // Checked, these take days (2^26 walks) or 4 billion comparisons: they must be refused
+    // before the check starts.
+    for (tool, args) in [
+        ("uneval26", json!({"a": 1})),
+        ("anchor26", json!({"x": 1})),
+        ("enum_arrays", json!({"s": vec![json!([1]); 4_000]})),
+    ] {
+        match bridge.call(&budget, tool, &args).await {
+            Err(CallError::Refused(refusal @ Refusal::TooCostlyToCheck { .. })) => {
+                let text = refusal.to_string();
+                assert!(text.contains("1000000 evaluations"), "{tool}: {text}");
+            }
+            other => panic!("{tool}: expected a too-costly refusal, got {other:?}"),
+        }
+    }
+    assert!(
+        !scenario.received().contains("\"tools/call\""),
+        "a call went out: {}",
+        scenario.received()
+    );
+    // The same shapes, shallow or small, are checked: valid calls sent, invalid refused.
+    for (tool, args) in [
+        ("uneval4", json!({"a": 1})),
+        ("anchor4", json!({"x": "s"})),
+        ("enum_arrays", json!({"s": [[1], [999]]})),
+    ] {
+        assert_eq!(
+            bridge.call(&budget, tool, &args).await.expect(tool),
+            "ok",
+            "{tool}"
+        );
+    }
+    for (tool, args) in [
+        ("uneval4", json!({"a": 1, "zz": 2})),
+        ("anchor4", json!({"x": 1})),
+        ("enum_arrays", json!({"s": [[1000]]})),
+    ] {
+        match bridge.call(&budget, tool, &args).await {
+            Err(CallError::Refused(Refusal::OutsideSchema { .. })) => {}
+            other => panic!("{tool}: expected an outside-schema refusal, got {other:?}"),
+        }
+    }
+    bridge.close().await;
 }

@@ -14,12 +14,18 @@
 //! `left`, `right` or `children.items` refer back to the node) costs in proportion to the
 //! argument, which is at most 16 KiB.
 //!
-//! References are resolved as the validator resolves them inside the schema: `#` JSON
-//! pointers and `#name` anchors against the root, and a reference naming a subschema's
-//! `$id` (its whole value or its last path segment) with an optional fragment inside it.
-//! `$dynamicRef` and `$recursiveRef` count as plain references. A reference that resolves to
-//! nothing here counts as one evaluation (the validator accepts anything there, or compiled
-//! it from a nested `$id` form this does not follow; see docs/threat-model.md).
+//! References are resolved as the validator resolves them inside the schema ([`refs`]): `#`
+//! JSON pointers and `#name` anchors inside the resource they appear in, and a reference
+//! naming a resource's `$id` (its whole value or its last path segment) with an optional
+//! fragment inside that resource. `$dynamicRef` and `$recursiveRef` count as plain
+//! references (an anchor not in the resource is looked for in the whole schema). A reference
+//! that resolves to nothing here counts as one evaluation (the validator accepts anything
+//! there); one whose base could name more than one resource refuses the check
+//! ([`TooCostly::Unplaced`]; see docs/threat-model.md).
+//!
+//! Two kinds of keyword cost more than one evaluation: `unevaluatedProperties` and
+//! `unevaluatedItems` walk the schema's in-place subschemas again ([`unevaluated`]), and an
+//! `enum` or `const` compared value by value weighs the values compared ([`values`]).
 //!
 //! A regular expression is weighed by the string it is matched against ([`PatternCosts`]):
 //! each `pattern` evaluation, and each match of a `patternProperties` key against a property
@@ -31,7 +37,11 @@ use std::collections::{HashMap, HashSet};
 use serde_json::Value;
 
 mod inline;
+mod refs;
+mod unevaluated;
+mod values;
 pub(crate) use inline::{inline_evaluations, inline_safe};
+use refs::ids;
 
 /// Why a check was not run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,6 +51,9 @@ pub(crate) enum TooCostly {
     /// A reference loop that never moves into the argument (it would never end), or nesting
     /// deeper than [`MAX_NESTING`].
     Loops,
+    /// A reference whose base could name more than one of the schema's resources: which one
+    /// the validator takes, and so what it costs, is not known.
+    Unplaced,
 }
 
 /// Deepest chain of (subschema, instance node) evaluations followed, references included.
@@ -151,17 +164,7 @@ pub(crate) fn weighed_evaluations(
     limit: u64,
     patterns: &PatternCosts,
 ) -> Result<u64, TooCostly> {
-    let mut counter = Counter {
-        root,
-        limit,
-        patterns,
-        memo: HashMap::new(),
-        open: HashSet::new(),
-        depth: 0,
-        ids: ids(root),
-        names: Vec::new(),
-    };
-    counter.count(root, instance)
+    Counter::new(root, limit, patterns).count(root, instance)
 }
 
 struct Counter<'s> {
@@ -172,9 +175,17 @@ struct Counter<'s> {
     memo: HashMap<(usize, usize), u64>,
     /// Pairs being counted now: meeting one again is a loop.
     open: HashSet<(usize, usize)>,
+    /// (subschema, instance node) → the work of the `unevaluated*` walk below it.
+    marked: HashMap<(usize, usize), u64>,
+    /// Pairs being walked now: the walk stops at one met again, as the validator's does.
+    marking: HashSet<(usize, usize)>,
     depth: usize,
     /// Every `$id` in the schema and the subschema that declares it.
     ids: Vec<(&'s str, &'s Value)>,
+    /// The resource the subschema being counted belongs to: where its references resolve.
+    resource: &'s Value,
+    /// How each `enum` and `const` met so far compares its values.
+    shapes: values::Shapes,
     /// Property names as string nodes (`propertyNames` applies to them), kept until the
     /// count ends so that no memo entry outlives the node its address stands for.
     names: Vec<Vec<Value>>,
@@ -188,6 +199,23 @@ fn key(schema: &Value, instance: &Value) -> (usize, usize) {
 }
 
 impl<'s> Counter<'s> {
+    fn new(root: &'s Value, limit: u64, patterns: &'s PatternCosts) -> Self {
+        Counter {
+            root,
+            limit,
+            patterns,
+            memo: HashMap::new(),
+            open: HashSet::new(),
+            marked: HashMap::new(),
+            marking: HashSet::new(),
+            depth: 0,
+            ids: ids(root),
+            resource: root,
+            shapes: HashMap::new(),
+            names: Vec::new(),
+        }
+    }
+
     fn add(&self, total: u64, more: u64) -> Result<u64, TooCostly> {
         let sum = total.saturating_add(more);
         if sum > self.limit {
@@ -202,12 +230,21 @@ impl<'s> Counter<'s> {
         if self.depth > MAX_NESTING {
             return Err(TooCostly::Loops);
         }
+        let outer = self.resource;
+        if refs::is_resource(schema) {
+            self.resource = schema;
+        }
         let counted = self.count_object(schema, instance);
+        self.resource = outer;
         self.depth -= 1;
         counted
     }
 
-    fn via_ref(&mut self, target: &'s Value, instance: &Value) -> Result<u64, TooCostly> {
+    fn via_ref(
+        &mut self,
+        (target, resource): refs::Target<'s>,
+        instance: &Value,
+    ) -> Result<u64, TooCostly> {
         let pair = key(target, instance);
         if let Some(&n) = self.memo.get(&pair) {
             return Ok(n);
@@ -215,7 +252,9 @@ impl<'s> Counter<'s> {
         if !self.open.insert(pair) {
             return Err(TooCostly::Loops);
         }
+        let outer = std::mem::replace(&mut self.resource, resource);
         let n = self.count(target, instance);
+        self.resource = outer;
         self.open.remove(&pair);
         let n = n?;
         self.memo.insert(pair, n);
@@ -229,7 +268,7 @@ impl<'s> Counter<'s> {
         let mut total = 1u64;
         for keyword in ["$ref", "$dynamicRef", "$recursiveRef"] {
             if let Some(Value::String(reference)) = map.get(keyword)
-                && let Some(target) = self.resolve(reference)
+                && let Some(target) = self.resolve(keyword, reference)?
             {
                 let n = self.via_ref(target, instance)?;
                 total = self.add(total, n)?;
@@ -248,6 +287,31 @@ impl<'s> Counter<'s> {
                 let n = self.count(sub, instance)?;
                 total = self.add(total, n)?;
             }
+        }
+        for (keyword, is_const) in [("enum", false), ("const", true)] {
+            let Some(value) = map.get(keyword) else {
+                continue;
+            };
+            let options = match value {
+                Value::Array(options) if !is_const => options.as_slice(),
+                _ if is_const => std::slice::from_ref(value),
+                _ => continue,
+            };
+            let shape = self
+                .shapes
+                .entry(std::ptr::from_ref(value) as usize)
+                .or_insert_with(|| values::Shape::of(options, is_const));
+            let units = shape.compared(instance);
+            total = self.add(total, units)?;
+        }
+        let walks = match instance {
+            Value::Object(_) => map.contains_key("unevaluatedProperties"),
+            Value::Array(_) => map.contains_key("unevaluatedItems"),
+            _ => false,
+        };
+        if walks {
+            let n = self.marking(schema, instance)?;
+            total = self.add(total, n)?;
         }
         match instance {
             Value::Object(object) => {
@@ -354,74 +418,6 @@ impl<'s> Counter<'s> {
         }
         Ok(total)
     }
-
-    /// The subschema `reference` names inside the schema, if it names one.
-    fn resolve(&self, reference: &str) -> Option<&'s Value> {
-        let (base, fragment) = match reference.split_once('#') {
-            Some((base, fragment)) => (base, fragment),
-            None => (reference, ""),
-        };
-        let document = if base.is_empty() {
-            self.root
-        } else {
-            self.ids
-                .iter()
-                .find(|(id, _)| {
-                    let id = id.split('#').next().unwrap_or(id);
-                    id == base || id.rsplit('/').next() == base.rsplit('/').next()
-                })
-                .map(|(_, schema)| *schema)?
-        };
-        if fragment.is_empty() {
-            return Some(document);
-        }
-        if fragment.starts_with('/') {
-            return document.pointer(&super::schema::percent_decode(fragment));
-        }
-        anchor(self.root, fragment)
-    }
-}
-
-/// Every `$id` of `root`'s subschemas, with the subschema.
-fn ids(root: &Value) -> Vec<(&str, &Value)> {
-    let mut found = Vec::new();
-    let mut stack = vec![root];
-    while let Some(v) = stack.pop() {
-        match v {
-            Value::Object(map) => {
-                if let Some(Value::String(id)) = map.get("$id") {
-                    found.push((id.as_str(), v));
-                }
-                stack.extend(map.values());
-            }
-            Value::Array(items) => stack.extend(items.iter()),
-            _ => {}
-        }
-    }
-    found
-}
-
-/// The subschema declaring `$anchor` (or `$dynamicAnchor`, or a draft-06/07 `$id: "#name"`)
-/// `name`.
-fn anchor<'s>(root: &'s Value, name: &str) -> Option<&'s Value> {
-    let mut stack = vec![root];
-    while let Some(v) = stack.pop() {
-        match v {
-            Value::Object(map) => {
-                let named = |k: &str| map.get(k).and_then(Value::as_str);
-                if named("$anchor") == Some(name)
-                    || named("$dynamicAnchor") == Some(name)
-                    || named("$id").and_then(|id| id.strip_prefix('#')) == Some(name)
-                {
-                    return Some(v);
-                }
-                stack.extend(map.values());
-            }
-            Value::Array(items) => stack.extend(items.iter()),
-            _ => {}
-        }
-    }
-    None
 }
 
 #[cfg(test)]
@@ -434,7 +430,7 @@ mod tests {
         weighed_evaluations(root, instance, limit, &PatternCosts::default())
     }
 
-    fn laughs(levels: usize) -> Value {
+    pub(super) fn laughs(levels: usize) -> Value {
         let mut defs = serde_json::Map::new();
         defs.insert("a0".into(), json!({"type": "string"}));
         for i in 1..=levels {

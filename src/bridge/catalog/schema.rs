@@ -208,7 +208,7 @@ impl ArgsValidator {
             Ok(work) => work,
             Err(super::cost::TooCostly::Evaluations(limit)) => {
                 return Err(CheckError::TooCostly(format!(
-                    "checking them would take more than {limit} evaluations (the schema's $refs repeat subschemas, or its patterns are matched against long strings); the call was not sent"
+                    "checking them would take more than {limit} evaluations (the schema's $refs repeat subschemas, its patterns are matched against long strings, its unevaluated* keywords walk nested branches again, or its enums are compared value by value); the call was not sent"
                 )));
             }
             Err(super::cost::TooCostly::Loops) => {
@@ -216,6 +216,11 @@ impl ArgsValidator {
                     "the schema's $refs loop without moving into the arguments, or nest more than {} deep; the call was not sent",
                     super::cost::MAX_NESTING
                 )));
+            }
+            Err(super::cost::TooCostly::Unplaced) => {
+                return Err(CheckError::TooCostly(
+                    "a $ref of the schema could name more than one of its resources, so the work of checking them cannot be counted; the call was not sent".into(),
+                ));
             }
         };
         self.validate(args, work)

@@ -3,11 +3,9 @@
 //! counted work is small for its sizes ([`inline_evaluations`]). Every other check runs off
 //! the runtime (check.rs).
 
-use std::collections::{HashMap, HashSet};
-
 use serde_json::Value;
 
-use super::{Counter, PatternCosts, ids};
+use super::{Counter, PatternCosts};
 
 /// Work a check may take and still run on the async runtime, in evaluations times the bytes
 /// of schema and argument: an evaluation of a subschema without the keywords
@@ -65,16 +63,7 @@ const NAME_MAPS: [&str; 5] = [
 /// values too.
 pub(crate) fn inline_safe(root: &Value) -> bool {
     let no_patterns = PatternCosts::default();
-    let counter = Counter {
-        root,
-        limit: 0,
-        patterns: &no_patterns,
-        memo: HashMap::new(),
-        open: HashSet::new(),
-        depth: 0,
-        ids: ids(root),
-        names: Vec::new(),
-    };
+    let counter = Counter::new(root, 0, &no_patterns);
     // (value, whether its keys are names)
     let mut stack = vec![(root, false)];
     while let Some((v, names)) = stack.pop() {
@@ -93,7 +82,7 @@ pub(crate) fn inline_safe(root: &Value) -> bool {
                 if let Some(reference) = map.get("$ref")
                     && reference
                         .as_str()
-                        .is_none_or(|r| counter.resolve(r).is_none())
+                        .is_none_or(|r| !matches!(counter.resolve("$ref", r), Ok(Some(_))))
                 {
                     return false;
                 }

@@ -1,0 +1,272 @@
+//! Where a reference leads, for the count: the subschema the validator evaluates in its place
+//! and the resource (the nearest subschema with its own `$id`) that subschema belongs to.
+//!
+//! JSON Schema resolves a reference against the resource it appears in: `#/...` pointers and
+//! `#name` anchors look inside the current resource only, and `other.json#name` looks for the
+//! anchor inside the resource `other.json` names (anchors are per resource, so many resources
+//! may each declare `name`). A base names a resource by its `$id`, matched whole or by its last
+//! path segment (`L1.json` names `https://ex.com/L1.json`). A base more than one resource
+//! could stand for is [`TooCostly::Unplaced`]: the count cannot tell which the validator
+//! takes, so it does not guess a cheap one.
+
+use serde_json::Value;
+
+use super::{Counter, TooCostly};
+
+/// Where a reference leads: the subschema and its resource.
+pub(super) type Target<'s> = (&'s Value, &'s Value);
+
+/// Whether `schema` starts a resource of its own (a `$id` that is not only a fragment).
+pub(super) fn is_resource(schema: &Value) -> bool {
+    schema
+        .get("$id")
+        .and_then(Value::as_str)
+        .is_some_and(|id| !id.starts_with('#'))
+}
+
+impl<'s> Counter<'s> {
+    /// The subschema `reference` (the value of `keyword`) names, seen from the current
+    /// resource; `Ok(None)` when it names nothing inside the schema (the validator accepts
+    /// anything there, or left the tool out).
+    pub(super) fn resolve(
+        &self,
+        keyword: &str,
+        reference: &str,
+    ) -> Result<Option<Target<'s>>, TooCostly> {
+        let (base, fragment) = reference.split_once('#').unwrap_or((reference, ""));
+        let document = if base.is_empty() {
+            self.resource
+        } else {
+            match self.named_resource(base)? {
+                Some(document) => document,
+                None => return Ok(None),
+            }
+        };
+        if fragment.is_empty() {
+            return Ok(Some((document, document)));
+        }
+        if fragment.starts_with('/') {
+            return Ok(pointer(
+                document,
+                &super::super::schema::percent_decode(fragment),
+            ));
+        }
+        if let Some(found) = anchor(document, fragment) {
+            return Ok(Some((found, document)));
+        }
+        // A dynamic reference resolves through the resources the evaluation passed: any
+        // resource of the schema may declare the anchor it lands on.
+        if keyword != "$ref"
+            && let Some(found) = anchor_anywhere(self.root, fragment)
+        {
+            return Ok(Some(found));
+        }
+        Ok(None)
+    }
+
+    /// The one resource whose `$id` `base` names: its whole value first, else its last path
+    /// segment.
+    fn named_resource(&self, base: &str) -> Result<Option<&'s Value>, TooCostly> {
+        let without_fragment = |id: &'s str| id.split('#').next().unwrap_or(id);
+        let last = |uri: &'s str| uri.rsplit('/').next().unwrap_or(uri);
+        let whole: Vec<&'s Value> = self
+            .ids
+            .iter()
+            .filter(|(id, _)| without_fragment(id) == base)
+            .map(|(_, schema)| *schema)
+            .collect();
+        let found = if whole.is_empty() {
+            let wanted = base.rsplit('/').next().unwrap_or(base);
+            self.ids
+                .iter()
+                .filter(|(id, _)| last(without_fragment(id)) == wanted)
+                .map(|(_, schema)| *schema)
+                .collect()
+        } else {
+            whole
+        };
+        match found.as_slice() {
+            [] => Ok(None),
+            [one] => Ok(Some(one)),
+            [first, rest @ ..] if rest.iter().all(|s| std::ptr::eq(*s, *first)) => Ok(Some(first)),
+            _ => Err(TooCostly::Unplaced),
+        }
+    }
+}
+
+/// The JSON pointer `pointer` (decoded) inside `document`, and the resource it lands in: the
+/// last subschema with its own `$id` on the way (`document` itself when none).
+fn pointer<'s>(document: &'s Value, pointer: &str) -> Option<Target<'s>> {
+    let mut at = document;
+    let mut resource = document;
+    for token in pointer.split('/').skip(1) {
+        let token = token.replace("~1", "/").replace("~0", "~");
+        at = match at {
+            Value::Object(map) => map.get(&token)?,
+            Value::Array(items) => items.get(token.parse::<usize>().ok()?)?,
+            _ => return None,
+        };
+        if is_resource(at) {
+            resource = at;
+        }
+    }
+    Some((at, resource))
+}
+
+/// Whether `schema` declares the anchor `name`: `$anchor`, `$dynamicAnchor`, or a
+/// draft-06/07 `$id: "#name"`.
+fn declares(schema: &serde_json::Map<String, Value>, name: &str) -> bool {
+    let named = |k: &str| schema.get(k).and_then(Value::as_str);
+    named("$anchor") == Some(name)
+        || named("$dynamicAnchor") == Some(name)
+        || named("$id").and_then(|id| id.strip_prefix('#')) == Some(name)
+}
+
+/// The subschema of the resource `resource` declaring the anchor `name`; subschemas of the
+/// resources nested in it (their own `$id`) are theirs, not searched.
+fn anchor<'s>(resource: &'s Value, name: &str) -> Option<&'s Value> {
+    let mut stack = vec![resource];
+    while let Some(v) = stack.pop() {
+        match v {
+            Value::Object(map) => {
+                if !std::ptr::eq(v, resource) && is_resource(v) {
+                    continue;
+                }
+                if declares(map, name) {
+                    return Some(v);
+                }
+                stack.extend(map.values());
+            }
+            Value::Array(items) => stack.extend(items.iter()),
+            _ => {}
+        }
+    }
+    None
+}
+
+/// The first subschema anywhere in `root` declaring the anchor `name`, and its resource.
+fn anchor_anywhere<'s>(root: &'s Value, name: &str) -> Option<Target<'s>> {
+    let mut stack = vec![(root, root)];
+    while let Some((v, resource)) = stack.pop() {
+        match v {
+            Value::Object(map) => {
+                let resource = if is_resource(v) { v } else { resource };
+                if declares(map, name) {
+                    return Some((v, resource));
+                }
+                stack.extend(map.values().map(|sub| (sub, resource)));
+            }
+            Value::Array(items) => stack.extend(items.iter().map(|sub| (sub, resource))),
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Every `$id` of `root`'s subschemas, with the subschema.
+pub(super) fn ids(root: &Value) -> Vec<(&str, &Value)> {
+    let mut found = Vec::new();
+    let mut stack = vec![root];
+    while let Some(v) = stack.pop() {
+        match v {
+            Value::Object(map) => {
+                if let Some(Value::String(id)) = map.get("$id") {
+                    found.push((id.as_str(), v));
+                }
+                stack.extend(map.values());
+            }
+            Value::Array(items) => stack.extend(items.iter()),
+            _ => {}
+        }
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{PatternCosts, weighed_evaluations};
+    use super::*;
+    use serde_json::json;
+
+    /// The tester's chain: `depth` resources, each declaring the same anchor `n` whose `anyOf`
+    /// refers twice to the next resource's `n`: 2^depth paths for the validator.
+    fn anchor_chain(depth: usize) -> Value {
+        let mut defs = serde_json::Map::new();
+        for k in 0..depth {
+            let next = json!({"$ref": format!("L{}.json#n", k + 1)});
+            defs.insert(
+                format!("L{k}"),
+                json!({"$id": format!("L{k}.json"), "$defs": {"n": {"$anchor": "n", "anyOf": [next.clone(), next]}}}),
+            );
+        }
+        defs.insert(
+            format!("L{depth}"),
+            json!({"$id": format!("L{depth}.json"), "$defs": {"n": {"$anchor": "n", "type": "string"}}}),
+        );
+        json!({"$id": "https://ex.com/root.json", "type": "object",
+            "properties": {"x": {"$ref": "L0.json#n"}}, "$defs": defs})
+    }
+
+    #[test]
+    fn an_anchor_reference_across_resources_is_counted_along_the_path_the_validator_takes() {
+        let count = |depth: usize| {
+            weighed_evaluations(
+                &anchor_chain(depth),
+                &json!({"x": 1}),
+                1_000_000,
+                &PatternCosts::default(),
+            )
+        };
+        let eight = count(8).unwrap();
+        assert!(eight > 1 << 8, "{eight}");
+        assert!(count(10).unwrap() > 3 * eight, "{eight}");
+        assert_eq!(count(22), Err(TooCostly::Evaluations(1_000_000)));
+    }
+
+    #[test]
+    fn a_pointer_is_resolved_inside_the_resource_it_appears_in() {
+        // Inside `inner.json`, `#/$defs/s` is inner's `s` (a string), not the root's (a
+        // DAG of 2^30).
+        let mut schema = super::super::tests::laughs(30);
+        schema["$defs"]["s"] = json!({"$ref": "#/$defs/a30"});
+        schema["properties"]["y"] =
+            json!({"$id": "inner.json", "$defs": {"s": {"type": "string"}}, "$ref": "#/$defs/s"});
+        let n = weighed_evaluations(
+            &schema,
+            &json!({"y": "s"}),
+            1_000_000,
+            &PatternCosts::default(),
+        );
+        assert!(n.unwrap() < 10);
+    }
+
+    #[test]
+    fn a_reference_naming_more_than_one_resource_is_not_counted_as_cheap() {
+        let schema = json!({"$defs": {
+            "a": {"$id": "https://a.example/item.json", "type": "string"},
+            "b": {"$id": "https://b.example/item.json", "type": "string"}},
+            "properties": {"x": {"$ref": "item.json"}}});
+        assert_eq!(
+            weighed_evaluations(
+                &schema,
+                &json!({"x": "s"}),
+                1_000_000,
+                &PatternCosts::default()
+            ),
+            Err(TooCostly::Unplaced)
+        );
+        // Named whole, it is one resource.
+        let mut whole = schema.clone();
+        whole["properties"]["x"]["$ref"] = json!("https://a.example/item.json");
+        assert!(
+            weighed_evaluations(
+                &whole,
+                &json!({"x": "s"}),
+                1_000_000,
+                &PatternCosts::default()
+            )
+            .unwrap()
+                < 10
+        );
+    }
+}
