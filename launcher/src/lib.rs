@@ -35,6 +35,7 @@ pub mod test_knobs;
 #[cfg(test)]
 mod testutil;
 pub mod tied;
+pub mod time_ns;
 
 pub use args::Config;
 pub use failure::{FAILURE_STATUS, LaunchFailure, Note, Stage};
@@ -55,6 +56,8 @@ pub enum LaunchError {
     IdMap(#[from] idmap::IdMapError),
     #[error(transparent)]
     Identity(#[from] identity::IdentityError),
+    #[error(transparent)]
+    TimeNamespace(#[from] time_ns::TimeNsError),
     #[error(transparent)]
     Mount(#[from] mounts::MountError),
     #[error(transparent)]
@@ -85,6 +88,7 @@ impl LaunchError {
             LaunchError::Namespace(e) => (Stage::Namespace, e),
             LaunchError::IdMap(e) => (Stage::IdMap, e),
             LaunchError::Identity(e) => (Stage::Identity, e),
+            LaunchError::TimeNamespace(e) => (Stage::Namespace, e),
             LaunchError::Mount(e) => (Stage::Mount, e),
             LaunchError::Rlimit(e) => (Stage::Rlimit, e),
             LaunchError::Fd(e) => (Stage::Fd, e),
@@ -184,6 +188,10 @@ fn inner(cfg: &Config, gate: Gate, reporter: &report::Reporter) -> Result<Infall
     if gate.wait_for_release().is_err() {
         std::process::exit(FAILURE_STATUS);
     }
+    // 3b. A time namespace of its own: the monotonic and boot clocks start near zero instead
+    //     of telling the host's uptime (time_ns.rs). Before the uid change, which makes the
+    //     process non-dumpable and so its /proc/self files no longer its own to write.
+    time_ns::enter_own()?;
     // 4. Own session; become uid/gid 65534 with hostname "sandbox" (before the mounts: see
     //    identity.rs), and re-arm the death signal that the uid change cleared.
     identity::become_sandbox_user()?;

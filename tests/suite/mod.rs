@@ -23,6 +23,8 @@ mod extension_tasks;
 mod golden;
 /// Audit log, read-only mode, approval through elicitation.
 mod governance;
+/// The native sandbox's monotonic and boot clocks start near zero.
+mod host_clocks;
 /// A root caller's native sandboxes: host ids that tell nothing of the host's pids.
 mod host_ids;
 /// `serve --http`'s connections: header read timeout, connection cap.

@@ -621,3 +621,20 @@ pub(crate) fn close_range(first: u32, last: u32) -> io::Result<()> {
     // in the range that it uses again (the next step is execve).
     check_long(unsafe { libc::syscall(libc::SYS_close_range, first, last, 0u32) }).map(drop)
 }
+
+/// setns(2): the caller joins the namespace `fd` refers to, which must be of type `nstype`.
+pub(crate) fn setns(fd: &impl AsRawFd, nstype: libc::c_int) -> io::Result<()> {
+    // SAFETY: `fd` is an open descriptor borrowed for the whole call; `nstype` an integer.
+    check(unsafe { libc::setns(fd.as_raw_fd(), nstype) }).map(drop)
+}
+
+/// clock_gettime(2): the whole seconds `clock` reads.
+pub(crate) fn clock_seconds(clock: libc::clockid_t) -> io::Result<i64> {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `now` is a writable timespec that outlives the call.
+    check(unsafe { libc::clock_gettime(clock, &mut now) })?;
+    Ok(now.tv_sec)
+}
