@@ -18,6 +18,8 @@
 //! - `{"reply": RESULT}`: a response with this result; in it `"$PID"` and `"$PPID"` become
 //!   this process's and its parent's ids, `"$ENV"` its environment as an object, `"$x*N"`
 //!   N `x` characters, `"$deep*N"` a schema N objects deep, `"$tools*N"` N tools (`tool_0`...),
+//!   `"$heavy_tools*N"` N tools (`heavy_0`...) whose schemas take real work to compile
+//!   (patterns, nesting, unions),
 //!   `"$CURSOR"` a `nextCursor` new for each request, and `"$ANSWERS"` the answers received to this request's `ask`s;
 //! - `{"error": {"code": .., "message": ..}}`: an error response;
 //! - `{"raw": "TEXT"}`: TEXT as is (no newline added); `$ID` becomes the request's id;
@@ -187,6 +189,8 @@ fn expand(value: Value) -> Value {
                 (0..n)
                     .map(|i: usize| json!({"name": format!("tool_{i}"), "inputSchema": {"type": "object", "properties": {"x": {"type": "integer"}}}}))
                     .collect()
+            } else if let Some(n) = s.strip_prefix("$heavy_tools*").and_then(|n| n.parse().ok()) {
+                (0..n).map(heavy_tool).collect()
             } else if let Some(n) = s.strip_prefix("$deep*").and_then(|n| n.parse().ok()) {
                 (0..n).fold(
                     json!({"type": "string"}),
@@ -200,6 +204,43 @@ fn expand(value: Value) -> Value {
         Value::Object(map) => map.into_iter().map(|(k, v)| (k, expand(v))).collect(),
         other => other,
     }
+}
+
+/// A tool like a real API wrapper's: eight patterned string parameters, a date, a nested
+/// object with an array and a union, some required, no others allowed.
+fn heavy_tool(i: usize) -> Value {
+    let mut properties: serde_json::Map<String, Value> = (0..8)
+        .map(|p| {
+            let schema = json!({
+                "type": "string",
+                "pattern": format!("^[a-z]{{1,16}}(-[0-9]+)?-{p}$"),
+                "maxLength": 64,
+                "description": format!("Parameter {p} of tool {i}, a lowercase name with an optional number.")
+            });
+            (format!("p{p}"), schema)
+        })
+        .collect();
+    properties.insert(
+        "when".into(),
+        json!({"type": "string", "format": "date-time"}),
+    );
+    properties.insert(
+        "nested".into(),
+        json!({"type": "object", "properties": {
+            "a": {"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": 1000}},
+            "b": {"anyOf": [{"type": "string", "minLength": 1}, {"type": "null"}, {"enum": ["x", "y", "z"]}]}
+        }}),
+    );
+    json!({
+        "name": format!("heavy_{i}"),
+        "description": format!("Heavy tool number {i}, for measuring catalog builds."),
+        "inputSchema": {
+            "type": "object",
+            "properties": properties,
+            "required": ["p0", "p1"],
+            "additionalProperties": false
+        }
+    })
 }
 
 fn main() {

@@ -18,6 +18,7 @@ mod check;
 mod check_slots;
 mod governed;
 mod json_len;
+mod rebuild;
 pub(crate) mod refusal;
 mod relist;
 mod timeouts;
@@ -157,7 +158,9 @@ struct Slot {
 #[derive(Default)]
 struct SlotState {
     upstream: Option<Arc<Upstream>>,
-    tools: Vec<Tool>,
+    /// Its tools as last listed (shared with the catalog build, which runs on another
+    /// thread).
+    tools: Arc<Vec<Tool>>,
     /// Why it is not running (for the run_python description), while it is not.
     failure: Option<String>,
     last_attempt: Option<Instant>,
@@ -186,6 +189,8 @@ struct Shared {
     wake: Arc<tokio::sync::Notify>,
     /// Held while tools are read again, so a run waits for a re-list in progress.
     relisting: tokio::sync::Mutex<()>,
+    /// Held while a catalog is built and put in force (rebuild.rs): one build at a time.
+    building: tokio::sync::Mutex<()>,
     /// Set by [`Bridge::close`]: the re-list task ends.
     closed: AtomicBool,
 }
@@ -194,42 +199,6 @@ impl Shared {
     /// The flag a server started for this bridge sets on `list_changed`.
     fn tools_changed(&self) -> Arc<ToolsChanged> {
         Arc::new(ToolsChanged::waking(self.wake.clone()))
-    }
-}
-
-impl Shared {
-    /// Build the catalog from every running server's current tools and publish it with the
-    /// next generation number.
-    fn rebuild(&self) -> Result<(), CatalogError> {
-        let mut listed = Vec::new();
-        let mut unavailable = Vec::new();
-        for slot in &self.slots {
-            let state = slot.state();
-            listed.push(state.tools.clone());
-            if let Some(why) = &state.failure {
-                // Shown to people (run_python's description, /healthz): the name they know.
-                unavailable.push((slot.entry.shown_name(), why.clone()));
-            }
-        }
-        let servers: Vec<ServerTools<'_>> = self
-            .slots
-            .iter()
-            .zip(&listed)
-            .map(|(slot, tools)| ServerTools {
-                name: &slot.entry.spec.name,
-                prefixed: self.prefixed,
-                tools,
-                selection: &slot.entry.selection,
-            })
-            .collect();
-        let generation = self.generation.fetch_add(1, Ordering::SeqCst) + 1;
-        let catalog = Catalog::build(&servers)?.with_state(generation, unavailable);
-        *self.catalog.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(catalog);
-        if generation > 1 {
-            // After the first catalog: sandboxes started with an older one are stale.
-            self.catalog_version.send_modify(|v| *v += 1);
-        }
-        Ok(())
     }
 }
 
@@ -289,7 +258,7 @@ impl Bridge {
             match outcome {
                 Ok((upstream, tools)) => {
                     state.upstream = Some(Arc::new(upstream));
-                    state.tools = tools;
+                    state.tools = Arc::new(tools);
                 }
                 Err(e) => {
                     tracing::warn!("{e}");
@@ -310,6 +279,7 @@ impl Bridge {
             catalog_version: tokio::sync::watch::Sender::new(0),
             wake,
             relisting: tokio::sync::Mutex::new(()),
+            building: tokio::sync::Mutex::new(()),
             closed: AtomicBool::new(false),
         });
         let none_started = shared.slots.iter().all(|s| s.upstream().is_none());
@@ -319,7 +289,7 @@ impl Bridge {
             close_all(&shared).await;
             return Err(e.into());
         }
-        if let Err(e) = shared.rebuild() {
+        if let Err(e) = shared.rebuild(None).await {
             close_all(&shared).await;
             return Err(e.into());
         }
@@ -394,7 +364,10 @@ impl Bridge {
     /// [`Self::catalog_version`]) that later runs see and the warm pool replaces its
     /// sandboxes for.
     pub async fn refresh(&self) {
-        self.shared.relist_changed().await;
+        // In a task of its own: a run cancelled while it waits drops only its wait, never a
+        // re-list half done (its servers' flags taken, their new tools not yet in force).
+        let shared = self.shared.clone();
+        let _ = tokio::spawn(async move { shared.relist_changed().await }).await;
         self.retry_failed();
     }
 
@@ -618,7 +591,6 @@ async fn retry(shared: Arc<Shared>, index: usize) {
             {
                 let mut state = slot.state();
                 state.upstream = Some(upstream.clone());
-                state.tools = tools;
                 state.failure = None;
             }
             // Read after the server is in its slot: a close that sets the flag later finds it
@@ -629,7 +601,7 @@ async fn retry(shared: Arc<Shared>, index: usize) {
                 slot.state().retrying = false;
                 return;
             }
-            match shared.rebuild() {
+            match shared.rebuild(Some((index, Arc::new(tools)))).await {
                 Ok(()) => {
                     tracing::info!(server = %name, "started on a later try; its tools are in the catalog")
                 }
@@ -638,11 +610,11 @@ async fn retry(shared: Arc<Shared>, index: usize) {
                     {
                         let mut state = slot.state();
                         state.upstream = None;
-                        state.tools = Vec::new();
+                        state.tools = Arc::default();
                         state.failure = Some(refusal::cap(&e.to_string(), 300));
                     }
                     upstream.close().await;
-                    let _ = shared.rebuild();
+                    let _ = shared.rebuild(None).await;
                 }
             }
         }

@@ -11,6 +11,13 @@
 //! the notification in a loop is read at most once per [`RELIST_INTERVAL`] by the task. A new list the catalog
 //! refuses (a name clash) leaves the old one in place, with a warning; a list equal to the
 //! current one changes nothing (no new generation, the pool kept, the client not told).
+//!
+//! Re-lists are coalesced: one at a time (a lock the task and every run's refresh take), and
+//! whatever notifications come while one runs are one flag per server, so at most one more
+//! re-list follows, reading the latest list. A storm of `list_changed` during a build costs
+//! at most two re-lists, and the build itself runs off the runtime (rebuild.rs). A refresh
+//! runs the re-list in a task of its own, so a run that gives up waiting never leaves one
+//! half done.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -32,7 +39,7 @@ impl Shared {
     pub(super) async fn relist_changed(&self) -> bool {
         let _one_at_a_time = self.relisting.lock().await;
         let mut relisted = false;
-        for slot in &self.slots {
+        for (index, slot) in self.slots.iter().enumerate() {
             let Some(upstream) = slot.upstream() else {
                 continue;
             };
@@ -42,18 +49,15 @@ impl Shared {
             match tokio::time::timeout(RELIST_TIMEOUT, upstream.list_tools()).await {
                 // The same list again changes nothing: no new catalog, so the warm pool
                 // stays and the client is not told.
-                Ok(Ok(tools)) if slot.state().tools == tools => {
+                Ok(Ok(tools)) if *slot.state().tools == tools => {
                     tracing::debug!(server = %upstream.name(), "tools/list after list_changed: the same tools");
                 }
-                Ok(Ok(tools)) => {
-                    let old = std::mem::replace(&mut slot.state().tools, tools);
-                    if let Err(e) = self.rebuild() {
+                Ok(Ok(tools)) => match self.rebuild(Some((index, Arc::new(tools)))).await {
+                    Err(e) => {
                         tracing::warn!(server = %upstream.name(), "its new tool list is refused, the old one stays: {e}");
-                        slot.state().tools = old;
-                    } else {
-                        relisted = true;
                     }
-                }
+                    Ok(()) => relisted = true,
+                },
                 Ok(Err(e)) => tracing::warn!("{e}"),
                 Err(_) => {
                     tracing::warn!(server = %upstream.name(), "tools/list after list_changed: no answer in time");

@@ -41,12 +41,13 @@ pub enum ApprovalRule {
 }
 
 impl ApprovalRule {
-    /// Whether a call to `tool` needs approval; `named(label)` says whether a listed label
-    /// names this tool (its MCP name or its Python name).
-    pub fn needs_approval(&self, tool: &Tool, named: impl Fn(&str) -> bool) -> bool {
+    /// Whether a call to `tool` needs approval; `names` are the names a listed label may
+    /// give it (its MCP name, its Python name, with a config its `server__` name), each
+    /// looked up in the list (a set: no scan of the list per tool).
+    pub fn needs_approval(&self, tool: &Tool, names: &[String]) -> bool {
         match self {
             Self::None => false,
-            Self::Tools(tools) => tools.iter().any(|t| named(t)),
+            Self::Tools(tools) => names.iter().any(|n| tools.contains(n)),
             Self::Destructive => !annotated_read_only(tool),
         }
     }
@@ -143,17 +144,23 @@ mod tests {
     #[test]
     fn destructive_approval_covers_every_tool_not_annotated_read_only() {
         let rule = ApprovalRule::Destructive;
-        assert!(!rule.needs_approval(&tool(Some(true), None), |l| l == "t"));
-        assert!(rule.needs_approval(&tool(Some(false), Some(false)), |l| l == "t"));
-        assert!(rule.needs_approval(&tool(None, None), |l| l == "t"));
+        assert!(!rule.needs_approval(&tool(Some(true), None), &["t".to_owned()]));
+        assert!(rule.needs_approval(&tool(Some(false), Some(false)), &["t".to_owned()]));
+        assert!(rule.needs_approval(&tool(None, None), &["t".to_owned()]));
     }
 
     #[test]
     fn a_listed_tool_needs_approval_by_either_of_its_names() {
         let rule = ApprovalRule::Tools(["srv__del".to_owned()].into());
-        assert!(rule.needs_approval(&tool(Some(true), None), |l| l == "del" || l == "srv__del"));
-        assert!(!rule.needs_approval(&tool(None, None), |l| l == "get" || l == "srv__get"));
-        assert!(!ApprovalRule::None.needs_approval(&tool(None, None), |l| l == "t"));
+        assert!(rule.needs_approval(
+            &tool(Some(true), None),
+            &["del".to_owned(), "srv__del".to_owned()]
+        ));
+        assert!(!rule.needs_approval(
+            &tool(None, None),
+            &["get".to_owned(), "srv__get".to_owned()]
+        ));
+        assert!(!ApprovalRule::None.needs_approval(&tool(None, None), &["t".to_owned()]));
     }
 
     #[test]

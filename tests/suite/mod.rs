@@ -4,6 +4,8 @@
 mod argument_checks;
 /// Client messages serve cannot read get JSON-RPC errors (stdio and HTTP).
 mod bad_requests;
+/// Catalog builds off the runtime thread, re-lists coalesced.
+mod catalog_rebuilds;
 /// Nothing left behind: processes, cgroups, containers, temp dirs.
 mod cleanup;
 /// Shared helpers: binaries, `exec`, the skip rule, backends.

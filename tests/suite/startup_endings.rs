@@ -5,14 +5,16 @@
 //! `server_startup::serve_answers_initialize_within_its_startup_timeout_when_a_wrapped_server_hangs`.
 //!
 //! Index: a client that closes its input while a wrapped server starts ends serve and the
-//! server; a signal while a wrapped server starts ends serve and the server.
+//! server; a signal while a wrapped server starts ends serve and the server; a client that
+//! closes its input while the catalog builds ends serve within a fraction of the build (the
+//! build runs off the runtime thread and stops when nobody waits for it).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::common::{bin, processes_named};
+use super::common::{bin, example, processes_named};
 
 /// Far above the test's bound on serve's exit: an exit within the bound is not the startup
 /// giving up on the server.
@@ -129,4 +131,77 @@ fn a_signal_while_a_wrapped_server_starts_ends_serve_and_the_server() {
         assert_eq!(code, Some(expected), "SIG{name}");
         drop(stdin);
     }
+}
+
+/// serve wrapping `scripted_server` on `scenario` (a file), with the client's `initialize`
+/// sent; stdin and stdout piped.
+fn serve_scripted(scenario: &Path) -> (Child, ChildStdin) {
+    let mut serve = Command::new(bin())
+        .args(["serve", "--pool", "0", "--"])
+        .arg(example("scripted_server"))
+        .arg(scenario)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start serve");
+    let mut stdin = serve.stdin.take().expect("stdin");
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":"2025-11-25","capabilities":{{}},"clientInfo":{{"name":"t","version":"0"}}}}}}"#
+    )
+    .expect("send initialize");
+    (serve, stdin)
+}
+
+/// Wait until the wrapped server's journal `log` shows a `tools/list` request.
+fn until_listed(log: &Path) -> Instant {
+    let start = Instant::now();
+    while !std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .contains("\"tools/list\"")
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the wrapped server was never listed"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    Instant::now()
+}
+
+#[test]
+fn a_client_that_closes_its_input_while_the_catalog_builds_ends_serve_within_a_fraction_of_the_build()
+ {
+    // Hundreds of tools whose schemas take real work (examples/scripted_server.rs): a build
+    // of seconds, timed here first from the listing to serve's answer to `initialize`.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let log = dir.path().join("received.log");
+    let scenario = dir.path().join("heavy.json");
+    let text = serde_json::json!({"tools": "$heavy_tools*150", "log": log});
+    std::fs::write(&scenario, text.to_string()).expect("write the scenario");
+    let (mut serve, stdin) = serve_scripted(&scenario);
+    let listed = until_listed(&log);
+    let mut answer = String::new();
+    let mut stdout = std::io::BufReader::new(serve.stdout.take().expect("stdout"));
+    std::io::BufRead::read_line(&mut stdout, &mut answer).expect("read the answer");
+    let build = listed.elapsed();
+    assert!(answer.contains("\"result\""), "{answer}");
+    drop(stdin);
+    exits_in_time(&mut serve, "the timing run");
+    std::fs::remove_file(&log).expect("clear the journal");
+    // Again, and the client leaves a quarter into the build.
+    let (mut serve, stdin) = serve_scripted(&scenario);
+    let listed = until_listed(&log);
+    std::thread::sleep(build / 4);
+    drop(stdin);
+    let code = exits_in_time(&mut serve, "stdin closed while the catalog built");
+    let took = listed.elapsed() - build / 4;
+    eprintln!("build {build:?}; serve ended {took:?} after its client left");
+    assert_eq!(code, Some(0), "a client that went away is a normal end");
+    // A build on the runtime thread would hold the end back for the rest of the build.
+    assert!(
+        took * 2 < build,
+        "serve ended {took:?} after its client left, in a build of {build:?}"
+    );
 }

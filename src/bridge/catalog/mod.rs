@@ -13,7 +13,8 @@ mod stdlib_modules;
 mod stub;
 mod types;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use rmcp::model::Tool;
 use serde_json::Value;
@@ -111,13 +112,26 @@ pub enum CatalogError {
     },
 }
 
-/// Whether `label` (from `--allow`, `--private`, `allow`, `private`, `disabledTools`) names
-/// the tool `mcp_name`: by the server's name for it, or by the Python name the code sees
-/// (`get_sum` for `get-sum`; with a config also `server__get_sum`).
-fn names_tool(server: &ServerTools<'_>, label: &str, mcp_name: &str) -> bool {
-    label == mcp_name
-        || label == python_name(None, mcp_name)
-        || (server.prefixed && label == python_name(Some(server.name), mcp_name))
+/// The names a label (from `--allow`, `--private`, `allow`, `private`, `disabledTools`,
+/// `approve`) may give the tool `mcp_name`: the server's name for it, or the Python name the
+/// code sees (`get_sum` for `get-sum`; with a config also `server__get_sum`).
+fn label_forms(server: &ServerTools<'_>, mcp_name: &str) -> Vec<String> {
+    let mut forms = vec![mcp_name.to_owned(), python_name(None, mcp_name)];
+    if server.prefixed {
+        forms.push(python_name(Some(server.name), mcp_name));
+    }
+    forms
+}
+
+/// Labels as a set, for [`named_by`].
+fn label_set(list: &[String]) -> HashSet<&str> {
+    list.iter().map(String::as_str).collect()
+}
+
+/// Whether one of `forms` (a tool's [`label_forms`]) is in `labels`: a few hash lookups
+/// per tool, however many labels and tools there are.
+fn named_by(labels: &HashSet<&str>, forms: &[String]) -> bool {
+    !labels.is_empty() && forms.iter().any(|f| labels.contains(f.as_str()))
 }
 
 /// `; did you mean "NAME"?` for the tool name closest to `label` (Levenshtein distance, case
@@ -160,168 +174,205 @@ pub struct ServerTools<'a> {
 }
 
 impl Catalog {
-    /// Build the catalog; warnings for left-out tools go to the log.
+    /// Build the catalog; warnings for left-out tools go to the log. Linear in the number of
+    /// tools and labels (names and labels are looked up in hash sets), so a server's
+    /// [`crate::bridge::MAX_LISTED_TOOLS`] tools cost one schema compile and one stub each.
     ///
     /// # Errors
     /// [`CatalogError`] for a name clash or a label that names no kept tool.
     pub fn build(servers: &[ServerTools<'_>]) -> Result<Self, CatalogError> {
+        Self::build_unless(servers, &AtomicBool::new(false)).map(Option::unwrap_or_default)
+    }
+
+    /// [`Self::build`], given up (`Ok(None)`) as soon as `stop` is set: it is checked before
+    /// each tool, so a build nobody waits for any more ends within one tool's compile.
+    ///
+    /// # Errors
+    /// As [`Self::build`].
+    pub(crate) fn build_unless(
+        servers: &[ServerTools<'_>],
+        stop: &AtomicBool,
+    ) -> Result<Option<Self>, CatalogError> {
         let mut catalog = Catalog::default();
         for (index, server) in servers.iter().enumerate() {
-            let selection = server.selection;
-            if let Some(allow) = &selection.allow {
-                for name in allow {
-                    if !server
-                        .tools
-                        .iter()
-                        .any(|t| names_tool(server, name, &t.name))
-                    {
-                        return Err(CatalogError::UnknownLabel {
-                            what: "allowlist entry",
-                            tool: name.clone(),
-                            server: server.name.to_owned(),
-                            hint: closest(name, server.tools.iter().map(|t| t.name.as_ref())),
-                        });
-                    }
-                }
-            }
-            let mut seen_here = Vec::new();
-            let mut hidden = Vec::new();
-            for tool in server.tools {
-                let mcp_name = tool.name.to_string();
-                if seen_here.contains(&mcp_name) {
-                    tracing::warn!(server = server.name, tool = %mcp_name, "left out a second tool of the same name");
-                    continue;
-                }
-                seen_here.push(mcp_name.clone());
-                if let Some(allow) = &selection.allow
-                    && !allow.iter().any(|a| names_tool(server, a, &mcp_name))
-                {
-                    continue;
-                }
-                if selection
-                    .deny
-                    .iter()
-                    .any(|d| names_tool(server, d, &mcp_name))
-                {
-                    continue;
-                }
-                if selection.read_only && !kept_when_read_only(tool) {
-                    hidden.push(mcp_name);
-                    continue;
-                }
-                let schema = Value::Object((*tool.input_schema).clone());
-                let validator = match ArgsValidator::compile(&schema) {
-                    Ok(v) if !v.unchecked().is_empty() => {
-                        tracing::warn!(
-                            server = server.name,
-                            tool = %mcp_name,
-                            "its inputSchema refers to {} that cannot be resolved inside it (nothing is fetched): the values there are passed on unchecked, the rest is checked",
-                            v.unchecked().join(", ")
-                        );
-                        v
-                    }
-                    Ok(v) => v,
-                    Err(e) => {
-                        tracing::warn!(server = server.name, tool = %mcp_name, "left out: {e}");
-                        continue;
-                    }
-                };
-                let private = match &selection.private {
-                    PrivateLabels::None => false,
-                    PrivateLabels::All => true,
-                    PrivateLabels::Some(list) => {
-                        list.iter().any(|l| names_tool(server, l, &mcp_name))
-                    }
-                };
-                let py_name = python_name(server.prefixed.then_some(server.name), &mcp_name);
-                let approve = selection
-                    .approve
-                    .needs_approval(tool, |label| names_tool(server, label, &mcp_name));
-                let output = tool
-                    .output_schema
-                    .as_ref()
-                    .map(|o| Value::Object((**o).clone()));
-                let input = StubInput {
-                    name: &py_name,
-                    description: tool.description.as_deref(),
-                    input_schema: &schema,
-                    output_schema: output.as_ref(),
-                    private,
-                    approve,
-                };
-                let entry = CatalogTool {
-                    server: index,
-                    server_name: server.name.to_owned(),
-                    stub: stub(&input),
-                    summary: summary(&input),
-                    mcp_name,
-                    py_name: py_name.clone(),
-                    private,
-                    validator: std::sync::Arc::new(validator),
-                    params: schema
-                        .get("properties")
-                        .and_then(Value::as_object)
-                        .map(|p| p.keys().take(50).cloned().collect())
-                        .unwrap_or_default(),
-                    unwrap_result: output
-                        .as_ref()
-                        .and_then(crate::bridge::upstream::result::result_wrapper)
-                        .is_some(),
-                    approve,
-                };
-                if let Some(&other) = catalog.by_name.get(&py_name) {
-                    let other = &catalog.tools[other];
-                    return Err(CatalogError::NameClash {
-                        first: format!("{}:{}", other.server_name, other.mcp_name),
-                        second: format!("{}:{}", entry.server_name, entry.mcp_name),
-                        py_name,
-                    });
-                }
-                catalog.by_name.insert(py_name, catalog.tools.len());
-                catalog.tools.push(entry);
-            }
-            if let PrivateLabels::Some(labels) = &selection.private {
-                for label in labels {
-                    let kept = catalog
-                        .tools
-                        .iter()
-                        .any(|t| t.server == index && names_tool(server, label, &t.mcp_name));
-                    if !kept && !hidden.iter().any(|h| names_tool(server, label, h)) {
-                        let kept_names = catalog
-                            .tools
-                            .iter()
-                            .filter(|t| t.server == index)
-                            .map(|t| t.mcp_name.as_str());
-                        return Err(CatalogError::UnknownLabel {
-                            what: "private label",
-                            tool: label.clone(),
-                            server: server.name.to_owned(),
-                            hint: closest(label, kept_names),
-                        });
-                    }
-                }
-            }
-            for name in selection.approve.listed() {
-                if !server
-                    .tools
-                    .iter()
-                    .any(|t| names_tool(server, name, &t.name))
-                {
-                    return Err(CatalogError::UnknownLabel {
-                        what: "approval entry",
-                        tool: name.clone(),
-                        server: server.name.to_owned(),
-                        hint: closest(name, server.tools.iter().map(|t| t.name.as_ref())),
-                    });
-                }
-            }
-            if selection.read_only {
-                catalog
-                    .read_only_hidden
-                    .push((server.name.to_owned(), hidden.len()));
+            if !catalog.add_server(index, server, stop)? {
+                return Ok(None);
             }
         }
-        Ok(catalog)
+        Ok(Some(catalog))
+    }
+
+    /// Add the kept tools of `server` (the `index`th); `Ok(false)` when `stop` was set.
+    fn add_server(
+        &mut self,
+        index: usize,
+        server: &ServerTools<'_>,
+        stop: &AtomicBool,
+    ) -> Result<bool, CatalogError> {
+        let selection = server.selection;
+        let allow = selection.allow.as_deref().map(label_set);
+        let deny = label_set(&selection.deny);
+        let private = match &selection.private {
+            PrivateLabels::Some(list) => label_set(list),
+            _ => HashSet::new(),
+        };
+        // Every label must name a listed tool: the names of every listed tool, once.
+        let listed = || -> HashSet<String> {
+            server
+                .tools
+                .iter()
+                .flat_map(|t| label_forms(server, &t.name))
+                .collect()
+        };
+        let unknown = |what, label: &String| CatalogError::UnknownLabel {
+            what,
+            tool: label.clone(),
+            server: server.name.to_owned(),
+            hint: closest(label, server.tools.iter().map(|t| t.name.as_ref())),
+        };
+        if let Some(list) = &selection.allow {
+            let listed = listed();
+            if let Some(label) = list.iter().find(|l| !listed.contains(*l)) {
+                return Err(unknown("allowlist entry", label));
+            }
+        }
+        let mut seen_here = HashSet::new();
+        // The names of the tools kept or hidden by read-only mode, for the private labels.
+        let mut labelled_here = HashSet::new();
+        let mut hidden = 0;
+        for tool in server.tools {
+            if stop.load(Ordering::Relaxed) {
+                return Ok(false);
+            }
+            let mcp_name = tool.name.to_string();
+            if !seen_here.insert(mcp_name.clone()) {
+                tracing::warn!(server = server.name, tool = %mcp_name, "left out a second tool of the same name");
+                continue;
+            }
+            let forms = label_forms(server, &mcp_name);
+            if allow.as_ref().is_some_and(|allow| !named_by(allow, &forms))
+                || named_by(&deny, &forms)
+            {
+                continue;
+            }
+            if selection.read_only && !kept_when_read_only(tool) {
+                hidden += 1;
+                if !private.is_empty() {
+                    labelled_here.extend(forms);
+                }
+                continue;
+            }
+            let Some(entry) = Self::entry(index, server, tool, &forms, &private) else {
+                continue;
+            };
+            if let Some(&other) = self.by_name.get(&entry.py_name) {
+                let other = &self.tools[other];
+                return Err(CatalogError::NameClash {
+                    first: format!("{}:{}", other.server_name, other.mcp_name),
+                    second: format!("{}:{}", entry.server_name, entry.mcp_name),
+                    py_name: entry.py_name,
+                });
+            }
+            if !private.is_empty() {
+                labelled_here.extend(forms);
+            }
+            self.by_name.insert(entry.py_name.clone(), self.tools.len());
+            self.tools.push(entry);
+        }
+        if let PrivateLabels::Some(list) = &selection.private
+            && let Some(label) = list.iter().find(|l| !labelled_here.contains(l.as_str()))
+        {
+            let kept_names = self
+                .tools
+                .iter()
+                .filter(|t| t.server == index)
+                .map(|t| t.mcp_name.as_str());
+            return Err(CatalogError::UnknownLabel {
+                what: "private label",
+                tool: label.clone(),
+                server: server.name.to_owned(),
+                hint: closest(label, kept_names),
+            });
+        }
+        if selection.approve.listed().next().is_some() {
+            let listed = listed();
+            if let Some(label) = selection.approve.listed().find(|l| !listed.contains(*l)) {
+                return Err(unknown("approval entry", label));
+            }
+        }
+        if selection.read_only {
+            self.read_only_hidden.push((server.name.to_owned(), hidden));
+        }
+        Ok(true)
+    }
+
+    /// The catalog entry of `tool` (its label names `forms`), or `None` (with a warning)
+    /// when its inputSchema cannot be compiled.
+    fn entry(
+        index: usize,
+        server: &ServerTools<'_>,
+        tool: &Tool,
+        forms: &[String],
+        private_labels: &HashSet<&str>,
+    ) -> Option<CatalogTool> {
+        let selection = server.selection;
+        let mcp_name = tool.name.to_string();
+        let schema = Value::Object((*tool.input_schema).clone());
+        let validator = match ArgsValidator::compile(&schema) {
+            Ok(v) if !v.unchecked().is_empty() => {
+                tracing::warn!(
+                    server = server.name,
+                    tool = %mcp_name,
+                    "its inputSchema refers to {} that cannot be resolved inside it (nothing is fetched): the values there are passed on unchecked, the rest is checked",
+                    v.unchecked().join(", ")
+                );
+                v
+            }
+            Ok(v) => v,
+            Err(e) => {
+                tracing::warn!(server = server.name, tool = %mcp_name, "left out: {e}");
+                return None;
+            }
+        };
+        let private = match &selection.private {
+            PrivateLabels::None => false,
+            PrivateLabels::All => true,
+            PrivateLabels::Some(_) => named_by(private_labels, forms),
+        };
+        let py_name = python_name(server.prefixed.then_some(server.name), &mcp_name);
+        let approve = selection.approve.needs_approval(tool, forms);
+        let output = tool
+            .output_schema
+            .as_ref()
+            .map(|o| Value::Object((**o).clone()));
+        let input = StubInput {
+            name: &py_name,
+            description: tool.description.as_deref(),
+            input_schema: &schema,
+            output_schema: output.as_ref(),
+            private,
+            approve,
+        };
+        Some(CatalogTool {
+            server: index,
+            server_name: server.name.to_owned(),
+            stub: stub(&input),
+            summary: summary(&input),
+            mcp_name,
+            py_name,
+            private,
+            validator: std::sync::Arc::new(validator),
+            params: schema
+                .get("properties")
+                .and_then(Value::as_object)
+                .map(|p| p.keys().take(50).cloned().collect())
+                .unwrap_or_default(),
+            unwrap_result: output
+                .as_ref()
+                .and_then(crate::bridge::upstream::result::result_wrapper)
+                .is_some(),
+            approve,
+        })
     }
 
     /// This catalog with its generation number and the servers that are not running

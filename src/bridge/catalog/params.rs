@@ -90,7 +90,7 @@ pub(super) fn params_line(schema: &Value, writer: &TypeWriter<'_>) -> String {
         .flatten()
         .take(MAX_PARAMS)
         .map(|(name, sub)| {
-            let mark = if required.contains(&name.as_str()) {
+            let mark = if required.contains(name.as_str()) {
                 ""
             } else {
                 "?"
@@ -112,7 +112,8 @@ pub(super) fn params_line(schema: &Value, writer: &TypeWriter<'_>) -> String {
     }
 }
 
-fn required(schema: &Value) -> Vec<&str> {
+/// The names `required` lists, as a set: one lookup per property.
+fn required(schema: &Value) -> std::collections::HashSet<&str> {
     schema
         .get("required")
         .and_then(Value::as_array)
@@ -229,7 +230,7 @@ fn fields(
     };
     for (name, sub) in properties.into_iter().flatten().take(limit) {
         let sub_schema = writer.deref(sub);
-        let mark = if required.contains(&name.as_str()) {
+        let mark = if required.contains(name.as_str()) {
             ""
         } else {
             "?"

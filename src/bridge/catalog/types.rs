@@ -139,12 +139,9 @@ impl<'a> TypeWriter<'a> {
 }
 
 fn union(mut members: Vec<String>) -> String {
-    let mut seen = Vec::new();
-    members.retain(|m| {
-        let fresh = !seen.contains(m);
-        seen.push(m.clone());
-        fresh
-    });
+    // A set: a union of many members is deduplicated in linear time.
+    let mut seen = std::collections::HashSet::new();
+    members.retain(|m| seen.insert(m.clone()));
     if members.iter().any(|m| m == "Any") || members.is_empty() {
         return "Any".into();
     }
