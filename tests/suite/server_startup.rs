@@ -8,7 +8,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use mcp_code_mode::bridge::{
-    Bridge, CallBudget, CallError, OpenOptions, RETRY_INTERVAL, ServerSpec,
+    Bridge, CallBudget, CallError, OpenOptions, RETRY_INTERVAL, RemoteSpec, RemoteTransport,
+    ServerSpec,
 };
 use mcp_code_mode::description::describe;
 use serde_json::json;
@@ -82,6 +83,56 @@ async fn a_failed_server_among_good_ones_leaves_the_rest_working() {
         .call(&CallBudget::new(5), "good__env", &json!({}))
         .await;
     assert!(out.is_ok(), "{out:?}");
+    bridge.close().await;
+}
+
+#[tokio::test]
+async fn servers_that_fail_at_start_are_described_in_plain_words_without_url_secrets() {
+    // One closes its stdin at once (the initialize write fails with a broken pipe before
+    // the process ends); one is a remote URL nothing listens on, with a key in its query
+    // and a password in its userinfo.
+    let env = Scenario::load("env");
+    let deaf = ServerSpec {
+        name: "deaf".into(),
+        command: "sh".into(),
+        args: vec!["-c".into(), "exec 0<&-; sleep 5".into()],
+        ..ServerSpec::default()
+    };
+    let remote = ServerSpec {
+        name: "remote".into(),
+        remote: Some(RemoteSpec {
+            url: "http://user:hunter2@127.0.0.1:1/mcp?api_key=SECRETKEY".into(),
+            headers: Vec::new(),
+            transport: RemoteTransport::StreamableHttp,
+        }),
+        ..ServerSpec::default()
+    };
+    let entries = vec![entry(named(env.spec(), "good")), entry(deaf), entry(remote)];
+    let bridge = Bridge::open_with(entries, prefixed()).await.expect("opens");
+    let catalog = bridge.catalog();
+    let why = |name: &str| {
+        let (_, why) = catalog
+            .unavailable()
+            .iter()
+            .find(|(n, _)| n == name)
+            .unwrap();
+        why.clone()
+    };
+    assert!(
+        why("deaf").contains("could not write to its stdin"),
+        "{}",
+        why("deaf")
+    );
+    assert!(
+        why("remote").contains("could not connect to http://127.0.0.1:1/mcp"),
+        "{}",
+        why("remote")
+    );
+    // The description and /healthz show these texts: no Rust type names, no URL secrets.
+    let description = describe(&catalog, 90, 200, &bridge.call_timeouts());
+    for leak in ["::", "Transport [", "SECRETKEY", "hunter2", "api_key"] {
+        assert!(!description.contains(leak), "{leak:?} in {description}");
+    }
     bridge.close().await;
 }
 

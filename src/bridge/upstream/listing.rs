@@ -100,9 +100,13 @@ async fn list_pages(
                 return Ok(Vec::new());
             }
             Err(e) => {
+                tracing::info!(server = %spec.name, "tools/list failed: {e}");
+                let url = spec.remote.as_ref().map(|r| r.url.as_str());
                 return Err(failed(
                     spec,
-                    live.reason.get().unwrap_or_else(|| e.to_string()),
+                    live.reason
+                        .get()
+                        .unwrap_or_else(|| super::plain::request(&e, url)),
                 ));
             }
         };

@@ -31,6 +31,7 @@ pub(crate) mod json_scan;
 mod lenient;
 mod lenient_http;
 pub(crate) mod listing;
+pub(crate) mod plain;
 mod raw_http;
 mod remote;
 mod repair;
@@ -632,7 +633,16 @@ async fn connect(
         biased;
         outcome = handshake => match outcome {
             Ok(Ok(session)) => Ok(session),
-            Ok(Err(e)) => Err(reason.get().unwrap_or_else(|| e.to_string())),
+            Ok(Err(e)) => {
+                tracing::info!(server = %spec.name, "initialize failed: {e}");
+                // A write that failed because the server exited races the read of its end:
+                // how it ended says more than the failed write.
+                let _ = tokio::time::timeout(CLOSE_GRACE, reason.closed()).await;
+                Err(reason
+                    .explain(CLOSE_GRACE)
+                    .await
+                    .unwrap_or_else(|| plain::stdio_initialize(&e)))
+            }
             Err(_) => Err(format!("no answer within {} s", startup.as_secs_f64())),
         },
         () = died => Err(reason.get().unwrap_or_else(|| "the connection ended".to_owned())),

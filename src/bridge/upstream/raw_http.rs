@@ -166,7 +166,8 @@ impl RawHttp {
             .body(body)
             .send()
             .await
-            .map_err(|e| format!("the request to the server failed: {e}"))?;
+            // reqwest's text names the whole URL (its query may hold a key).
+            .map_err(|e| format!("the request to the server failed: {}", e.without_url()))?;
         let status = response.status();
         let content_type = response
             .headers()
@@ -217,7 +218,7 @@ async fn read_bounded(mut response: reqwest::Response, limit: usize) -> Result<V
     while let Some(chunk) = response
         .chunk()
         .await
-        .map_err(|e| format!("reading the server's answer failed: {e}"))?
+        .map_err(|e| format!("reading the server's answer failed: {}", e.without_url()))?
     {
         if body.len() + chunk.len() > limit {
             return Err(format!("the server's answer is over {} MiB", limit >> 20));

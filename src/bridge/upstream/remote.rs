@@ -78,10 +78,13 @@ pub(super) async fn connect(
     let startup = spec.startup_wait();
     match tokio::time::timeout_at(deadline, client.serve(transport)).await {
         Ok(Ok(session)) => Ok((session, raw)),
-        Ok(Err(e)) => Err(failed(
-            spec,
-            crate::bridge::refusal::cap(&e.to_string(), 300),
-        )),
+        Ok(Err(e)) => {
+            tracing::info!(server = %spec.name, "initialize failed: {e}");
+            Err(failed(
+                spec,
+                super::plain::remote_initialize(&e, &remote.url),
+            ))
+        }
         Err(_) => Err(failed(
             spec,
             format!("no answer within {} s", startup.as_secs_f64()),
