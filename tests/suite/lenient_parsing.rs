@@ -19,6 +19,7 @@ use mcp_code_mode::bridge::{
 };
 use serde_json::json;
 
+use super::common::{ExecOptions, example, exec_with, native_available, require};
 use super::misbehaving_servers::{Scenario, entry};
 
 /// How the scripted server is reached.
@@ -332,4 +333,51 @@ async fn requests_from_a_local_server_during_a_call_are_each_answered() {
 #[tokio::test]
 async fn requests_from_a_remote_server_during_a_call_are_each_answered() {
     the_servers_requests_during_a_call_are_each_answered(Via::HttpSse).await;
+}
+
+#[tokio::test]
+async fn a_tool_named_the_empty_string_is_left_out_and_the_rest_kept() {
+    let scenario = Scenario::from_value(
+        "empty_name",
+        json!({"tools": [
+            {"name": "", "inputSchema": {"type": "object"}},
+            {"name": "kept", "inputSchema": {"type": "object"}},
+        ]}),
+    );
+    let bridge = Bridge::open(vec![entry(scenario.spec())], false)
+        .await
+        .expect("opens");
+    let catalog = bridge.catalog();
+    let names: Vec<&str> = catalog
+        .tools()
+        .iter()
+        .map(|t| t.mcp_name.as_str())
+        .collect();
+    assert_eq!(names, ["kept"], "an empty name is no usable name");
+    assert!(catalog.get("__").is_none());
+    bridge.close().await;
+}
+
+#[test]
+fn a_server_answering_an_unknown_protocol_version_is_used_with_a_warning_naming_it() {
+    if !require(native_available(), "user namespaces are not available") {
+        return;
+    }
+    let scenario = Scenario::load("unknown_protocol");
+    let run = exec_with(
+        "print(await echo())",
+        ExecOptions {
+            server: vec![
+                example("scripted_server").display().to_string(),
+                scenario.path().display().to_string(),
+            ],
+            ..Default::default()
+        },
+    );
+    assert_eq!(run.printed().trim(), "odd ok", "{}", run.stderr);
+    assert!(
+        run.stderr.contains("protocol version \"1999-01-01\""),
+        "no warning naming the version: {}",
+        run.stderr
+    );
 }

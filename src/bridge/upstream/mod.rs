@@ -24,7 +24,7 @@
 //! (tested). Requests the server makes are answered: ping, `roots/list` (no roots),
 //! sampling refused, elicitation declined, anything else "method not found"; one rmcp
 //! cannot read is refused by the transport. An `initialize` answer with an older or an
-//! unknown protocol version is accepted.
+//! unknown protocol version is accepted (an unknown one with a warning).
 
 mod call_answer;
 pub(crate) mod json_scan;
@@ -539,11 +539,14 @@ async fn connect(
         };
         return remote::connect(spec, remote, client, deadline)
             .await
-            .map(|(session, raw)| Live {
-                session,
-                reason: CloseReason::default(),
-                process: None,
-                raw,
+            .map(|(session, raw)| {
+                warn_unknown_protocol(spec, &session);
+                Live {
+                    session,
+                    reason: CloseReason::default(),
+                    process: None,
+                    raw,
+                }
             });
     }
     let env = environment(spec);
@@ -648,7 +651,10 @@ async fn connect(
         () = died => Err(reason.get().unwrap_or_else(|| "the connection ended".to_owned())),
     };
     let session = match outcome {
-        Ok(session) => session,
+        Ok(session) => {
+            warn_unknown_protocol(spec, &session);
+            session
+        }
         Err(why) => {
             process.kill().await;
             // Let the stderr drain catch the last lines the server wrote.
@@ -662,6 +668,20 @@ async fn connect(
         process: Some(process),
         raw,
     })
+}
+
+/// Warn when the server's `initialize` answer names a protocol version serve does not know
+/// (the session goes on, rmcp speaking its own: lenient, but visible in serve's log).
+fn warn_unknown_protocol(spec: &ServerSpec, session: &RunningService<RoleClient, BridgeClient>) {
+    if let Some(info) = session.peer_info()
+        && !ProtocolVersion::KNOWN_VERSIONS.contains(&info.protocol_version)
+    {
+        tracing::warn!(
+            server = %spec.name,
+            "it answered initialize with protocol version {:?}, which serve does not know; going on with it",
+            crate::bridge::refusal::cap(&info.protocol_version.to_string(), 80)
+        );
+    }
 }
 
 fn session_error(

@@ -196,12 +196,17 @@ pub(super) fn repair_result(kind: Pending, result: &mut Value) {
     match kind {
         Pending::ListTools => {
             if let Some(Value::Array(tools)) = result.get_mut("tools") {
-                tools.retain(|t| {
-                    let ok = t.get("name").is_some_and(Value::is_string);
-                    if !ok {
-                        tracing::warn!("left out a tool with no string name");
+                tools.retain(|t| match t.get("name").and_then(Value::as_str) {
+                    // An empty name is no name: no stub could call it by one.
+                    Some("") => {
+                        tracing::warn!("left out a tool whose name is the empty string");
+                        false
                     }
-                    ok
+                    Some(_) => true,
+                    None => {
+                        tracing::warn!("left out a tool with no string name");
+                        false
+                    }
                 });
                 let mut hints = Hints::default();
                 tools.retain_mut(|tool| {
@@ -370,6 +375,23 @@ mod tests {
         let p = pending_with("1", Pending::ListTools);
         let m = message(decode(
             json!({"jsonrpc": "2.0", "id": 1, "result": {"tools": [{"name": "s", "inputSchema": "lol"}, {"name": "n", "inputSchema": 42}, {"name": "z", "inputSchema": null}, {"name": "a", "inputSchema": [{}]}, {"name": "kept", "inputSchema": {"type": "object"}}]}}),
+            &p,
+        ));
+        let m = serde_json::to_value(m.unwrap()).unwrap();
+        let names: Vec<&str> = m["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["kept"]);
+    }
+
+    #[test]
+    fn a_tool_named_the_empty_string_is_left_out() {
+        let p = pending_with("1", Pending::ListTools);
+        let m = message(decode(
+            json!({"jsonrpc": "2.0", "id": 1, "result": {"tools": [{"name": "", "inputSchema": {"type": "object"}}, {"name": "kept", "inputSchema": {"type": "object"}}]}}),
             &p,
         ));
         let m = serde_json::to_value(m.unwrap()).unwrap();
