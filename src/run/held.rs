@@ -25,7 +25,7 @@ use crate::bridge::refusal::CallError;
 use crate::bridge::{Bridge, CallBudget};
 use crate::limits::{MAX_PROTOCOL_LINE_BYTES, MAX_REFUSED_CALLS};
 use crate::lines::{LineRead, continue_line, read_line};
-use crate::sandbox::{Backend, HeldLimits, Sandbox, SandboxError};
+use crate::sandbox::{Backend, CpuPriority, HeldLimits, Sandbox, SandboxError};
 
 /// One sandbox held across several cells, with the code's variables kept between them, for a
 /// caller's own agent loop. Each cell has its own
@@ -65,6 +65,9 @@ pub struct HeldSandbox {
     /// bound but the deadline. Set for sandboxes taken from the warm pool, whose runner
     /// waits in a read of its input and answers at once.
     pub(super) ack_limit: Option<Duration>,
+    /// Dropped once the sandbox has been ended (closed, or discarded and reaped): the warm
+    /// pool's slot whose sandbox this was waits for it before starting the next one.
+    pub(super) ended: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
 impl HeldSandbox {
@@ -105,6 +108,7 @@ impl HeldSandbox {
             pooled: false,
             unheard: false,
             ack_limit: None,
+            ended: None,
         }
     }
 
@@ -314,6 +318,14 @@ impl HeldSandbox {
         })
     }
 
+    /// Put the sandbox at `priority` ([`SandboxControl::set_priority`]): `false` when the
+    /// change failed.
+    ///
+    /// [`SandboxControl::set_priority`]: crate::sandbox::SandboxControl::set_priority
+    pub(crate) async fn set_priority(&mut self, priority: CpuPriority) -> bool {
+        self.control.set_priority(priority).await
+    }
+
     /// End the sandbox: close its input, give it a moment to exit, then kill what is left.
     pub async fn close(mut self) {
         if let Some(input) = self.to_runner.take() {
@@ -352,6 +364,7 @@ impl HeldSandbox {
         let Self {
             mut control,
             writer,
+            ended,
             ..
         } = self;
         writer.abort();
@@ -359,6 +372,7 @@ impl HeldSandbox {
             control.kill().await;
             control.wait().await;
             control.release().await;
+            drop(ended);
         };
         match endings {
             Some(endings) => endings.spawn(end),

@@ -32,7 +32,7 @@ use self::stop::Stop;
 use crate::bridge::refusal::CallError;
 use crate::bridge::{Bridge, CallBudget, Taint};
 use crate::governance::approval::Approver;
-use crate::sandbox::{Backend, HeldLimits, SandboxError};
+use crate::sandbox::{Backend, CpuPriority, HeldLimits, SandboxError};
 
 pub mod pool;
 
@@ -358,8 +358,13 @@ async fn run_budgeted(
         (true, _) => held.discard_into(pool.map(|side| side.endings)),
         // The result does not wait for the sandbox's exit, its cgroup's removal or
         // `docker rm`; the pool's owner waits for these endings ([`pool::Pool::close`]).
+        // The runner's exit and the rest of the ending run at background priority, so they
+        // yield the CPU to the reply on its way and to the next run.
         (false, Some(side)) => {
-            side.endings.spawn(held.close());
+            side.endings.spawn(async move {
+                held.set_priority(CpuPriority::Background).await;
+                held.close().await;
+            });
         }
         (false, None) => held.close().await,
     }

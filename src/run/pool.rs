@@ -5,7 +5,8 @@
 //! has done its imports, loaded the catalog and blocks reading its first cell. The sandbox
 //! then waits, idle, until one of four things happens:
 //!
-//! - a run takes it ([`Pool::take`]): the slot starts the next sandbox at once;
+//! - a run takes it ([`Pool::take`]): the slot starts the next sandbox once that run is
+//!   over and its sandbox ended, or after [`REFILL_WAIT`] when the run lasts longer;
 //! - it dies or writes anything (out of memory, a signal from the host, a crash): thrown away;
 //! - the bridge's [`Bridge::catalog_version`] moves on (a catalog change, a server restart):
 //!   thrown away, since its `start` is stale;
@@ -32,9 +33,17 @@
 //! Slots start their sandboxes one at a time, so filling the pool competes with a cold run
 //! for the CPU as little as one more start does.
 //!
+//! The pool's own work runs at background CPU priority ([`CpuPriority::Background`]) where
+//! the backend can raise it again: a slot's start, and the ending of a finished run's
+//! sandbox. A take puts its sandbox back at normal priority before the cell is sent; a
+//! sandbox whose priority cannot be raised is thrown away. A take's own start (a cold
+//! start, or one raced against the pool's) runs at normal priority from the beginning.
+//!
 //! A slot whose sandbox fails to start waits before it tries again (from
 //! [`RETRY_FIRST`] doubling up to [`RETRY_MAX`]), so a host that cannot start sandboxes is
 //! not kept busy; runs then start cold and report the failure themselves.
+
+mod slot;
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -47,9 +56,10 @@ use tokio::task::JoinSet;
 
 use tokio_util::task::TaskTracker;
 
+use self::slot::{adopted, slot, start_ready};
 use super::{HeldSandbox, PoolSide, RunOptions, RunReport, Steering, run_in};
 use crate::bridge::Bridge;
-use crate::sandbox::{Backend, SandboxError};
+use crate::sandbox::{Backend, CpuPriority, SandboxError};
 
 /// The pool size `serve` uses by default: one sandbox for each run it runs at once.
 pub const DEFAULT_POOL_SIZE: u16 = crate::limits::MAX_CONCURRENT_RUNS as u16;
@@ -74,6 +84,11 @@ pub const ENDING_LIMIT: Duration = Duration::from_secs(20);
 /// Longest time [`Pool::close`] lets a sandbox start under way finish, so it can be ended
 /// whole; past it the start is dropped (killed half way).
 pub const FINISH_LIMIT: Duration = Duration::from_secs(10);
+/// Longest time a slot whose sandbox a run took waits for that run to end before it starts
+/// the next sandbox. The start (about 120 ms of CPU natively: the launcher's namespaces,
+/// mounts and cgroup, then CPython's imports) would otherwise compete with the run and its
+/// reply for the CPU; a longer run gets its replacement started beside it after this wait.
+pub const REFILL_WAIT: Duration = Duration::from_millis(500);
 /// Wait after a slot's first failed start, doubled after each further failure.
 pub const RETRY_FIRST: Duration = Duration::from_millis(250);
 /// Longest wait between two failed starts of one slot.
@@ -301,6 +316,15 @@ impl Pool {
                 },
             };
             if let Some(mut held) = self.usable(member) {
+                // A pooled sandbox waits at background priority; the run gets it at normal
+                // priority, or not at all.
+                if !held.set_priority(CpuPriority::Normal).await {
+                    tracing::warn!(
+                        "pooled sandbox thrown away at its take: its CPU priority could not be raised to normal"
+                    );
+                    self.endings.spawn(held.close());
+                    continue;
+                }
                 self.shared.counters.taken.fetch_add(1, Ordering::SeqCst);
                 held.pooled = true;
                 held.ack_limit = Some(ACK_LIMIT);
@@ -459,41 +483,6 @@ impl Drop for Pool {
     }
 }
 
-/// Resolves when the pool is closed or dropped.
-async fn closing(closed: &mut watch::Receiver<bool>) {
-    let _ = closed.wait_for(|c| *c).await;
-}
-
-/// Resolves when the catalog version moves past `version` (never when the bridge is gone).
-async fn catalog_moves(catalog: &mut watch::Receiver<u64>, version: u64) {
-    if catalog.wait_for(|v| *v != version).await.is_err() {
-        std::future::pending::<()>().await;
-    }
-}
-
-/// Start a sandbox that asks for `ready`, and wait for it.
-async fn start_member(bridge: &Arc<Bridge>, backend: &dyn Backend) -> Result<HeldSandbox, String> {
-    let sandbox = backend.spawn().await.map_err(|e| e.to_string())?;
-    let mut held = HeldSandbox::begin(bridge.clone(), sandbox, true).await;
-    held.wait_ready(READY_LIMIT)
-        .await
-        .map_err(|e| e.to_string())?;
-    Ok(held)
-}
-
-/// A take's own start in a race with the pool's: [`start_member`], counted as ready.
-async fn start_ready(
-    bridge: Arc<Bridge>,
-    backend: Arc<dyn Backend>,
-    shared: Arc<Shared>,
-) -> Result<Member, String> {
-    // The version is read before the catalog goes into `start` (see catalog_changed).
-    let version = bridge.catalog_version();
-    let held = start_member(&bridge, backend.as_ref()).await?;
-    shared.counters.ready.fetch_add(1, Ordering::SeqCst);
-    Ok(Member { held, version })
-}
-
 /// How a take's race ended.
 enum Raced {
     /// The pool's start was ready first.
@@ -502,199 +491,4 @@ enum Raced {
     Own(Member),
     /// The take's own start failed.
     Neither,
-}
-
-/// The task of a sandbox that lost a take's race: wait until `member` is ready (it was
-/// started by the take; when the pool closes first, it is let finish and ended), hand it to
-/// a waiting take or list it idle, as a slot does, once.
-async fn adopted(
-    bridge: Arc<Bridge>,
-    shared: Arc<Shared>,
-    mut closed: watch::Receiver<bool>,
-    mut member: BoxFuture<'static, Result<Member, String>>,
-) {
-    let started = tokio::select! {
-        started = &mut member => started,
-        () = closing(&mut closed) => {
-            if let Ok(Ok(member)) = tokio::time::timeout(FINISH_LIMIT, member).await {
-                member.held.close().await;
-            }
-            return;
-        }
-    };
-    let member = match started {
-        Ok(member) => member,
-        Err(why) => {
-            tracing::info!("a run's own start lost its race and then failed: {why}");
-            return;
-        }
-    };
-    let (member, full) = {
-        let mut state = shared.state();
-        let Some(member) = hand_to_waiter(&mut state, member) else {
-            shared.counters.adopted.fetch_add(1, Ordering::SeqCst);
-            tracing::info!("a race's other sandbox handed to a waiting run");
-            return;
-        };
-        let full = state.idle.len() >= shared.size;
-        (member, full)
-    };
-    if full {
-        tracing::info!("a race's other sandbox ended: the pool is full");
-        member.held.close().await;
-        return;
-    }
-    shared.counters.adopted.fetch_add(1, Ordering::SeqCst);
-    let mut catalog = bridge.watch_catalog();
-    idle_until_used(&bridge, &shared, member, &mut catalog, &mut closed).await;
-}
-
-/// What ended a pooled sandbox's wait.
-enum Next {
-    Taken(oneshot::Sender<Member>),
-    Dead,
-    Stale,
-    Closed,
-}
-
-/// Keep `member`, ready, listed idle until a take gets it, it dies or goes stale (then it is
-/// ended), or the pool closes (then it is ended and `false` returned).
-async fn idle_until_used(
-    bridge: &Bridge,
-    shared: &Shared,
-    member: Member,
-    catalog: &mut watch::Receiver<u64>,
-    closed: &mut watch::Receiver<bool>,
-) -> bool {
-    let Member { mut held, version } = member;
-    if bridge.catalog_version() != version {
-        shared.counters.stale.fetch_add(1, Ordering::SeqCst);
-        tracing::info!("pooled sandbox thrown away: the catalog changed");
-        held.close().await;
-        return true;
-    }
-    let id = shared.ids.fetch_add(1, Ordering::SeqCst);
-    let (give, mut asked) = oneshot::channel();
-    let idle = {
-        let mut state = shared.state();
-        state.idle.push_back(Idle { id, give });
-        state.idle.len()
-    };
-    tracing::info!(idle, "pooled sandbox ready");
-    let next = tokio::select! {
-        asked = &mut asked => match asked {
-            Ok(reply) => Next::Taken(reply),
-            Err(_) => Next::Closed,
-        },
-        () = held.stops_waiting() => Next::Dead,
-        () = catalog_moves(catalog, version) => Next::Stale,
-        () = closing(closed) => Next::Closed,
-    };
-    match next {
-        Next::Taken(reply) => {
-            if let Err(member) = reply.send(Member { held, version }) {
-                member.held.close().await;
-            }
-            return true;
-        }
-        Next::Dead => {
-            shared.counters.dead.fetch_add(1, Ordering::SeqCst);
-            tracing::info!("pooled sandbox thrown away: it died while idle");
-        }
-        Next::Stale => {
-            shared.counters.stale.fetch_add(1, Ordering::SeqCst);
-            tracing::info!("pooled sandbox thrown away: the catalog changed");
-        }
-        Next::Closed => {}
-    }
-    shared.unlist(id);
-    held.close().await;
-    !matches!(next, Next::Closed)
-}
-
-/// One slot: keep one sandbox ready until the pool closes.
-async fn slot(
-    bridge: Arc<Bridge>,
-    backend: Arc<dyn Backend>,
-    shared: Arc<Shared>,
-    mut closed: watch::Receiver<bool>,
-) {
-    let mut catalog = bridge.watch_catalog();
-    let mut retry = RETRY_FIRST;
-    loop {
-        if *closed.borrow() {
-            return;
-        }
-        // The version is read before the catalog goes into `start` (see catalog_changed).
-        let version = bridge.catalog_version();
-        // One start at a time, and only while the idle sandboxes and the starts under way
-        // are fewer than the pool's size (a race's other sandbox may have joined).
-        let one_at_a_time = loop {
-            let permit = tokio::select! {
-                permit = shared.starting.acquire() => permit,
-                () = closing(&mut closed) => return,
-            };
-            let room = shared.room.notified();
-            tokio::pin!(room);
-            room.as_mut().enable();
-            {
-                let mut state = shared.state();
-                if state.idle.len() + state.in_progress < shared.size {
-                    state.in_progress += 1;
-                    break permit;
-                }
-            }
-            drop(permit);
-            tokio::select! {
-                () = room => {}
-                () = closing(&mut closed) => return,
-            }
-        };
-        let start = start_member(&bridge, backend.as_ref());
-        tokio::pin!(start);
-        let started = tokio::select! {
-            started = &mut start => started,
-            () = closing(&mut closed) => {
-                // A start under way is finished and then ended, not dropped half way: a
-                // Docker create request dropped before the engine has made its container
-                // can leave a container made after its removal was asked for.
-                if let Ok(Ok(held)) = tokio::time::timeout(FINISH_LIMIT, start).await {
-                    held.close().await;
-                }
-                return;
-            }
-        };
-        drop(one_at_a_time);
-        let member = match started {
-            Ok(held) => {
-                retry = RETRY_FIRST;
-                shared.counters.ready.fetch_add(1, Ordering::SeqCst);
-                let member = Member { held, version };
-                match shared.start_ended(Some(member)) {
-                    Some(member) => member,
-                    None => {
-                        tracing::info!("pooled sandbox ready, handed to a waiting run");
-                        continue;
-                    }
-                }
-            }
-            Err(why) => {
-                shared.start_ended(None);
-                shared.counters.failed.fetch_add(1, Ordering::SeqCst);
-                tracing::warn!(
-                    "a pooled sandbox failed to start: {why}; runs start cold until one does; next try in {} ms",
-                    retry.as_millis()
-                );
-                tokio::select! {
-                    () = tokio::time::sleep(retry) => {}
-                    () = closing(&mut closed) => return,
-                }
-                retry = (retry * 2).min(RETRY_MAX);
-                continue;
-            }
-        };
-        if !idle_until_used(&bridge, &shared, member, &mut catalog, &mut closed).await {
-            return;
-        }
-    }
 }

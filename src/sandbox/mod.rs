@@ -41,10 +41,38 @@ pub enum SandboxError {
     Launch(launcher::LaunchFailure),
 }
 
+/// How much of a busy CPU a sandbox gets next to the host's other work.
+///
+/// The warm pool starts its sandboxes and ends used ones at [`CpuPriority::Background`], so
+/// that this work, about 120 ms of CPU per start, yields the CPU to the runs being served;
+/// a sandbox taken for a run is back at [`CpuPriority::Normal`] before its cell is sent.
+/// Only a priority the host can raise again is ever lowered: natively the weight of the
+/// run's own cgroup (v1 `cpu.shares`, v2 `cpu.weight`), which the host wrote and may write
+/// again, privileged or not. Docker and a native run without a CPU cgroup keep the normal
+/// priority throughout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CpuPriority {
+    /// The weight every process and cgroup has by default (v1 `cpu.shares` 1024, v2
+    /// `cpu.weight` 100).
+    Normal,
+    /// A sixteenth of the normal weight (v1 `cpu.shares` 64, v2 `cpu.weight` 6): under
+    /// contention it gets about 6% of what one normal process beside it gets; on an idle
+    /// CPU it runs at full speed.
+    Background,
+}
+
 /// A way to start sandboxes.
 pub trait Backend: Send + Sync {
     /// Start one sandbox running runner.py, ready for the `start` message.
     fn spawn(&self) -> BoxFuture<'_, Result<Sandbox, SandboxError>>;
+
+    /// [`Self::spawn`] at `priority` (see [`CpuPriority`]), set before any process of the
+    /// sandbox runs where the backend can set it and raise it again
+    /// ([`SandboxControl::set_priority`]). Default: [`Self::spawn`], at normal priority.
+    fn spawn_at(&self, priority: CpuPriority) -> BoxFuture<'_, Result<Sandbox, SandboxError>> {
+        let _ = priority;
+        self.spawn()
+    }
 
     /// Wait until the sandboxes this backend ends in the background are gone: those whose
     /// start or [`SandboxControl`] was dropped midway (a run cancelled or cut by its deadline
@@ -116,6 +144,13 @@ pub trait SandboxControl: Send {
     /// [`Self::wait`]. Dropping the control frees it too, in the background. Default: nothing.
     fn release(&mut self) -> BoxFuture<'_, ()> {
         Box::pin(async {})
+    }
+    /// Put every process of the sandbox, those it starts later included, at `priority`.
+    /// `true` when it now runs there, or at [`CpuPriority::Normal`] because the backend
+    /// never lowers it; `false` when the change failed. Default: `true` for
+    /// [`CpuPriority::Normal`], `false` otherwise (nothing is changed).
+    fn set_priority(&mut self, priority: CpuPriority) -> BoxFuture<'_, bool> {
+        Box::pin(async move { priority == CpuPriority::Normal })
     }
 }
 

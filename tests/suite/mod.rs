@@ -49,6 +49,8 @@ mod misbehaving_servers;
 mod pool;
 /// The warm pool's members that stall or stay silent: refills raced, silent members replaced.
 mod pool_members;
+/// The warm pool's CPU priority: background while a sandbox waits, normal for its run.
+mod pool_priority;
 /// Private data, discovery, names and schemas, several servers.
 mod private_data_and_servers;
 /// Hostile probes per class, judged from outside.

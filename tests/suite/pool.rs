@@ -38,11 +38,11 @@ use super::misbehaving_servers::Scenario;
 const PATIENCE: Duration = Duration::from_secs(60);
 
 /// `serve` under the driver, one call at a time.
-struct Served {
+pub(super) struct Served {
     backend: String,
     driver: Child,
     /// The driver's input; `None` once closed (the client disconnects).
-    stdin: Option<ChildStdin>,
+    pub(super) stdin: Option<ChildStdin>,
     stdout: BufReader<ChildStdout>,
     log: PathBuf,
     pid_file: PathBuf,
@@ -66,7 +66,7 @@ fn docker_pause(id: &str) {
 }
 
 impl Served {
-    fn start(backend: &str, args: &[&str]) -> Self {
+    pub(super) fn start(backend: &str, args: &[&str]) -> Self {
         Self::wrapping(backend, args, &toy())
     }
 
@@ -115,7 +115,7 @@ impl Served {
         served
     }
 
-    fn reply(&mut self) -> Value {
+    pub(super) fn reply(&mut self) -> Value {
         let mut line = String::new();
         self.stdout.read_line(&mut line).expect("read the driver");
         serde_json::from_str(&line).unwrap_or_else(|e| {
@@ -157,7 +157,7 @@ impl Served {
     }
 
     /// Wait until `count` pooled sandboxes have said ready since serve started.
-    fn wait_ready(&self, count: usize) {
+    pub(super) fn wait_ready(&self, count: usize) {
         self.wait_logged("pooled sandbox ready", count);
     }
 
@@ -171,7 +171,7 @@ impl Served {
 
     /// serve's sandboxes as the host sees them: launcher pids (native) or container names
     /// (docker). Between runs, these are the pooled ones.
-    fn sandboxes(&self) -> Vec<String> {
+    pub(super) fn sandboxes(&self) -> Vec<String> {
         let pid = self.serve_pid();
         if self.backend == "docker" {
             let out = Command::new("docker")
@@ -339,7 +339,7 @@ impl Drop for Served {
 }
 
 /// Child pids of `pid`, over all its threads.
-fn children(pid: u32) -> Vec<u32> {
+pub(super) fn children(pid: u32) -> Vec<u32> {
     let mut found = Vec::new();
     if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
         for task in tasks.flatten() {
@@ -354,14 +354,14 @@ fn children(pid: u32) -> Vec<u32> {
     found
 }
 
-fn ready(backend: &str) -> bool {
+pub(super) fn ready(backend: &str) -> bool {
     require(
         venv_python().is_some(),
         "could not install the Python MCP SDK from PyPI",
     ) && super::common::backend_ready(backend)
 }
 
-fn stdout(reply: &Value) -> &str {
+pub(super) fn stdout(reply: &Value) -> &str {
     reply["structured"]["stdout"].as_str().unwrap_or_else(|| {
         panic!("no stdout in {reply}");
     })

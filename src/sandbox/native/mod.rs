@@ -8,6 +8,9 @@
 //! failed. At the end the host kills pid 1 through that pidfd (which ends every process of
 //! the sandbox's pid namespace, whatever the code did to its death signal or session), then
 //! the launcher, then every process left in the cgroup, and removes the cgroup.
+//! A sandbox started at [`CpuPriority::Background`] (the warm pool's) has its cgroup's CPU
+//! weight lowered before the launcher joins it; [`SandboxControl::set_priority`] writes it
+//! again.
 //!
 //! Making, emptying and removing a cgroup block (cgroupfs writes; a removal retries while the
 //! kernel still counts dying processes, sleeping 10 ms at a time for up to 2 s), so they run
@@ -34,8 +37,8 @@ pub use self::cgroup::{CgroupError, CgroupHost, CgroupLimits, RunCgroup};
 use crate::limits::{CPUS, MAX_FILE_BYTES, MAX_OPEN_FILES, MAX_PIDS, MEMORY_BYTES, TMP_BYTES};
 use crate::sandbox::owner::RunName;
 use crate::sandbox::{
-    Backend, BoxFuture, Ending, HeldLimits, Removals, Sandbox, SandboxControl, SandboxError,
-    StderrDrain, exit_code, spawner,
+    Backend, BoxFuture, CpuPriority, Ending, HeldLimits, Removals, Sandbox, SandboxControl,
+    SandboxError, StderrDrain, exit_code, spawner,
 };
 
 /// The hidden subcommand that turns this binary into the launcher.
@@ -127,6 +130,12 @@ impl NativeBackend {
 
 impl Backend for NativeBackend {
     fn spawn(&self) -> BoxFuture<'_, Result<Sandbox, SandboxError>> {
+        self.spawn_at(CpuPriority::Normal)
+    }
+
+    /// The run's cgroup gets the weight of `priority` before the launcher joins it, so every
+    /// process of the sandbox runs at it from the start (without a CPU cgroup: normal).
+    fn spawn_at(&self, priority: CpuPriority) -> BoxFuture<'_, Result<Sandbox, SandboxError>> {
         Box::pin(async move {
             let limits = CgroupLimits {
                 memory_bytes: MEMORY_BYTES,
@@ -137,10 +146,19 @@ impl Backend for NativeBackend {
             let name = RunName::next().to_string();
             // Dropped while this runs (a cancelled start), the cgroup made is removed by its
             // own drop, on the blocking thread.
-            let made = tokio::task::spawn_blocking(move || cgroups.create(&name, &limits))
-                .await
-                .map_err(|e| e.to_string())
-                .and_then(|made| made.map_err(|e| e.to_string()));
+            let made = tokio::task::spawn_blocking(move || {
+                let made = cgroups.create(&name, &limits);
+                if let Ok(Some(cg)) = &made
+                    && priority != CpuPriority::Normal
+                    && cg.held().contains(&"cpu")
+                {
+                    cg.set_cpu_priority(priority);
+                }
+                made
+            })
+            .await
+            .map_err(|e| e.to_string())
+            .and_then(|made| made.map_err(|e| e.to_string()));
             let cgroup = match made {
                 Ok(cg) => cg.map(Arc::new),
                 Err(e) => {
@@ -276,6 +294,20 @@ impl SandboxControl for NativeControl {
         Box::pin(async move {
             self.end_sandbox();
             remove_cgroup(self.cgroup.take()).await;
+        })
+    }
+
+    fn set_priority(&mut self, priority: CpuPriority) -> BoxFuture<'_, bool> {
+        Box::pin(async move {
+            match self.cgroup.clone() {
+                Some(cg) if cg.held().contains(&"cpu") => {
+                    tokio::task::spawn_blocking(move || cg.set_cpu_priority(priority))
+                        .await
+                        .unwrap_or(false)
+                }
+                // Never lowered: there is no weight of its own to set.
+                _ => priority == CpuPriority::Normal,
+            }
         })
     }
 

@@ -14,7 +14,13 @@ use cgroups_rs::fs::{Cgroup, MaxValue};
 use super::subtree::{OwnSubtree, os_error};
 use super::{CPU_PERIOD_US, CgroupError, CgroupLimits};
 use crate::limits::{DISK_BYTES_PER_SEC, DISK_OPS_PER_SEC};
+use crate::sandbox::CpuPriority;
 use crate::sandbox::disks::BlockDevice;
+
+/// The default v1 `cpu.shares` of a cgroup (and the weight of a process at nice 0).
+const CPU_SHARES_NORMAL: u64 = 1024;
+/// The default v2 `cpu.weight` of a cgroup.
+const CPU_WEIGHT_NORMAL: u64 = 100;
 
 /// How long [`RunCgroup::kill_all`] and [`RunCgroup::remove`] keep trying.
 const SETTLE: Duration = Duration::from_secs(2);
@@ -123,6 +129,31 @@ impl RunCgroup {
         }
         self.held = held;
         Ok(())
+    }
+
+    /// Sets the CPU weight of the cgroup (v1 `cpu.shares`, v2 `cpu.weight`) for `priority`
+    /// ([`CpuPriority`]'s values), relative to serve's own processes and the other runs'
+    /// cgroups. `false` when the cgroup has no CPU controller or the cgroupfs write failed.
+    pub fn set_cpu_priority(&self, priority: CpuPriority) -> bool {
+        let Some(cpu) = self.cgroup.controller_of::<CpuController>() else {
+            return false;
+        };
+        let weight = match (priority, self.cgroup.v2()) {
+            (CpuPriority::Normal, false) => CPU_SHARES_NORMAL,
+            (CpuPriority::Background, false) => CPU_SHARES_NORMAL / 16,
+            (CpuPriority::Normal, true) => CPU_WEIGHT_NORMAL,
+            (CpuPriority::Background, true) => CPU_WEIGHT_NORMAL / 16,
+        };
+        match cpu.set_shares(weight) {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::warn!(
+                    "run {}: cannot set its CPU weight to {weight}: {e}",
+                    self.name
+                );
+                false
+            }
+        }
     }
 
     /// The cgroup.procs files to pass to the launcher as `--cgroup-procs` (one per directory).
