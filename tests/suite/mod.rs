@@ -33,6 +33,8 @@ mod host_ids;
 mod http_connections;
 /// `serve --http`: Streamable HTTP clients, token, Origin, sessions, metrics, shutdown.
 mod http_serving;
+/// A wrapped server's large lines are read while other work goes on.
+mod large_lines;
 /// Which layer of the native sandbox denies what.
 mod layers;
 /// Layers an earlier layer would hide, each alone, against a control without it.

@@ -30,6 +30,7 @@ mod call_answer;
 pub(crate) mod json_scan;
 mod lenient;
 mod lenient_http;
+mod line_decode;
 pub(crate) mod listing;
 pub(crate) mod plain;
 mod raw_http;

@@ -9,6 +9,8 @@
 //!   (junk printed by the server before or after the handshake), logging a bounded sample;
 //! - answers a request of the server's that rmcp cannot read with an error, so the server
 //!   never waits on us;
+//! - reads a line over [`INLINE_DECODE_BYTES`] on a blocking thread (`line_decode.rs`), one
+//!   line at a time, so a large answer never stalls the runtime and order is kept;
 //! - hands every other line to [`super::repair`], which turns what it can into a message
 //!   rmcp accepts and fails at once a request whose answer cannot be read.
 
@@ -20,10 +22,12 @@ use rmcp::transport::Transport;
 use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 
-use super::repair::{
-    Decoded, Pending, PendingMap, decode, expect_answer, expect_request, id_key, unparsable_line,
+use super::line_decode::{
+    INLINE_DECODE_BYTES, InFlight, LineOutcome, LineReader, MAX_NOTIFICATION_BYTES,
+    read_off_thread, trimmed,
 };
-use super::tasks::{LineWriter, RawRequests, TaskTools, record_task_support};
+use super::repair::{Decoded, PendingMap, expect_answer, expect_request};
+use super::tasks::{LineWriter, RawRequests, TaskTools};
 use crate::lines::{LineRead, continue_line};
 
 /// Longest line accepted from a wrapped server, in bytes.
@@ -155,9 +159,13 @@ where
         line: Vec::new(),
         junk: 0,
         replier: Replier(writer.clone()),
-        pending: pending.clone(),
-        raw: CloseRaw(raw.clone()),
-        task_tools,
+        lines: LineReader {
+            pending: pending.clone(),
+            raw: raw.clone(),
+            task_tools,
+        },
+        _raw: CloseRaw(raw.clone()),
+        in_flight: None,
         reason: reason.clone(),
     };
     (
@@ -189,9 +197,13 @@ struct Incoming<R, W> {
     line: Vec<u8>,
     junk: usize,
     replier: Replier<W>,
-    pending: PendingMap,
-    raw: CloseRaw,
-    task_tools: TaskTools,
+    /// What each line is read against.
+    lines: LineReader,
+    /// Tells the requests waiting beside rmcp when the reader goes.
+    _raw: CloseRaw,
+    /// A large line being read on a blocking thread (`line_decode.rs`); the next line is
+    /// read only once it is done, so messages keep their order.
+    in_flight: Option<InFlight>,
     reason: CloseReason,
 }
 
@@ -235,9 +247,28 @@ impl<W: AsyncWrite + Unpin + Send + 'static> Replier<W> {
 impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin + Send + 'static> Incoming<R, W> {
     /// The next message for rmcp; `None` when the connection ended (its reason is set).
     /// Cancel-safe: dropped before it returns, the line read so far stays in `self.line`
-    /// and the next call goes on with it.
+    /// (or a large line being read stays in `self.in_flight`) and the next call goes on
+    /// with it.
     async fn next(&mut self) -> Option<ServerJsonRpcMessage> {
         loop {
+            if let Some(in_flight) = self.in_flight.as_mut() {
+                let joined = in_flight.await;
+                self.in_flight = None;
+                match joined {
+                    Ok((line, outcome)) => {
+                        self.line = line;
+                        let message = self.handle(outcome);
+                        self.line.clear();
+                        if message.is_some() {
+                            return message;
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!(server = %self.server, "skipped a line that could not be read: {e}");
+                    }
+                }
+                continue;
+            }
             if self.line.is_empty() && self.line.capacity() > 1 << 20 {
                 // One big line must not pin its buffer for the life of the connection.
                 self.line.shrink_to(64 * 1024);
@@ -269,42 +300,35 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin + Send + 'static> Incoming<R, W
                     return None;
                 }
             }
-            let decoded = self.decode_line();
+            if self.line.len() > INLINE_DECODE_BYTES {
+                let line = std::mem::take(&mut self.line);
+                self.in_flight = Some(read_off_thread(&self.lines, line));
+                continue;
+            }
+            let outcome = self.lines.read(trimmed(&self.line));
+            let message = self.handle(outcome);
             self.line.clear();
-            if let Some(message) = decoded {
+            if let Some(message) = message {
                 return Some(message);
             }
         }
     }
 
-    /// The message the line just read carries for rmcp, if any: a line for a request sent
-    /// beside rmcp goes there, a request rmcp could not read is refused, junk is logged.
-    fn decode_line(&mut self) -> Option<ServerJsonRpcMessage> {
-        // A BOM may open any write of a server (some runtimes add one per stream or write).
-        let bytes = self
-            .line
-            .strip_prefix(b"\xef\xbb\xbf")
-            .unwrap_or(&self.line);
-        let bytes = bytes.trim_ascii();
-        if bytes.is_empty() {
-            return None;
-        }
-        let pending = &self.pending;
-        let decoded = match serde_json::from_slice::<Value>(bytes) {
-            Ok(value) if self.raw.0.deliver(&value) => return None,
-            Ok(value) => {
-                if let Some(result) = value.get("result")
-                    && value.get("id").and_then(id_key).is_some_and(|key| {
-                        pending
-                            .lock()
-                            .is_ok_and(|p| p.get(&key) == Some(&Pending::ListTools))
-                    })
-                {
-                    record_task_support(&self.task_tools, result);
-                }
-                decode(value, pending)
+    /// The message the line just read (still in `self.line`) carries for rmcp, if any: a
+    /// request rmcp could not read is refused, junk and dropped notifications are logged.
+    fn handle(&mut self, outcome: LineOutcome) -> Option<ServerJsonRpcMessage> {
+        let decoded = match outcome {
+            LineOutcome::Read(decoded) => decoded,
+            LineOutcome::Blank | LineOutcome::Delivered => return None,
+            LineOutcome::OversizeNotification => {
+                tracing::warn!(
+                    server = %self.server,
+                    "dropped a notification of {} bytes (over {} KiB) unread",
+                    self.line.len(),
+                    MAX_NOTIFICATION_BYTES >> 10
+                );
+                return None;
             }
-            Err(e) => unparsable_line(bytes, &e, pending),
         };
         let server = &self.server;
         match decoded {
@@ -317,6 +341,7 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin + Send + 'static> Incoming<R, W
                 self.junk += 1;
                 let junk = self.junk;
                 if junk <= MAX_JUNK_LOGGED {
+                    let bytes = trimmed(&self.line);
                     let sample = String::from_utf8_lossy(&bytes[..bytes.len().min(120)]);
                     tracing::warn!(server = %server, "skipped a line that is not JSON-RPC: {sample:?}");
                 } else if junk.is_power_of_two() {

@@ -1,0 +1,111 @@
+//! A wrapped server's large lines are read off the thread that serves everything else.
+//!
+//! `serve` runs on one thread; rmcp reads a message through serde's buffered content, which
+//! costs about a microsecond per byte of tiny JSON objects. A line of many small content
+//! blocks must not stall every other run, session, ping, cancel and deadline while it is read
+//! (README "What wrapped servers send"). The tests run the bridge on the test's own
+//! current-thread runtime, as `serve` does, beside a ticker that records the longest time it
+//! was kept from running.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use mcp_code_mode::bridge::{CallBudget, CallError};
+use serde_json::json;
+
+use super::misbehaving_servers::{Scenario, open_spec};
+
+/// A task on the current runtime that wakes every 5 ms; `stop` returns the longest gap
+/// between two of its wake-ups.
+struct Ticker {
+    stop: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<Duration>,
+}
+
+impl Ticker {
+    fn start() -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let task = tokio::spawn(async move {
+            let mut worst = Duration::ZERO;
+            let mut last = Instant::now();
+            while !flag.load(Ordering::SeqCst) {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                let now = Instant::now();
+                worst = worst.max(now - last);
+                last = now;
+            }
+            worst
+        });
+        Self { stop, task }
+    }
+
+    async fn stop(self) -> Duration {
+        self.stop.store(true, Ordering::SeqCst);
+        self.task.await.expect("the ticker ran")
+    }
+}
+
+/// A scenario whose tool `huge` answers one line of `blocks` empty image blocks.
+fn tiny_blocks(blocks: usize) -> Scenario {
+    let block = r#"{"type":"image","data":"","mimeType":"a"}"#;
+    let raw = format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":$ID,\"result\":{{\"content\":[{}]}}}}\n",
+        vec![block; blocks].join(",")
+    );
+    Scenario::from_value(
+        "tiny_blocks",
+        json!({
+            "tools": [{"name": "huge", "inputSchema": {"type": "object"}}],
+            "on": {"tools/call:huge": [{"raw": raw}]}
+        }),
+    )
+}
+
+#[tokio::test]
+async fn a_huge_line_of_tiny_blocks_is_read_while_other_work_goes_on() {
+    const BLOCKS: usize = 20_000;
+    let scenario = tiny_blocks(BLOCKS);
+    let bridge = open_spec(scenario.spec())
+        .await
+        .with_max_result_bytes(16 << 20);
+    let ticker = Ticker::start();
+    let started = Instant::now();
+    let text = bridge
+        .call(&CallBudget::new(200), "huge", &json!({}))
+        .await
+        .expect("the huge result");
+    let took = started.elapsed();
+    let stalled = ticker.stop().await;
+    assert_eq!(text.lines().count(), BLOCKS, "one line per block");
+    eprintln!("the call took {took:?}; other work was held up at most {stalled:?}");
+    assert!(
+        stalled < took / 4,
+        "other work was held up {stalled:?} of the call's {took:?}"
+    );
+    bridge.close().await;
+}
+
+#[tokio::test]
+async fn a_huge_result_over_the_default_limit_is_refused_while_other_work_goes_on() {
+    const BLOCKS: usize = 20_000;
+    let scenario = tiny_blocks(BLOCKS);
+    let bridge = open_spec(scenario.spec()).await;
+    let ticker = Ticker::start();
+    let started = Instant::now();
+    let outcome = bridge.call(&CallBudget::new(200), "huge", &json!({})).await;
+    let took = started.elapsed();
+    let stalled = ticker.stop().await;
+    match outcome {
+        Err(CallError::Refused(refusal)) => {
+            assert!(refusal.to_string().contains("bytes"), "{refusal}");
+        }
+        other => panic!("expected the result refused as too large, got {other:?}"),
+    }
+    assert!(
+        stalled < took / 4,
+        "other work was held up {stalled:?} of the call's {took:?}"
+    );
+    bridge.close().await;
+}
