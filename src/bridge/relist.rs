@@ -10,7 +10,8 @@
 //! the new catalog. A server that sends
 //! the notification in a loop is read at most once per [`RELIST_INTERVAL`] by the task. A new list the catalog
 //! refuses (a name clash) leaves the old one in place, with a warning; a list equal to the
-//! current one changes nothing (no new generation, the pool kept, the client not told).
+//! current one, in any order, changes nothing (no new generation, the pool kept, the client
+//! not told).
 //!
 //! Re-lists are coalesced: one at a time (a lock the task and every run's refresh take), and
 //! whatever notifications come while one runs are one flag per server, so at most one more
@@ -23,6 +24,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use rmcp::model::Tool;
 use tokio::time::Instant;
 
 use super::Shared;
@@ -47,9 +49,9 @@ impl Shared {
                 continue;
             }
             match tokio::time::timeout(RELIST_TIMEOUT, upstream.list_tools()).await {
-                // The same list again changes nothing: no new catalog, so the warm pool
-                // stays and the client is not told.
-                Ok(Ok(tools)) if *slot.state().tools == tools => {
+                // The same list again, in whatever order, changes nothing: no new catalog,
+                // so the warm pool stays and the client is not told.
+                Ok(Ok(tools)) if same_tools(&slot.state().tools, &tools) => {
                     tracing::debug!(server = %upstream.name(), "tools/list after list_changed: the same tools");
                 }
                 Ok(Ok(tools)) => match self.rebuild(Some((index, Arc::new(tools)))).await {
@@ -72,6 +74,27 @@ impl Shared {
         }
         relisted
     }
+}
+
+/// Whether `old` and `new` list the same tools, in any order: the same names, each with an
+/// equal definition. MCP fixes no order, and a server building its list from a hash map
+/// may answer each `tools/list` in another. Tools of one name (the catalog keeps the first)
+/// must also come in the same relative order.
+fn same_tools(old: &[Tool], new: &[Tool]) -> bool {
+    if old.len() != new.len() {
+        return false;
+    }
+    if old == new {
+        return true;
+    }
+    sorted_by_name(old) == sorted_by_name(new)
+}
+
+/// `tools` by name; stable, so tools of one name keep their order.
+fn sorted_by_name(tools: &[Tool]) -> Vec<&Tool> {
+    let mut refs: Vec<&Tool> = tools.iter().collect();
+    refs.sort_by(|a, b| a.name.cmp(&b.name));
+    refs
 }
 
 /// Shortest time between two re-lists of the background task: a server that says

@@ -165,3 +165,55 @@ async fn a_list_changed_with_the_same_tools_changes_nothing() {
     );
     bridge.close().await;
 }
+
+#[tokio::test]
+async fn a_list_changed_with_the_same_tools_in_another_order_keeps_the_pool() {
+    // The server answers each re-list with its tools reversed (a hash map's order): the
+    // same tools, so no new catalog and the pool's sandboxes (catalog_version) stay.
+    let tools = json!([
+        {"name": "first", "description": "one", "inputSchema": {"type": "object"}},
+        {"name": "second", "description": "two", "inputSchema": {"type": "object", "properties": {"n": {"type": "integer"}}}},
+    ]);
+    let reversed: Vec<Value> = tools.as_array().unwrap().iter().rev().cloned().collect();
+    let scenario = Scenario::from_value(
+        "shuffled",
+        json!({
+            "tools": tools,
+            "on": {"tools/call:first": [
+                {"set_tools": reversed},
+                {"raw": "{\"jsonrpc\": \"2.0\", \"method\": \"notifications/tools/list_changed\"}\n"},
+                {"sleep_ms": 100},
+                {"reply": {"content": [{"type": "text", "text": "first"}]}}
+            ]}
+        }),
+    );
+    let bridge = Bridge::open(vec![entry(scenario.spec())], false)
+        .await
+        .expect("opens");
+    let (before, version) = (bridge.generation(), bridge.catalog_version());
+    let budget = CallBudget::new(10);
+    assert_eq!(
+        bridge.call(&budget, "first", &json!({})).await.unwrap(),
+        "first"
+    );
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    bridge.refresh().await;
+    assert!(
+        scenario.received().matches("\"tools/list\"").count() >= 2,
+        "the server was listed again"
+    );
+    assert_eq!(bridge.generation(), before, "no new catalog");
+    assert_eq!(
+        bridge.catalog_version(),
+        version,
+        "the pool's sandboxes stay"
+    );
+    let names: Vec<String> = bridge
+        .catalog()
+        .tools()
+        .iter()
+        .map(|t| t.mcp_name.clone())
+        .collect();
+    assert_eq!(names, ["first", "second"], "the catalog keeps its order");
+    bridge.close().await;
+}
