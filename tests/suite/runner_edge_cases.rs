@@ -236,7 +236,7 @@ fn reserved_named_tools_are_renamed_and_callable(backend: &str) {
     let scenario = dir.path().join("dunders.json");
     let reply =
         |text: &str| serde_json::json!([{"reply": {"content": [{"type": "text", "text": text}]}}]);
-    let tools: Vec<_> = ["__class__", "__builtins__", "____", "print", "", "json"]
+    let tools: Vec<_> = ["__class__", "__builtins__", "____", "print", "json"]
         .iter()
         .map(|name| serde_json::json!({"name": name, "inputSchema": {"type": "object"}}))
         .collect();
@@ -245,13 +245,12 @@ fn reserved_named_tools_are_renamed_and_callable(backend: &str) {
         "on": {
             "tools/call:__class__": reply("class"),
             "tools/call:____": reply("underscores"),
-            "tools/call:": reply("empty"),
             "tools/call:json": reply("module"),
         },
     });
     std::fs::write(&scenario, script.to_string()).expect("write the scenario");
     let r = exec_with(
-        "print(sorted(TOOLS))\nprint(await __class___({}), await ____({}), await globals()['__']({}), await json_({}))",
+        "print(sorted(TOOLS))\nprint(await __class___({}), await ____({}), await json_({}))",
         ExecOptions {
             backend,
             server: vec![
@@ -263,7 +262,7 @@ fn reserved_named_tools_are_renamed_and_callable(backend: &str) {
     );
     assert_eq!(
         r.printed(),
-        "['__', '____', '__builtins___', '__class___', 'json_', 'print_']\nclass underscores empty module\n",
+        "['____', '__builtins___', '__class___', 'json_', 'print_']\nclass underscores module\n",
         "{r:?}"
     );
 }
