@@ -15,15 +15,13 @@ use mcp_code_mode::bridge::{Bridge, CallBudget, CallError};
 use serde_json::{Value, json};
 
 use super::misbehaving_servers::{Scenario, entry};
+use super::relisting::{open_and_call, relist_steps};
 
 /// Tools per heavy list: a build of seconds in a debug build (each tool's eight patterns
 /// are weighed and compiled), far under the listing caps.
 const HEAVY: usize = 150;
 /// Far longer than any build here takes, even on a loaded 2-core host.
 const GIVE_UP: Duration = Duration::from_secs(180);
-/// A server's `notifications/tools/list_changed`, as the scripted server writes it.
-const LIST_CHANGED: &str =
-    "{\"jsonrpc\": \"2.0\", \"method\": \"notifications/tools/list_changed\"}\n";
 
 /// Valid arguments for `heavy_0` (examples/scripted_server.rs: `p0`, `p1` required, each
 /// matching `^[a-z]{1,16}(-[0-9]+)?-N$`).
@@ -48,27 +46,16 @@ async fn until_new_catalog(bridge: &Bridge, before: u64) -> (Duration, Duration)
 // A current-thread runtime, as serve's: a build on it would stall every other task.
 #[tokio::test]
 async fn the_runtime_keeps_answering_while_a_relisted_catalog_builds() {
+    let heavy = json!(format!("$heavy_tools*{HEAVY}"));
     let scenario = Scenario::from_value(
         "grows",
         json!({
             "tools": [{"name": "grow", "inputSchema": {"type": "object"}}],
-            "on": {"tools/call:grow": [
-                {"set_tools": format!("$heavy_tools*{HEAVY}")},
-                {"raw": LIST_CHANGED},
-                {"reply": {"content": [{"type": "text", "text": "grown"}]}}
-            ]}
+            "on": {"tools/call:grow": relist_steps(heavy, 0, "grown")}
         }),
     );
-    let bridge = Bridge::open(vec![entry(scenario.spec())], false)
-        .await
-        .expect("opens");
-    let before = bridge.generation();
-    let budget = CallBudget::new(10);
-    assert_eq!(
-        bridge.call(&budget, "grow", &json!({})).await.unwrap(),
-        "grown"
-    );
-    let (took, longest) = until_new_catalog(&bridge, before).await;
+    let (bridge, before) = open_and_call(&scenario, "grow", "grown").await;
+    let (took, longest) = until_new_catalog(&bridge, before.generation).await;
     let catalog = bridge.catalog();
     assert_eq!(catalog.tools().len(), HEAVY, "the heavy list is in force");
     eprintln!("re-list and build: {took:?}; the runtime's longest stall: {longest:?}");
@@ -79,7 +66,9 @@ async fn the_runtime_keeps_answering_while_a_relisted_catalog_builds() {
     );
     // The new catalog's tool passes its checks and reaches the server (which has no answer
     // scripted for it).
-    let outcome = bridge.call(&budget, "heavy_0", &heavy_args()).await;
+    let outcome = bridge
+        .call(&CallBudget::new(10), "heavy_0", &heavy_args())
+        .await;
     assert!(
         matches!(&outcome, Err(CallError::ToolFailed(why)) if why.contains("answered with an error")),
         "{outcome:?}"
@@ -96,11 +85,8 @@ async fn a_storm_of_list_changed_during_a_build_costs_at_most_two_relists_the_la
     let storm = 40;
     let on: serde_json::Map<String, Value> = (0..storm)
         .map(|k| {
-            let steps = json!([
-                {"set_tools": format!("$heavy_tools*{}", HEAVY - 1 - k)},
-                {"raw": LIST_CHANGED},
-                {"reply": {"content": [{"type": "text", "text": format!("{k}")}]}}
-            ]);
+            let fewer = json!(format!("$heavy_tools*{}", HEAVY - 1 - k));
+            let steps = relist_steps(fewer, 0, &k.to_string());
             (format!("tools/call:heavy_{k}"), steps)
         })
         .collect();

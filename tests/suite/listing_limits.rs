@@ -5,12 +5,11 @@
 
 use std::time::Duration;
 
-use mcp_code_mode::bridge::{
-    Bridge, CallBudget, MAX_LISTED_BYTES, MAX_LISTED_TOOLS, OpenOptions, ServerSpec,
-};
+use mcp_code_mode::bridge::{Bridge, MAX_LISTED_BYTES, MAX_LISTED_TOOLS, OpenOptions, ServerSpec};
 use serde_json::{Value, json};
 
 use super::misbehaving_servers::{Scenario, entry};
+use super::relisting::{open_and_call, relist_steps};
 
 /// Far longer than any bound here takes to trip on a loaded 2-core host, far shorter than
 /// what the unbounded listing took (1000 pages, each with its own timeout).
@@ -89,6 +88,19 @@ async fn a_server_listing_more_bytes_than_the_cap_is_unavailable_naming_the_cap(
     );
 }
 
+/// After `bridge`'s call of a tool that sent `list_changed`: lets the notification arrive,
+/// refreshes as the next run does, and asserts the server was listed again and the catalog
+/// generation is still `before` (no new catalog).
+async fn relisted_without_a_new_catalog(bridge: &Bridge, scenario: &Scenario, before: u64) {
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    bridge.refresh().await;
+    assert!(
+        scenario.received().matches("\"tools/list\"").count() >= 2,
+        "the server was listed again"
+    );
+    assert_eq!(bridge.generation(), before, "no new catalog");
+}
+
 #[tokio::test]
 async fn a_relist_over_the_cap_keeps_the_old_tools() {
     // One page (about 1 MB) just over the tool cap.
@@ -97,30 +109,11 @@ async fn a_relist_over_the_cap_keeps_the_old_tools() {
         "grows",
         json!({
             "tools": [{"name": "grow", "inputSchema": {"type": "object"}}],
-            "on": {"tools/call:grow": [
-                {"set_tools": too_many},
-                {"raw": "{\"jsonrpc\": \"2.0\", \"method\": \"notifications/tools/list_changed\"}\n"},
-                {"sleep_ms": 100},
-                {"reply": {"content": [{"type": "text", "text": "grown"}]}}
-            ]}
+            "on": {"tools/call:grow": relist_steps(json!(too_many), 100, "grown")}
         }),
     );
-    let bridge = Bridge::open(vec![entry(scenario.spec())], false)
-        .await
-        .expect("opens");
-    let before = bridge.generation();
-    let budget = CallBudget::new(10);
-    assert_eq!(
-        bridge.call(&budget, "grow", &json!({})).await.unwrap(),
-        "grown"
-    );
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    bridge.refresh().await;
-    assert!(
-        scenario.received().matches("\"tools/list\"").count() >= 2,
-        "the server was listed again"
-    );
-    assert_eq!(bridge.generation(), before, "no new catalog");
+    let (bridge, before) = open_and_call(&scenario, "grow", "grown").await;
+    relisted_without_a_new_catalog(&bridge, &scenario, before.generation).await;
     let catalog = bridge.catalog();
     assert_eq!(catalog.tools().len(), 1);
     assert!(catalog.get("grow").is_some());
@@ -131,36 +124,19 @@ async fn a_relist_over_the_cap_keeps_the_old_tools() {
 async fn a_list_changed_with_the_same_tools_changes_nothing() {
     // The catalog generation is what the warm pool (stale sandboxes) and serve's
     // `notifications/tools/list_changed` to its client follow: unchanged, neither acts.
+    let tools = json!([{"name": "same", "inputSchema": {"type": "object"}}]);
     let scenario = Scenario::from_value(
         "same",
         json!({
-            "tools": [{"name": "same", "inputSchema": {"type": "object"}}],
-            "on": {"tools/call:same": [
-                {"raw": "{\"jsonrpc\": \"2.0\", \"method\": \"notifications/tools/list_changed\"}\n"},
-                {"sleep_ms": 100},
-                {"reply": {"content": [{"type": "text", "text": "same"}]}}
-            ]}
+            "tools": tools,
+            "on": {"tools/call:same": relist_steps(tools, 100, "same")}
         }),
     );
-    let bridge = Bridge::open(vec![entry(scenario.spec())], false)
-        .await
-        .expect("opens");
-    let (before, version) = (bridge.generation(), bridge.catalog_version());
-    let budget = CallBudget::new(10);
-    assert_eq!(
-        bridge.call(&budget, "same", &json!({})).await.unwrap(),
-        "same"
-    );
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    bridge.refresh().await;
-    assert!(
-        scenario.received().matches("\"tools/list\"").count() >= 2,
-        "the server was listed again"
-    );
-    assert_eq!(bridge.generation(), before, "no new catalog");
+    let (bridge, before) = open_and_call(&scenario, "same", "same").await;
+    relisted_without_a_new_catalog(&bridge, &scenario, before.generation).await;
     assert_eq!(
         bridge.catalog_version(),
-        version,
+        before.catalog_version,
         "the pool's sandboxes stay"
     );
     bridge.close().await;
@@ -179,33 +155,14 @@ async fn a_list_changed_with_the_same_tools_in_another_order_keeps_the_pool() {
         "shuffled",
         json!({
             "tools": tools,
-            "on": {"tools/call:first": [
-                {"set_tools": reversed},
-                {"raw": "{\"jsonrpc\": \"2.0\", \"method\": \"notifications/tools/list_changed\"}\n"},
-                {"sleep_ms": 100},
-                {"reply": {"content": [{"type": "text", "text": "first"}]}}
-            ]}
+            "on": {"tools/call:first": relist_steps(json!(reversed), 100, "first")}
         }),
     );
-    let bridge = Bridge::open(vec![entry(scenario.spec())], false)
-        .await
-        .expect("opens");
-    let (before, version) = (bridge.generation(), bridge.catalog_version());
-    let budget = CallBudget::new(10);
-    assert_eq!(
-        bridge.call(&budget, "first", &json!({})).await.unwrap(),
-        "first"
-    );
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    bridge.refresh().await;
-    assert!(
-        scenario.received().matches("\"tools/list\"").count() >= 2,
-        "the server was listed again"
-    );
-    assert_eq!(bridge.generation(), before, "no new catalog");
+    let (bridge, before) = open_and_call(&scenario, "first", "first").await;
+    relisted_without_a_new_catalog(&bridge, &scenario, before.generation).await;
     assert_eq!(
         bridge.catalog_version(),
-        version,
+        before.catalog_version,
         "the pool's sandboxes stay"
     );
     let names: Vec<String> = bridge

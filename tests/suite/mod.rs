@@ -57,6 +57,8 @@ mod pool_priority;
 mod private_data_and_servers;
 /// Hostile probes per class, judged from outside.
 mod probes;
+/// Shared setup of the re-listing tests: a tool call that changes the server's tools.
+mod relisting;
 /// Remote servers over Streamable HTTP.
 mod remote_servers;
 /// Runner ⇄ host protocol edge cases through `exec`.

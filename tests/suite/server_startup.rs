@@ -18,6 +18,7 @@ use super::common::{
     bin, example, exec, native_available, native_client_ready, require, spawn_serve, venv_python,
 };
 use super::misbehaving_servers::{Scenario, entry};
+use super::relisting::LIST_CHANGED;
 
 fn named(mut spec: ServerSpec, name: &str) -> ServerSpec {
     spec.name = name.into();
@@ -303,11 +304,11 @@ async fn a_server_spamming_list_changed_is_read_again_rarely_and_the_next_run_se
     let mut steps = Vec::new();
     for n in 0..1200 {
         steps.push(json!({"set_tools": tools(&format!("tool_{n}"))}));
-        steps.push(json!({"raw": "{\"jsonrpc\": \"2.0\", \"method\": \"notifications/tools/list_changed\"}\n"}));
+        steps.push(json!({"raw": LIST_CHANGED}));
         steps.push(json!({"sleep_ms": 2}));
     }
     steps.push(json!({"set_tools": tools("final_tool")}));
-    steps.push(json!({"raw": "{\"jsonrpc\": \"2.0\", \"method\": \"notifications/tools/list_changed\"}\n"}));
+    steps.push(json!({"raw": LIST_CHANGED}));
     steps.push(json!({"reply": {"content": [{"type": "text", "text": "spammed"}]}}));
     let dir = tempfile::tempdir().expect("temp dir");
     let log = dir.path().join("received.log");
