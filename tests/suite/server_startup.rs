@@ -65,6 +65,12 @@ fn prefixed() -> OpenOptions {
     }
 }
 
+/// `tool` answers a call with `{}`, not an error.
+async fn assert_answers(bridge: &Bridge, tool: &str) {
+    let out = bridge.call(&CallBudget::new(5), tool, &json!({})).await;
+    assert!(out.is_ok(), "{out:?}");
+}
+
 #[tokio::test]
 async fn a_failed_server_among_good_ones_leaves_the_rest_working() {
     let env = Scenario::load("env");
@@ -80,10 +86,7 @@ async fn a_failed_server_among_good_ones_leaves_the_rest_working() {
         description.contains("server \"broken\": failed to start"),
         "{description}"
     );
-    let out = bridge
-        .call(&CallBudget::new(5), "good__env", &json!({}))
-        .await;
-    assert!(out.is_ok(), "{out:?}");
+    assert_answers(&bridge, "good__env").await;
     bridge.close().await;
 }
 
@@ -205,10 +208,7 @@ async fn a_failed_server_is_retried_by_later_runs_at_most_every_few_seconds() {
     assert!(catalog.get("flaky__env").is_some(), "not in the catalog");
     assert!(catalog.unavailable().is_empty());
     assert!(bridge.generation() > first);
-    let out = bridge
-        .call(&CallBudget::new(5), "flaky__env", &json!({}))
-        .await;
-    assert!(out.is_ok(), "{out:?}");
+    assert_answers(&bridge, "flaky__env").await;
     bridge.close().await;
 }
 
@@ -230,10 +230,7 @@ async fn a_run_does_not_wait_for_the_retry_of_a_server_that_never_answers() {
     // The retry is due: the run's refresh starts it and goes on at once.
     let refreshed = tokio::time::timeout(Duration::from_secs(1), bridge.refresh()).await;
     assert!(refreshed.is_ok(), "the run waited for the retry");
-    let out = bridge
-        .call(&CallBudget::new(5), "good__env", &json!({}))
-        .await;
-    assert!(out.is_ok(), "{out:?}");
+    assert_answers(&bridge, "good__env").await;
     bridge.close().await;
 }
 
