@@ -5,9 +5,12 @@
 //!   `SKIPPED` past the test harness's output capture and returns; under CI it fails.
 //! - [`golden`]: the one golden-file rule. `UPDATE_GOLDEN=1` rewrites the file (refused under
 //!   CI); any other value, or none, compares.
+//! - [`schemas`]: JSON Schemas whose check costs 2^depth steps, for the argument-check tests.
 
 use std::io::Write;
 use std::path::Path;
+
+pub mod schemas;
 
 /// The two environment variables the rules read, read once per check.
 #[derive(Debug, Clone, Copy)]

@@ -24,6 +24,7 @@ use std::time::Instant;
 
 use mcp_code_mode::bridge::{CallBudget, CallError, Refusal};
 use serde_json::{Value, json};
+use testkit::schemas::{anchor_chain, unevaluated_chain};
 
 use super::common::{ExecOptions, example, exec_with, native_available, require};
 use super::misbehaving_servers::{Scenario, open_spec};
@@ -220,43 +221,6 @@ fn lookaround_patterns_on_a_long_string_are_refused_as_too_costly_and_a_plain_pa
         .filter(|l| l.contains("\"tools/call\""))
         .count();
     assert_eq!(received, 2, "{}", scenario.received());
-}
-
-/// `depth` levels of `anyOf` (a reference to the next level, a property of its own) each
-/// with `unevaluatedProperties: false`: the validator walks 2^depth branches.
-fn unevaluated_chain(depth: usize) -> Value {
-    let mut defs = serde_json::Map::new();
-    for k in 0..depth {
-        let next = if k + 1 < depth {
-            json!({"$ref": format!("#/$defs/L{}", k + 1)})
-        } else {
-            json!({"properties": {"a": {"type": "integer"}}})
-        };
-        defs.insert(
-            format!("L{k}"),
-            json!({"anyOf": [next, {"properties": {format!("x{k}"): true}}], "unevaluatedProperties": false}),
-        );
-    }
-    json!({"type": "object", "$ref": "#/$defs/L0", "$defs": defs})
-}
-
-/// `depth` resources each declaring the anchor `n`, whose `anyOf` refers twice to the next
-/// resource's `n`: 2^depth paths for an invalid argument.
-fn anchor_chain(depth: usize) -> Value {
-    let mut defs = serde_json::Map::new();
-    for k in 0..depth {
-        let next = json!({"$ref": format!("L{}.json#n", k + 1)});
-        defs.insert(
-            format!("L{k}"),
-            json!({"$id": format!("L{k}.json"), "$defs": {"n": {"$anchor": "n", "anyOf": [next.clone(), next]}}}),
-        );
-    }
-    defs.insert(
-        format!("L{depth}"),
-        json!({"$id": format!("L{depth}.json"), "$defs": {"n": {"$anchor": "n", "type": "string"}}}),
-    );
-    json!({"$id": "https://ex.com/root.json", "type": "object",
-        "properties": {"x": {"$ref": "L0.json#n"}}, "$defs": defs})
 }
 
 #[tokio::test]

@@ -187,25 +187,7 @@ mod tests {
     use super::super::{PatternCosts, weighed_evaluations};
     use super::*;
     use serde_json::json;
-
-    /// The tester's chain: `depth` resources, each declaring the same anchor `n` whose `anyOf`
-    /// refers twice to the next resource's `n`: 2^depth paths for the validator.
-    fn anchor_chain(depth: usize) -> Value {
-        let mut defs = serde_json::Map::new();
-        for k in 0..depth {
-            let next = json!({"$ref": format!("L{}.json#n", k + 1)});
-            defs.insert(
-                format!("L{k}"),
-                json!({"$id": format!("L{k}.json"), "$defs": {"n": {"$anchor": "n", "anyOf": [next.clone(), next]}}}),
-            );
-        }
-        defs.insert(
-            format!("L{depth}"),
-            json!({"$id": format!("L{depth}.json"), "$defs": {"n": {"$anchor": "n", "type": "string"}}}),
-        );
-        json!({"$id": "https://ex.com/root.json", "type": "object",
-            "properties": {"x": {"$ref": "L0.json#n"}}, "$defs": defs})
-    }
+    use testkit::schemas::anchor_chain;
 
     #[test]
     fn an_anchor_reference_across_resources_is_counted_along_the_path_the_validator_takes() {

@@ -130,24 +130,7 @@ mod tests {
     use super::super::{PatternCosts, weighed_evaluations};
     use super::*;
     use serde_json::json;
-
-    /// The tester's chain: `depth` levels, each `anyOf` a reference to the next level and a
-    /// property of its own, with `unevaluatedProperties: false`.
-    fn unevaluated_chain(depth: usize) -> Value {
-        let mut defs = serde_json::Map::new();
-        for k in 0..depth {
-            let next = if k + 1 < depth {
-                json!({"$ref": format!("#/$defs/L{}", k + 1)})
-            } else {
-                json!({"properties": {"a": {"type": "integer"}}})
-            };
-            defs.insert(
-                format!("L{k}"),
-                json!({"anyOf": [next, {"properties": {format!("x{k}"): true}}], "unevaluatedProperties": false}),
-            );
-        }
-        json!({"type": "object", "$ref": "#/$defs/L0", "$defs": defs})
-    }
+    use testkit::schemas::unevaluated_chain;
 
     fn count(schema: &Value, args: &Value) -> Result<u64, TooCostly> {
         weighed_evaluations(schema, args, 1_000_000, &PatternCosts::default())
