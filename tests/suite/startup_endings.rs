@@ -9,6 +9,7 @@
 //! closes its input while the catalog builds ends serve within a fraction of the build (the
 //! build runs off the runtime thread and stops when nobody waits for it).
 
+use std::ffi::OsStr;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -30,31 +31,37 @@ fn silent_server(dir: &Path, marker: &str) -> PathBuf {
     path
 }
 
-/// serve wrapping `server` (which never answers), once `server` runs: stdin, stdout piped.
-fn serve_while_starting(server: &Path, marker: &str) -> (Child, ChildStdin) {
+/// `serve` with `args` (stdin and stdout piped, stderr dropped), sent what a client sends
+/// first, `initialize`, which serve holds until its startup ends.
+fn serve_initialized<S: AsRef<OsStr>>(args: impl IntoIterator<Item = S>) -> (Child, ChildStdin) {
     let mut serve = Command::new(bin())
-        .args([
-            "serve",
-            "--pool",
-            "0",
-            "--startup-timeout",
-            STARTUP_TIMEOUT_SECS,
-            "--",
-        ])
-        .arg(server)
-        .arg("1000")
+        .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .expect("start serve");
     let mut stdin = serve.stdin.take().expect("stdin");
-    // What a client sends first; serve holds it until startup ends.
     writeln!(
         stdin,
         r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":"2025-11-25","capabilities":{{}},"clientInfo":{{"name":"t","version":"0"}}}}}}"#
     )
     .expect("send initialize");
+    (serve, stdin)
+}
+
+/// serve wrapping `server` (which never answers), once `server` runs: stdin, stdout piped.
+fn serve_while_starting(server: &Path, marker: &str) -> (Child, ChildStdin) {
+    let (serve, stdin) = serve_initialized([
+        "serve".as_ref(),
+        "--pool".as_ref(),
+        "0".as_ref(),
+        "--startup-timeout".as_ref(),
+        STARTUP_TIMEOUT_SECS.as_ref(),
+        "--".as_ref(),
+        server.as_os_str(),
+        "1000".as_ref(),
+    ]);
     let start = Instant::now();
     while processes_named(marker).is_empty() {
         assert!(
@@ -136,22 +143,15 @@ fn a_signal_while_a_wrapped_server_starts_ends_serve_and_the_server() {
 /// serve wrapping `scripted_server` on `scenario` (a file), with the client's `initialize`
 /// sent; stdin and stdout piped.
 fn serve_scripted(scenario: &Path) -> (Child, ChildStdin) {
-    let mut serve = Command::new(bin())
-        .args(["serve", "--pool", "0", "--"])
-        .arg(example("scripted_server"))
-        .arg(scenario)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start serve");
-    let mut stdin = serve.stdin.take().expect("stdin");
-    writeln!(
-        stdin,
-        r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":"2025-11-25","capabilities":{{}},"clientInfo":{{"name":"t","version":"0"}}}}}}"#
-    )
-    .expect("send initialize");
-    (serve, stdin)
+    let server = example("scripted_server");
+    serve_initialized([
+        "serve".as_ref(),
+        "--pool".as_ref(),
+        "0".as_ref(),
+        "--".as_ref(),
+        server.as_os_str(),
+        scenario.as_os_str(),
+    ])
 }
 
 /// Wait until the wrapped server's journal `log` shows a `tools/list` request.
