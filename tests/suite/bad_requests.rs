@@ -14,14 +14,16 @@ use std::time::Duration;
 
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, ChildStdin, ChildStdout};
 
 use super::common::{example, spawn_serve};
 use super::http_serving::Served;
 
 const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":9,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#;
 
-#[tokio::test]
-async fn unreadable_stdio_lines_get_json_rpc_errors_and_the_session_goes_on() {
+/// `serve --pool 0` on the toy server, spoken to in raw lines: the child (killed when dropped),
+/// its stdin, and its stdout read by line.
+fn serve_toy() -> (Child, ChildStdin, BufReader<ChildStdout>) {
     let toy = example("toy_server");
     let mut serve = spawn_serve([
         "serve".as_ref(),
@@ -29,8 +31,14 @@ async fn unreadable_stdio_lines_get_json_rpc_errors_and_the_session_goes_on() {
         "0".as_ref(),
         toy.as_os_str(),
     ]);
-    let mut stdin = serve.stdin.take().unwrap();
-    let mut stdout = BufReader::new(serve.stdout.take().unwrap());
+    let stdin = serve.stdin.take().unwrap();
+    let stdout = BufReader::new(serve.stdout.take().unwrap());
+    (serve, stdin, stdout)
+}
+
+#[tokio::test]
+async fn unreadable_stdio_lines_get_json_rpc_errors_and_the_session_goes_on() {
+    let (_serve, mut stdin, mut stdout) = serve_toy();
     let too_long = format!(
         r#"{{"jsonrpc":"2.0","id":8,"method":"ping","params":{{"x":"{}"}}}}"#,
         "a".repeat(16 * 1024 * 1024 + 1)
@@ -193,15 +201,7 @@ fn hostile_lines() -> Vec<Hostile> {
 #[tokio::test]
 async fn every_hostile_stdio_line_gets_exactly_one_answer_with_its_id_and_the_next_ping_is_answered()
  {
-    let toy = example("toy_server");
-    let mut serve = spawn_serve([
-        "serve".as_ref(),
-        "--pool".as_ref(),
-        "0".as_ref(),
-        toy.as_os_str(),
-    ]);
-    let mut stdin = serve.stdin.take().unwrap();
-    let mut stdout = BufReader::new(serve.stdout.take().unwrap());
+    let (_serve, mut stdin, mut stdout) = serve_toy();
     let mut next = async || -> Value {
         let mut line = String::new();
         let read = tokio::time::timeout(Duration::from_secs(30), stdout.read_line(&mut line));
