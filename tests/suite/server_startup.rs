@@ -15,7 +15,8 @@ use mcp_code_mode::description::describe;
 use serde_json::json;
 
 use super::common::{
-    bin, example, exec, native_available, native_client_ready, require, spawn_serve, venv_python,
+    bin, example, exec, last_json_line, native_available, native_client_ready, require,
+    spawn_serve, venv_python,
 };
 use super::misbehaving_servers::{Scenario, entry};
 use super::relisting::LIST_CHANGED;
@@ -455,14 +456,7 @@ fn serve_tells_its_client_when_the_wrapped_tools_change() {
         .args(&serve)
         .output()
         .expect("run the python client");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let seen: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap_or(""))
-        .unwrap_or_else(|e| {
-            panic!(
-                "client output is not JSON ({e}): {stdout}\n{}",
-                String::from_utf8_lossy(&out.stderr)
-            )
-        });
+    let seen = last_json_line(&out, "list_changed.py");
     assert_eq!(seen["list_changed_capability"], true, "{seen}");
     assert!(
         seen["text"].as_str().unwrap_or("").contains("changed"),

@@ -24,7 +24,7 @@ use std::process::{Child, Stdio};
 
 use serde_json::Value;
 
-use super::common::{bin, example};
+use super::common::{bin, example, last_json_line};
 use super::http_serving::{Served, session_id};
 use super::ts_client::{client_dir, ready};
 
@@ -74,13 +74,7 @@ fn scenario(name: &str, serve_args: &[&str], wrapped: Wrapped) -> (Value, String
             .env("TOOL_PREFIX", "tasks__"),
     };
     let out = command.output().expect("run node");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let parsed = serde_json::from_str(stdout.lines().last().unwrap_or("")).unwrap_or_else(|e| {
-        panic!(
-            "tasks.mjs {name} printed no JSON ({e}): {stdout}\nstderr: {}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
+    let parsed = last_json_line(&out, &format!("tasks.mjs {name}"));
     (
         parsed,
         std::fs::read_to_string(&journal).unwrap_or_default(),

@@ -15,8 +15,8 @@ use mcp_code_mode::sandbox::{Backend, Sandbox, SandboxError};
 use serde_json::Value;
 
 use super::common::{
-    ExecOptions, backend_ready, bin, example, exec_with, native_client_ready, python_client,
-    require, venv_python,
+    ExecOptions, backend_ready, bin, example, exec_with, last_json_line, native_client_ready,
+    python_client, require, venv_python,
 };
 use super::misbehaving_servers::{Scenario, entry};
 
@@ -38,14 +38,7 @@ fn timed(backend: &str, args: &[&str], codes: &[&str]) -> Vec<(f64, Value)> {
         .arg(example("toy_server"))
         .output()
         .expect("run steer.py");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let parsed: Value =
-        serde_json::from_str(stdout.lines().last().unwrap_or("")).unwrap_or_else(|e| {
-            panic!(
-                "no JSON ({e}): {stdout}\nstderr: {}",
-                String::from_utf8_lossy(&out.stderr)
-            )
-        });
+    let parsed = last_json_line(&out, "steer.py timed");
     parsed["runs"]
         .as_array()
         .expect("runs")

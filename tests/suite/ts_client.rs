@@ -15,7 +15,7 @@ use std::sync::OnceLock;
 
 use serde_json::Value;
 
-use super::common::{bin, example, native_available, require, target_dir};
+use super::common::{bin, example, last_json_line, native_available, require, target_dir};
 
 /// A directory holding steer.mjs, tasks.mjs, task_server.mjs, approve_task.mjs (for
 /// tests/suite/governance.rs) and http.mjs (for tests/suite/http_serving.rs), with
@@ -90,13 +90,7 @@ fn steer(scenario: &str) -> (Value, String) {
         .arg(&journal)
         .output()
         .expect("run node");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let parsed = serde_json::from_str(stdout.lines().last().unwrap_or("")).unwrap_or_else(|e| {
-        panic!(
-            "steer.mjs {scenario} printed no JSON ({e}): {stdout}\nstderr: {}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
+    let parsed = last_json_line(&out, &format!("steer.mjs {scenario}"));
     (
         parsed,
         std::fs::read_to_string(&journal).unwrap_or_default(),
