@@ -395,9 +395,10 @@ impl Pool {
     /// Let the sandbox `member` will give (a start that lost a take's race) serve the pool:
     /// handed to a take that waits, else listed idle while fewer than the pool's size are
     /// idle, else ended. A slot starts its next sandbox only while the idle ones and the
-    /// starts under way are fewer than the size, so the pool holds at most its size, and
-    /// one more for a while when a slot's start under way ends after this one joined. Its
-    /// task is one of the pool's slots, so [`Self::close`] ends it.
+    /// starts under way are fewer than the size, and a ready sandbox (this one, or a slot's
+    /// start that ends after this one joined) is listed only while fewer than the size are
+    /// idle, so the pool never holds more than its size idle. Its task is one of the pool's
+    /// slots, so [`Self::close`] ends it.
     fn adopt(&self, member: BoxFuture<'static, Result<Member, String>>) {
         let task = adopted(
             self.bridge.clone(),

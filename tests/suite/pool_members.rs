@@ -5,14 +5,16 @@
 //! real sandboxes on each backend).
 //!
 //! Index: a take does not wait for a stalled refill; the start that loses a take's race joins
-//! the pool; a pooled sandbox silent past the acknowledgement bound is replaced, and none of
-//! what it sends later (its `began`, its calls) reaches the bridge.
+//! the pool, which still holds no more than its size idle; a pooled sandbox silent past the
+//! acknowledgement bound is replaced, and none of what it sends later (its `began`, its
+//! calls) reaches the bridge.
 //!
 //! Each test was checked to fail with its rule taken out: a take that waits for the refill
 //! (as before the race) takes 10 s; a race whose losing start is dropped leaves the next
-//! run cold; a pooled sandbox held to no acknowledgement bound makes its run wait until its
-//! output is let through, and a bound that left the silent sandbox's output read lets its
-//! call reach the server.
+//! run cold; a pool that lists every ready sandbox holds two idle after a race; a pooled
+//! sandbox held to no acknowledgement bound makes its run wait until its output is let
+//! through, and a bound that left the silent sandbox's output read lets its call reach the
+//! server.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -280,6 +282,57 @@ async fn a_start_that_loses_a_takes_race_joins_the_pool() {
     let stats = pool.stats();
     assert_eq!((stats.taken, stats.cold), (3, 0), "{stats:?}");
     later.open();
+    held.close().await;
+}
+
+/// A take's own start loses its race and joins the pool; the slot's next start, under way
+/// meanwhile (held back), becomes ready after it. A pool of one then holds one idle sandbox,
+/// not two: the later one is ended unlisted, and the slot starts again only once a run has
+/// taken the idle one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pool_of_one_never_holds_two_idle_sandboxes_after_a_race() {
+    let own = Gate::new();
+    let refill = Gate::new();
+    let holds = vec![
+        Hold::None,
+        Hold::Delay(Duration::from_secs(2)),
+        Hold::Start(own.clone()),
+        Hold::Start(refill.clone()),
+    ];
+    let Some(held) = pool_holding("two-idle", holds, Hold::None).await else {
+        return;
+    };
+    let (pool, options) = (&held.pool, RunOptions::default());
+    held.first_run_and_refill().await;
+    let second = pool.run("print(2)", &options).await.expect("a run");
+    assert!(second.pooled, "the pool's start won: {second:?}");
+    until("the take's own start and the next refill to begin", || {
+        held.backend.spawns() >= 4
+    })
+    .await;
+    own.open();
+    until("the take's own start to join the pool", || {
+        pool.stats().adopted == 1 && pool.stats().idle == 1
+    })
+    .await;
+
+    // Ready: the first fill, the first refill, the take's own start, and now this refill.
+    refill.open();
+    until("the held-back refill to be ready", || {
+        pool.stats().ready == 4
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let stats = pool.stats();
+    assert_eq!(stats.idle, 1, "{stats:?}");
+    assert_eq!(held.backend.spawns(), 4, "no start while the pool is full");
+
+    // A run takes the idle one; the slot refills to one again.
+    let third = pool.run("print(3)", &options).await.expect("a run");
+    assert!(third.pooled && third.result.succeeded(), "{third:?}");
+    until("the pool to refill", || pool.stats().idle == 1).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(pool.stats().idle, 1, "{:?}", pool.stats());
     held.close().await;
 }
 

@@ -84,24 +84,34 @@ pub(super) async fn adopted(
             return;
         }
     };
-    let (member, full) = {
+    let member = {
         let mut state = shared.state();
         let Some(member) = hand_to_waiter(&mut state, member) else {
             shared.counters.adopted.fetch_add(1, Ordering::SeqCst);
             tracing::info!("a race's other sandbox handed to a waiting run");
             return;
         };
-        let full = state.idle.len() >= shared.size;
-        (member, full)
+        member
     };
-    if full {
-        tracing::info!("a race's other sandbox ended: the pool is full");
-        member.held.close().await;
-        return;
-    }
-    shared.counters.adopted.fetch_add(1, Ordering::SeqCst);
     let mut catalog = bridge.watch_catalog();
-    idle_until_used(&bridge, &shared, member, &mut catalog, &mut closed).await;
+    idle_until_used(
+        &bridge,
+        &shared,
+        member,
+        Origin::Race,
+        &mut catalog,
+        &mut closed,
+    )
+    .await;
+}
+
+/// Where a sandbox about to be listed idle comes from.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Origin {
+    /// A slot's start.
+    Slot,
+    /// A take's start that lost its race (counted as adopted once listed).
+    Race,
 }
 
 /// What ended a pooled sandbox's wait.
@@ -119,16 +129,21 @@ enum Went {
     Taken(oneshot::Receiver<()>),
     /// It died or went stale and was ended.
     Away,
+    /// The pool already held its size of idle sandboxes; it was ended unlisted.
+    Full,
     /// The pool closed; it was ended.
     Closed,
 }
 
 /// Keep `member`, ready, listed idle until a take gets it, it dies or goes stale (then it is
-/// ended), or the pool closes (then it is ended).
+/// ended), or the pool closes (then it is ended). When the pool already holds its size of
+/// idle sandboxes, it is ended at once instead: a race's other sandbox and a slot's start
+/// can both become ready while neither was listed, and the pool holds at most its size.
 async fn idle_until_used(
     bridge: &Bridge,
     shared: &Shared,
     member: Member,
+    origin: Origin,
     catalog: &mut watch::Receiver<u64>,
     closed: &mut watch::Receiver<bool>,
 ) -> Went {
@@ -143,8 +158,20 @@ async fn idle_until_used(
     let (give, mut asked) = oneshot::channel();
     let idle = {
         let mut state = shared.state();
-        state.idle.push_back(Idle { id, give });
-        state.idle.len()
+        if state.idle.len() >= shared.size {
+            None
+        } else {
+            state.idle.push_back(Idle { id, give });
+            if origin == Origin::Race {
+                shared.counters.adopted.fetch_add(1, Ordering::SeqCst);
+            }
+            Some(state.idle.len())
+        }
+    };
+    let Some(idle) = idle else {
+        tracing::info!("a ready sandbox ended unlisted: the pool already holds its size idle");
+        held.close().await;
+        return Went::Full;
     };
     tracing::info!(idle, "pooled sandbox ready");
     let next = tokio::select! {
@@ -265,9 +292,19 @@ pub(super) async fn slot(
                 continue;
             }
         };
-        match idle_until_used(&bridge, &shared, member, &mut catalog, &mut closed).await {
+        match idle_until_used(
+            &bridge,
+            &shared,
+            member,
+            Origin::Slot,
+            &mut catalog,
+            &mut closed,
+        )
+        .await
+        {
             Went::Closed => return,
-            Went::Away => {}
+            // Full: the next start waits for room, as every start does.
+            Went::Away | Went::Full => {}
             // The next start waits until the run that took this sandbox is over and its
             // sandbox ended (at most REFILL_WAIT), so neither competes with that run and
             // its reply for the CPU.
