@@ -25,7 +25,8 @@ use std::os::fd::OwnedFd;
 
 use crate::sys::{self, Cloned, Exit};
 
-/// A namespace kind the launcher creates (see [`crate::namespaces::FLAGS`]).
+/// A namespace kind the launcher creates (see [`crate::namespaces::FLAGS`]; the time
+/// namespace is made later, by [`crate::time_ns`], and only where the kernel has them).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Namespace {
     /// CLONE_NEWUSER: the one the others hang on for an unprivileged caller.
@@ -42,11 +43,14 @@ pub enum Namespace {
     Uts,
     /// CLONE_NEWCGROUP.
     Cgroup,
+    /// CLONE_NEWTIME (Linux >= 5.6 with `CONFIG_TIME_NS`): the sandbox's own monotonic and
+    /// boot clocks. The launcher goes on without it when the kernel has none (EINVAL).
+    Time,
 }
 
 impl Namespace {
     /// Every kind, in the order of namespaces(7).
-    pub const ALL: [Namespace; 7] = [
+    pub const ALL: [Namespace; 8] = [
         Namespace::User,
         Namespace::Mount,
         Namespace::Pid,
@@ -54,9 +58,10 @@ impl Namespace {
         Namespace::Ipc,
         Namespace::Uts,
         Namespace::Cgroup,
+        Namespace::Time,
     ];
 
-    /// The short name: `user`, `mount`, `pid`, `net`, `ipc`, `uts`, `cgroup`.
+    /// The short name: `user`, `mount`, `pid`, `net`, `ipc`, `uts`, `cgroup`, `time`.
     pub fn name(self) -> &'static str {
         match self {
             Namespace::User => "user",
@@ -66,6 +71,7 @@ impl Namespace {
             Namespace::Ipc => "ipc",
             Namespace::Uts => "uts",
             Namespace::Cgroup => "cgroup",
+            Namespace::Time => "time",
         }
     }
 
@@ -79,6 +85,7 @@ impl Namespace {
             Namespace::Ipc => libc::CLONE_NEWIPC,
             Namespace::Uts => libc::CLONE_NEWUTS,
             Namespace::Cgroup => libc::CLONE_NEWCGROUP,
+            Namespace::Time => libc::CLONE_NEWTIME,
         }
     }
 
@@ -92,6 +99,7 @@ impl Namespace {
             Namespace::Ipc => "CLONE_NEWIPC",
             Namespace::Uts => "CLONE_NEWUTS",
             Namespace::Cgroup => "CLONE_NEWCGROUP",
+            Namespace::Time => "CLONE_NEWTIME",
         }
     }
 
@@ -106,14 +114,16 @@ impl Namespace {
             Namespace::Ipc => "user.max_ipc_namespaces",
             Namespace::Uts => "user.max_uts_namespaces",
             Namespace::Cgroup => "user.max_cgroup_namespaces",
+            Namespace::Time => "user.max_time_namespaces",
         }
     }
 
     /// What the probe child does for this kind. Always inside a new user namespace, as the
     /// launcher does it, then a use that needs the namespace's capabilities where one is
-    /// cheap: a private `/` for mount, a hostname for uts; for the user namespace itself,
-    /// a uts namespace and a hostname (AppArmor's userns restriction lets the unshare
-    /// succeed but strips the capabilities, so the unshare alone proves nothing).
+    /// cheap: a private `/` for mount, a hostname for uts, clock offsets for time (as the
+    /// launcher writes its own); for the user namespace itself, a uts namespace and a
+    /// hostname (AppArmor's userns restriction lets the unshare succeed but strips the
+    /// capabilities, so the unshare alone proves nothing).
     pub fn steps(self) -> &'static [Step] {
         match self {
             Namespace::User => &[
@@ -133,13 +143,17 @@ impl Namespace {
                 Step::SetHostname,
             ],
             Namespace::Cgroup => &[Step::Unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWCGROUP)],
+            Namespace::Time => &[
+                Step::Unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWTIME),
+                Step::WriteTimeOffsets,
+            ],
         }
     }
 }
 
 /// One syscall the probe child makes. Lists of steps are fixed in this module, so that
-/// [`Step::SetHostname`] and [`Step::MakeRootPrivate`] only ever follow the unshare that
-/// makes them harmless to the host.
+/// [`Step::SetHostname`], [`Step::MakeRootPrivate`] and [`Step::WriteTimeOffsets`] only
+/// ever follow the unshare that makes them harmless to the host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Step {
     /// unshare(2) with these flags.
@@ -149,6 +163,9 @@ pub enum Step {
     /// mount(NULL, "/", NULL, MS_REC|MS_PRIVATE, NULL) (needs CAP_SYS_ADMIN over the mount
     /// namespace).
     MakeRootPrivate,
+    /// Zero offsets written to `/proc/self/timens_offsets` (needs CAP_SYS_TIME over the
+    /// time namespace made for the caller's children, and no process in it yet).
+    WriteTimeOffsets,
     /// prctl(PR_SET_NO_NEW_PRIVS, 1).
     SetNoNewPrivs,
     /// prctl(PR_GET_NO_NEW_PRIVS) answers 1.
@@ -179,6 +196,7 @@ impl fmt::Display for Step {
             }
             Step::SetHostname => f.write_str("sethostname"),
             Step::MakeRootPrivate => f.write_str("mount --make-rprivate /"),
+            Step::WriteTimeOffsets => f.write_str("write /proc/self/timens_offsets"),
             Step::SetNoNewPrivs => f.write_str("prctl(PR_SET_NO_NEW_PRIVS)"),
             Step::ReadNoNewPrivs => f.write_str("prctl(PR_GET_NO_NEW_PRIVS) == 1"),
             Step::LoadAllowAllFilter => f.write_str("seccomp(SECCOMP_SET_MODE_FILTER)"),
@@ -292,6 +310,7 @@ fn run_steps(steps: &[Step]) -> Result<(), (u8, i32)> {
             Step::Unshare(flags) => sys::unshare(flags),
             Step::SetHostname => set_hostname_probe(),
             Step::MakeRootPrivate => sys::make_root_private(),
+            Step::WriteTimeOffsets => sys::write_zero_time_offsets(),
             Step::SetNoNewPrivs => sys::set_no_new_privs(),
             Step::ReadNoNewPrivs => expect(sys::prctl_get(libc::PR_GET_NO_NEW_PRIVS), 1),
             Step::LoadAllowAllFilter => sys::load_allow_all_filter(),

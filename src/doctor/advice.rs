@@ -101,6 +101,7 @@ pub(super) fn kernel_config(kind: Namespace) -> &'static str {
         Namespace::Ipc => "CONFIG_IPC_NS",
         Namespace::Uts => "CONFIG_UTS_NS",
         Namespace::Cgroup => "CONFIG_CGROUPS",
+        Namespace::Time => "CONFIG_TIME_NS",
     }
 }
 

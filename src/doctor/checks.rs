@@ -100,6 +100,24 @@ fn namespace_check(facts: &Facts, kind: Namespace, probe: &ProbeResult, userns_o
             State::Ok,
             format!("{}: ok", steps_text(kind.steps())),
         ),
+        // The launcher takes the unshare's EINVAL (no time namespaces in this kernel) as
+        // "keep the host's clocks" and goes on (launcher/src/time_ns.rs); any other
+        // refusal fails its start, as for the other kinds.
+        Ok(Probe::Refused {
+            step: step @ Step::Unshare(_),
+            errno: libc::EINVAL,
+        }) if kind == Namespace::Time => Check::new(
+            layer,
+            State::Degraded,
+            format!(
+                "{step} failed: {}: this kernel has no time namespaces, so sandboxes keep the host's clocks (CLOCK_BOOTTIME and CLOCK_MONOTONIC read the host's uptime)",
+                errno_text(libc::EINVAL)
+            ),
+        )
+        .fix(format!(
+            "Linux >= 5.6 built with {}=y",
+            kernel_config(kind)
+        )),
         Ok(Probe::Refused { step, errno }) => {
             let fix = match *errno {
                 libc::ENOSPC => Some(persisted_sysctl(kind.max_sysctl(), "15000")),

@@ -39,6 +39,7 @@ impl Layer {
             Layer::Namespace(Namespace::Ipc) => "ipc namespace",
             Layer::Namespace(Namespace::Uts) => "uts namespace",
             Layer::Namespace(Namespace::Cgroup) => "cgroup namespace",
+            Layer::Namespace(Namespace::Time) => "time namespace",
             Layer::Cgroups => "cgroups",
             Layer::Landlock => "landlock",
             Layer::Seccomp => "seccomp",

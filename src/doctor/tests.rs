@@ -91,7 +91,7 @@ fn a_healthy_root_host_has_every_layer_ok_and_exits_0() {
         report.render()
     );
     assert_eq!(report.exit_code(), 0);
-    assert_eq!(report.lines.len(), 7 + 6 + 2);
+    assert_eq!(report.lines.len(), 8 + 6 + 2);
     assert!(report.render().ends_with("every layer (exit 0)\n"));
 }
 
@@ -207,6 +207,53 @@ fn one_kind_out_of_its_quota_names_its_own_sysctl() {
             .contains("user.max_net_namespaces")
     );
     assert_eq!(report.exit_code(), 2);
+}
+
+/// The time namespace's probe result in `facts`.
+fn time_probe(facts: &mut Facts) -> &mut ProbeResult {
+    &mut facts
+        .namespaces
+        .iter_mut()
+        .find(|(kind, _)| *kind == Namespace::Time)
+        .expect("a time namespace probe")
+        .1
+}
+
+#[test]
+fn a_kernel_without_time_namespaces_is_degraded_since_sandboxes_keep_the_host_clocks() {
+    let mut facts = healthy_root();
+    *time_probe(&mut facts) = refused(
+        Step::Unshare(Namespace::User.flag() | Namespace::Time.flag()),
+        libc::EINVAL,
+    );
+    let report = report(&facts);
+    let time = line(&report, Layer::Namespace(Namespace::Time));
+    assert_eq!(time.state, State::Degraded, "{}", report.render());
+    assert!(time.detail.contains("host's clocks"), "{}", time.detail);
+    assert!(time.fix.as_deref().unwrap().contains("CONFIG_TIME_NS=y"));
+    // The launcher goes on without one: degraded, not "cannot run".
+    assert_eq!(report.exit_code(), 1);
+}
+
+#[test]
+fn a_time_namespace_refused_otherwise_means_the_launcher_cannot_run() {
+    // Only EINVAL at the unshare is the launcher's "no time namespaces here"; a full quota
+    // or refused offsets fail its start (launcher/src/time_ns.rs).
+    for (step, errno) in [
+        (
+            Step::Unshare(Namespace::User.flag() | Namespace::Time.flag()),
+            libc::ENOSPC,
+        ),
+        (Step::WriteTimeOffsets, libc::EACCES),
+    ] {
+        let mut facts = healthy_root();
+        *time_probe(&mut facts) = refused(step, errno);
+        let report = report(&facts);
+        let time = line(&report, Layer::Namespace(Namespace::Time));
+        assert_eq!(time.state, State::Missing, "{}", report.render());
+        assert!(time.detail.contains(&step.to_string()), "{}", time.detail);
+        assert_eq!(report.exit_code(), 2);
+    }
 }
 
 #[test]

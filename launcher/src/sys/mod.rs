@@ -14,6 +14,7 @@ mod probe_calls;
 
 pub(crate) use probe_calls::{
     landlock_abi, load_allow_all_filter, make_root_private, prctl_get, unshare,
+    write_zero_time_offsets,
 };
 
 /// Turns a path into a C string; a path with an interior NUL is `EINVAL`.

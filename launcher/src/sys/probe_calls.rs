@@ -29,6 +29,31 @@ pub(crate) fn make_root_private() -> io::Result<()> {
     .map(drop)
 }
 
+/// Write zero offsets for both clocks to `/proc/self/timens_offsets`, the file the launcher
+/// writes its own offsets to (time_ns.rs). Only after unshare(CLONE_NEWTIME), while no
+/// process is in the new namespace yet, with CAP_SYS_TIME over it (time_namespaces(7)).
+pub(crate) fn write_zero_time_offsets() -> io::Result<()> {
+    const OFFSETS: &[u8] = b"monotonic 0 0\nboottime 0 0\n";
+    // SAFETY: the path is a NUL-terminated literal and the flags are constants.
+    let fd = check(unsafe {
+        libc::open(
+            c"/proc/self/timens_offsets".as_ptr(),
+            libc::O_WRONLY | libc::O_CLOEXEC,
+        )
+    })?;
+    // SAFETY: `fd` was opened above and is still open; the buffer is a static of
+    // `OFFSETS.len()` bytes.
+    let written = unsafe { libc::write(fd, OFFSETS.as_ptr().cast(), OFFSETS.len()) };
+    let result = if written == -1 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    };
+    // SAFETY: closes the descriptor opened above, once; nothing else holds it.
+    unsafe { libc::close(fd) };
+    result
+}
+
 /// prctl(option) for a PR_GET_* option that answers in its return value
 /// (PR_GET_NO_NEW_PRIVS, PR_GET_SECCOMP).
 pub(crate) fn prctl_get(option: libc::c_int) -> io::Result<libc::c_int> {
