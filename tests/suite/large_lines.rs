@@ -1,9 +1,11 @@
-//! A wrapped server's large lines are read off the thread that serves everything else.
+//! A wrapped server's large lines, and a remote server's large bodies and events, are read
+//! off the thread that serves everything else.
 //!
 //! `serve` runs on one thread; rmcp reads a message through serde's buffered content, which
 //! costs about a microsecond per byte of tiny JSON objects. A line of many small content
 //! blocks must not stall every other run, session, ping, cancel and deadline while it is read
-//! (README "What wrapped servers send"). The tests run the bridge on the test's own
+//! (README "What wrapped servers send"). A remote server's answer is read by rmcp's HTTP
+//! client, which runs on a thread of its own. The tests run the bridge on the test's own
 //! current-thread runtime, as `serve` does, beside a ticker that records the longest time it
 //! was kept from running.
 
@@ -11,10 +13,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use mcp_code_mode::bridge::{CallBudget, CallError};
+use mcp_code_mode::bridge::{Bridge, CallBudget, CallError};
 use serde_json::json;
 
-use super::misbehaving_servers::{Scenario, open_spec};
+use super::lenient_parsing::{Server, http_spec};
+use super::misbehaving_servers::{Scenario, entry, open_spec};
 
 /// A task on the current runtime that wakes every 5 ms; `stop` returns the longest gap
 /// between two of its wake-ups.
@@ -108,4 +111,37 @@ async fn a_huge_result_over_the_default_limit_is_refused_while_other_work_goes_o
         "other work was held up {stalled:?} of the call's {took:?}"
     );
     bridge.close().await;
+}
+
+#[tokio::test]
+async fn a_huge_answer_from_a_remote_server_is_read_while_other_work_goes_on() {
+    // `tests/clients/scripted_http_server.py` sends the same answer as a JSON body, then as
+    // one event of an SSE stream.
+    const BLOCKS: usize = 20_000;
+    for mode in ["json", "sse"] {
+        let mut server = Server {
+            scenario: tiny_blocks(BLOCKS),
+            http: None,
+        };
+        let spec = http_spec(&mut server, mode);
+        let bridge = Bridge::open(vec![entry(spec)], false)
+            .await
+            .unwrap_or_else(|e| panic!("{mode}: the server did not start: {e}"))
+            .with_max_result_bytes(16 << 20);
+        let ticker = Ticker::start();
+        let started = Instant::now();
+        let text = bridge
+            .call(&CallBudget::new(200), "huge", &json!({}))
+            .await
+            .unwrap_or_else(|e| panic!("{mode}: the huge result: {e:?}"));
+        let took = started.elapsed();
+        let stalled = ticker.stop().await;
+        assert_eq!(text.lines().count(), BLOCKS, "{mode}: one line per block");
+        eprintln!("{mode}: the call took {took:?}; other work was held up at most {stalled:?}");
+        assert!(
+            stalled < took / 4,
+            "{mode}: other work was held up {stalled:?} of the call's {took:?}"
+        );
+        bridge.close().await;
+    }
 }

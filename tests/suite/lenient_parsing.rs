@@ -35,9 +35,9 @@ enum Via {
 const REMOTE: [Via; 2] = [Via::HttpJson, Via::HttpSse];
 
 /// The scripted server and, over HTTP, its process (killed on drop).
-struct Server {
-    scenario: Scenario,
-    http: Option<Child>,
+pub(super) struct Server {
+    pub(super) scenario: Scenario,
+    pub(super) http: Option<Child>,
 }
 
 impl Drop for Server {
@@ -51,7 +51,7 @@ impl Drop for Server {
 
 /// Start the HTTP replay of `scenario` (kept in `server`, so a failed test leaves no
 /// process behind); the spec returned reaches it at its port.
-fn http_spec(server: &mut Server, mode: &str) -> ServerSpec {
+pub(super) fn http_spec(server: &mut Server, mode: &str) -> ServerSpec {
     let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/clients/scripted_http_server.py");
     let python = ["/usr/bin/python3", "python3"]

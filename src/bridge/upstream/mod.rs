@@ -27,6 +27,7 @@
 //! unknown protocol version is accepted (an unknown one with a warning).
 
 mod call_answer;
+mod http_thread;
 pub(crate) mod json_scan;
 mod lenient;
 mod lenient_http;

@@ -5,10 +5,11 @@
 //! key). The bridge checks, the call budget and the private-data rule are the same as for a
 //! local server: only the transport differs. What the server sends is repaired as a local
 //! server's lines are (`lenient_http.rs`), so a malformed optional field costs nothing here
-//! either. Responses are bounded by rmcp: one JSON body or
-//! SSE event at most [`MAX_RESPONSE_BYTES`]. The HTTP+SSE transport of protocol 2024-11-05
-//! (`"type": "sse"`) has no client in rmcp 3.11, so such an entry fails to start with a reason
-//! that says so (and, unless `--strict`, the other servers start).
+//! either. rmcp's client, which reads what the server sends, runs on a thread of its own
+//! (`http_thread.rs`), never on `serve`'s runtime thread. Responses are bounded by rmcp:
+//! one JSON body or SSE event at most [`MAX_RESPONSE_BYTES`]. The HTTP+SSE transport of
+//! protocol 2024-11-05 (`"type": "sse"`) has no client in rmcp 3.11, so such an entry fails
+//! to start with a reason that says so (and, unless `--strict`, the other servers start).
 
 use std::collections::HashMap;
 
@@ -17,6 +18,7 @@ use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 
+use super::http_thread::OwnThread;
 use super::lenient_http::LenientHttpClient;
 use super::tasks::RawRequests;
 use super::{BridgeClient, RemoteSpec, RemoteTransport, ServerSpec, UpstreamError};
@@ -74,7 +76,10 @@ pub(super) async fn connect(
     let client_http = LenientHttpClient::new()
         .map_err(|e| failed(spec, format!("cannot set up an HTTP client: {e}")))?;
     let raw = RawRequests::over_http(client_http.raw(headers));
-    let transport = StreamableHttpClientTransport::with_client(client_http, config);
+    // rmcp's worker reads every body and event: on a thread of its own (http_thread.rs).
+    let transport =
+        OwnThread::start(|| StreamableHttpClientTransport::with_client(client_http, config))
+            .map_err(|e| failed(spec, format!("cannot start its HTTP client thread: {e}")))?;
     let startup = spec.startup_wait();
     match tokio::time::timeout_at(deadline, client.serve(transport)).await {
         Ok(Ok(session)) => Ok((session, raw)),
