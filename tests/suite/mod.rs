@@ -80,3 +80,5 @@ mod tasks;
 /// Deadlines, call timeouts and foreign-ABI syscalls, and the numbers the description states.
 mod timeouts;
 mod ts_client;
+/// What runs while the code awaits a tool call: timers, pipes, threads, forks, signals.
+mod waiting_calls;

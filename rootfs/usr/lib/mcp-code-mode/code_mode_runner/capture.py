@@ -259,9 +259,11 @@ _handlers = {}  # (signal number, the wrapper installed) -> the code's handler
 def _signal(signum, handler):
     """signal.signal for the code: a Python handler runs as a writer of its own (see
     Capture), so what it prints never lands in the middle of the line it interrupted.
-    signal.getsignal still gives the code's own handler."""
+    signal.getsignal still gives the code's own handler. Python's own SIGINT handler
+    (signal.default_int_handler, which asyncio.run puts back when it ends) prints nothing and
+    is installed as it is."""
     installed = handler
-    if callable(handler):
+    if callable(handler) and handler is not signal.default_int_handler:
 
         def installed(sig, frame):
             # Each call is a writer of its own, nested ones too.
@@ -279,6 +281,11 @@ def _signal(signum, handler):
     if installed is not handler:
         _handlers[(int(signum), installed)] = handler
     return previous
+
+
+def handlers_installed():
+    """Whether a handler of the code's (one but Python's own) is installed by signal.signal."""
+    return bool(_handlers)
 
 
 def _getsignal(signum):

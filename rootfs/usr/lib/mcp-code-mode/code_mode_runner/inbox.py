@@ -1,9 +1,11 @@
 """Reading from the host: whoever waits for a line reads it. Between cells the main thread
 reads (blocking) until the next start or cell. During a cell, each event loop that has made
 a tool call watches the protocol descriptor (loop.add_reader), so a result wakes the loop
-that waits for it and is handed to its future there, with no thread in between. Input that
-nobody reads for DRAIN_AFTER (the waiting loop is blocked by the code, or no loop runs) is
-read by the drain thread, so the host's writes never wait on the code. One reader at a time:
+that waits for it and is handed to its future there, with no thread in between; a call
+awaited while nothing else could move its loop is answered without a turn of the loop, its
+task reading the lines itself (wait_here). Input that nobody reads for DRAIN_AFTER (the
+waiting loop is blocked by the code, or no loop runs) is read by the drain thread, so the
+host's writes never wait on the code. One reader at a time:
 every line read is checked, a result goes to the future of its call (on its own loop,
 whichever reader read it), start and cell messages wait in `messages` for the main thread.
 A line the runner cannot take ends it with status 2."""
@@ -67,7 +69,10 @@ _sock = socket.socket(fileno=channel.PROTO_IN)
 _read_lock = threading.Lock()  # held by whoever reads; `_buffer` is theirs meanwhile
 _buffer = bytearray()  # bytes read after the last complete line
 _reads = 0  # reads of the protocol so far
+PROTO_FD = _sock.fileno()  # the descriptor read (channel.PROTO_IN, or its relay)
 _watched = weakref.WeakSet()  # the loops that watch the protocol (see watch)
+# loop -> a poll of the protocol and the loop's wake-up socket (see wait_here)
+_pollers = weakref.WeakKeyDictionary()
 _forked = False  # in a child made by os.fork: the protocol is its parent's to read
 
 
@@ -264,6 +269,53 @@ def watch(loop):
 def _unwatch(loop):
     loop.remove_reader(_sock)
     _watched.discard(loop)
+    _pollers.pop(loop, None)
+
+
+def wait_here(loop, future, alone):
+    """Wait for `future` (a call's) on this thread, without a turn of `loop`: read the host's
+    lines here and take each as `loop`'s reader would, until `future` is done. The caller
+    holds `loop` still (it runs in one of its tasks), so this only stands in for the loop
+    while `alone(loop)` says nothing else could move it: its own wake-up socket (another
+    thread's call_soon_threadsafe, a signal asyncio watches) is watched with the protocol
+    and ends the wait, as does another reader holding the protocol. True when `future` is
+    done; False to leave the rest of the wait to the loop (`future` stays pending then).
+
+    A signal handler that raises here (SIGINT's KeyboardInterrupt) is raised out of the
+    loop, as it would have been from the loop's own wait, not into the task."""
+    if _forked or not alone(loop):
+        return False
+    poller = _pollers.get(loop)
+    if poller is None:
+        poller = _pollers[loop] = select.poll()
+        poller.register(_sock, select.POLLIN)
+        poller.register(loop._ssock, select.POLLIN)
+    while True:
+        try:
+            events = poller.poll()
+        except (KeyboardInterrupt, SystemExit) as error:
+            # The loop's Handle re-raises these two out of the loop.
+            loop.call_soon(_raise, error.with_traceback(None))
+            return False
+        if len(events) != 1 or events[0][0] != PROTO_FD:
+            return False  # the loop has something else to do (or the protocol is gone)
+        if not _read_lock.acquire(blocking=False):
+            return False  # someone else reads it; the result comes through the loop
+        try:
+            more = _read_ready(loop, until_empty=False)
+        finally:
+            _read_lock.release()
+        if not more:
+            _unwatch(loop)
+            return False
+        if future.done():
+            return True
+        if not alone(loop):
+            return False
+
+
+def _raise(error):
+    raise error
 
 
 def drain():

@@ -30,8 +30,11 @@ def _number(value):
 def call_line(call_id, tool, params):
     """The `call` line, or ToolError when the host could not read it as sent."""
     message = {"type": "call", "id": call_id, "tool": tool, "args": params}
+    # Plain arguments are a tree (nested at most MAX_ARGS_DEPTH deep, so in none of
+    # themselves): they need no circular-reference memo and no read-back.
+    plain = _reads_back_as_is(params)
     try:
-        text = wire.to_json(message)
+        text = wire.to_json(message, tree=plain)
     except (TypeError, ValueError, RecursionError) as error:
         raise _unsendable(str(error)[:200]) from None
     try:
@@ -44,7 +47,7 @@ def call_line(call_id, tool, params):
             "arguments too large to send: the call would be a line of %d bytes; the limit is %s"
             % (len(line) - 1, wire.size(wire.limits["max_line"]))
         )
-    if _reads_back_as_is(params):
+    if plain:
         return line
     # Read it back as the host will: integers exactly, and not nested too deep.
     try:
@@ -104,14 +107,50 @@ async def _call(tool, params):
         channel.diag("a tool call after the host closed the protocol")
         channel.real_exit(0)
     inbox.watch(loop)  # the result wakes this loop
+    alone = not inbox.pending  # no other call in flight, on any loop
     inbox.pending[call_id] = (loop, future)
     if capture.current is not None:  # the host has the output so far if the call never returns
         capture.current.flush_unsent()
     wire.write_line(line)
     try:
+        # A call awaited alone is answered without suspending the task: that saves the two
+        # turns of the loop (the reader's, then the task's), each with its epoll_wait.
+        if alone and inbox.wait_here(loop, future, _runs_alone):
+            return future.result()
         return await future
     finally:
         inbox.pending.pop(call_id, None)
+
+
+_LOOP_TYPE = asyncio.SelectorEventLoop  # the loop the runner makes (asyncio.new_event_loop)
+
+
+def _runs_alone(loop):
+    """Whether nothing but the host's answer could move `loop` (running the calling task) on
+    before that answer: no callback ready, no timer (asyncio.sleep, wait_for and timeout make
+    one), no descriptor watched but the protocol and the loop's own wake-up socket (a
+    subprocess's pipes, a socket, a child watcher), no stop asked for, no cancellation of the
+    task pending, no debug mode (it times each step), no task factory, and no signal handler
+    of the code's (one may raise into the loop's wait). The loop's private attributes are
+    those of asyncio's selector loop in Python 3.10 to 3.13; where one is missing, False."""
+    try:
+        if (
+            type(loop) is not _LOOP_TYPE
+            or loop._ready
+            or loop._scheduled
+            or loop._stopping
+            or loop._debug
+            or loop._task_factory is not None
+            or capture.handlers_installed()
+        ):
+            return False
+        task = asyncio.current_task(loop)
+        if type(task) is not asyncio.Task or task._must_cancel:
+            return False
+        watched = loop._selector._fd_to_key
+        return len(watched) == 2 and inbox.PROTO_FD in watched and loop._ssock.fileno() in watched
+    except AttributeError:
+        return False
 
 
 def _call_shape_error(name, params):

@@ -54,14 +54,9 @@ _c_make_encoder = getattr(json.encoder, "c_make_encoder", None)
 _c_encode_str = getattr(json.encoder, "c_encode_basestring", None)
 
 
-def to_json(message):
-    """`message` (a dict) as _encoder.encode writes it, the same text and the same errors:
-    its C encoder called directly, without the Python layers JSONEncoder.encode goes
-    through on every line (a fresh circular-reference memo each time, as there)."""
-    if _c_make_encoder is None or _c_encode_str is None:
-        return _encoder.encode(message)
-    encode = _c_make_encoder(
-        {},
+def _make_encoder(markers):
+    return _c_make_encoder(
+        markers,
         _encoder.default,
         _c_encode_str,
         None,
@@ -71,13 +66,31 @@ def to_json(message):
         False,
         False,
     )
-    return "".join(encode(message, 0))
+
+
+# The C encoder for trees (see to_json): it keeps no memo, so one serves every line, on
+# every thread.
+_tree_encode = _make_encoder(None) if _c_make_encoder and _c_encode_str else None
+
+
+def to_json(message, tree=False):
+    """`message` (a dict) as _encoder.encode writes it, the same text and the same errors:
+    its C encoder called directly, without the Python layers JSONEncoder.encode goes
+    through on every line. With `tree` the caller knows `message` is a tree of dicts and
+    lists (no container inside itself), so no circular-reference memo is kept and one
+    encoder serves every line; otherwise a fresh memo each time, as JSONEncoder.encode."""
+    if _tree_encode is None:
+        return _encoder.encode(message)
+    if tree:
+        return "".join(_tree_encode(message, 0))
+    return "".join(_make_encoder({})(message, 0))
 
 
 def encode(message):
-    """One protocol line, UTF-8. Raises TypeError/ValueError on values JSON lacks, and
-    UnicodeEncodeError (a ValueError) on a lone surrogate."""
-    return to_json(message).encode("utf-8") + b"\n"
+    """One protocol line, UTF-8, of a message the runner built (a tree: see to_json).
+    Raises TypeError/ValueError on values JSON lacks, and UnicodeEncodeError (a
+    ValueError) on a lone surrogate."""
+    return to_json(message, tree=True).encode("utf-8") + b"\n"
 
 
 def send(message):
