@@ -157,8 +157,9 @@ impl Drop for PendingRecord<'_> {
     fn drop(&mut self) {
         if let Some(log) = self.log.take() {
             let record = self.record(&log, Some(RUN_ENDED.to_owned()));
-            // A failure is remembered by the log and fails the run when it is required.
-            let _ = log.write(&record);
+            // Nothing can wait in a drop: the record is queued. A failure is remembered by
+            // the log and fails the run when it is required.
+            log.write_unwaited(&record);
         }
     }
 }
@@ -200,7 +201,7 @@ impl Bridge {
             Ok(_) | Err(CallError::ToolFailed(_)) => None,
         };
         let record = pending.record(&log, reason);
-        match log.write(&record) {
+        match log.write(&record).await {
             Err(e) if log.required() => Err(CallError::Refused(Refusal::AuditFailed {
                 tool: py_name.to_owned(),
                 why: format!("{e}; --audit-required keeps its result from the code"),

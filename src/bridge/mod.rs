@@ -165,6 +165,8 @@ struct SlotState {
     failure: Option<String>,
     last_attempt: Option<Instant>,
     retrying: bool,
+    /// Its re-lists after `list_changed` (relist.rs).
+    relist: relist::RelistState,
 }
 
 impl Slot {
@@ -187,8 +189,9 @@ struct Shared {
     catalog_version: tokio::sync::watch::Sender<u64>,
     /// Woken by a server's `list_changed` (relist.rs).
     wake: Arc<tokio::sync::Notify>,
-    /// Held while tools are read again, so a run waits for a re-list in progress.
-    relisting: tokio::sync::Mutex<()>,
+    /// Bumped whenever a server's re-list ends or turns out slow: runs waiting for
+    /// re-lists look again (relist.rs).
+    relist_changes: tokio::sync::watch::Sender<u64>,
     /// Held while a catalog is built and put in force (rebuild.rs): one build at a time.
     building: tokio::sync::Mutex<()>,
     /// Set by [`Bridge::close`]: the re-list task ends.
@@ -278,7 +281,7 @@ impl Bridge {
             generation: AtomicU64::new(0),
             catalog_version: tokio::sync::watch::Sender::new(0),
             wake,
-            relisting: tokio::sync::Mutex::new(()),
+            relist_changes: tokio::sync::watch::Sender::new(0),
             building: tokio::sync::Mutex::new(()),
             closed: AtomicBool::new(false),
         });
@@ -358,16 +361,17 @@ impl Bridge {
     /// Bring the catalog up to date before a run. Servers that sent
     /// `notifications/tools/list_changed` have their tools read again (or the re-list already
     /// under way is waited for), so the run sees their current tools: this waits for their
-    /// `tools/list`, at most [`RELIST_TIMEOUT`] per server (relist.rs). Servers that failed
+    /// `tools/list` and the catalog build, at most [`RELIST_TIMEOUT`] in all, and not for a
+    /// server whose re-list went unanswered that long (relist.rs). Servers that failed
     /// are started again in the background, at most once per [`RETRY_INTERVAL`] each: the run
     /// never waits for them, and when one starts its tools come in a new catalog (a higher
     /// [`Self::catalog_version`]) that later runs see and the warm pool replaces its
     /// sandboxes for.
     pub async fn refresh(&self) {
-        // In a task of its own: a run cancelled while it waits drops only its wait, never a
-        // re-list half done (its servers' flags taken, their new tools not yet in force).
-        let shared = self.shared.clone();
-        let _ = tokio::spawn(async move { shared.relist_changed().await }).await;
+        // Each re-list is a task of its own: a run cancelled while it waits drops only its
+        // wait, never a re-list half done (its servers' flags taken, their new tools not yet
+        // in force).
+        self.shared.relists_settled().await;
         self.retry_failed();
     }
 

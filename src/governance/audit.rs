@@ -3,27 +3,30 @@
 //! `docs/audit-log.md`; every record carries [`SCHEMA_VERSION`] as `v`.
 //!
 //! Durability: each record is serialised first and then written with one `write_all` on an
-//! unbuffered `O_APPEND` descriptor, under a lock, so records never interleave and nothing
-//! waits in a userspace buffer: a crash or SIGKILL of `serve` loses at most the record being
+//! unbuffered `O_APPEND` descriptor, by one thread in order (audit_writer.rs), so records
+//! never interleave; a run or call waits for its record's write (at most
+//! 2 s, `WRITE_WAIT`), so a crash or SIGKILL of `serve` loses at most the records being
 //! written. A torn last line (no `\n`) is closed with a `\n` when the log is opened again, so
 //! the next record starts on a line of its own; readers skip a line that does not parse.
 //! Records are not fsync'ed: a crash of the whole machine can lose what the kernel had not
 //! written yet.
 //!
-//! Failures: a record that cannot be written (a full disk, a file gone read-only) is logged
-//! on stderr and remembered ([`AuditLog::failure`]). With `--audit-required` the bridge then
-//! refuses every call and the run fails closed; without it runs go on unaudited.
+//! Failures: a record that cannot be written (a full disk, a file gone read-only), or not
+//! within 2 s (`WRITE_WAIT`: a FIFO nobody reads, a hung file system: the writer thread is
+//! stuck, serve's runtime is not), is logged on stderr and remembered
+//! ([`AuditLog::failure`]). With `--audit-required` the bridge then refuses every call and
+//! the run fails closed; without it runs go on unaudited.
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::Serialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
+
+use super::audit_writer::Writer;
 
 /// The version of the record schema, written as `v` in every record. It changes when a field
 /// changes meaning or goes away; new optional fields keep it.
@@ -112,11 +115,7 @@ pub enum AuditError {
 #[derive(Debug)]
 pub struct AuditLog {
     options: AuditOptions,
-    file: Mutex<File>,
-    /// The last write failure, until a later write succeeds.
-    failure: Mutex<Option<String>>,
-    /// Records that could not be written since the log was opened.
-    failed_writes: AtomicU64,
+    writer: Writer,
 }
 
 impl AuditLog {
@@ -189,12 +188,9 @@ have planted it); name the file itself"
                     .map_err(|e| io("cannot be written", e))?;
             }
         }
-        Ok(Self {
-            options,
-            file: Mutex::new(file),
-            failure: Mutex::new(None),
-            failed_writes: AtomicU64::new(0),
-        })
+        let writer = Writer::start(file, options.path.clone())
+            .map_err(|e| io("cannot get its writer thread", e))?;
+        Ok(Self { options, writer })
     }
 
     /// The log file.
@@ -209,10 +205,7 @@ have planted it); name the file itself"
 
     /// Why the last record could not be written, while no later one was.
     pub fn failure(&self) -> Option<String> {
-        self.failure
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.writer.health.failure()
     }
 
     /// [`AuditError::Broken`] when the log is required and its last write failed; what the
@@ -227,12 +220,34 @@ have planted it); name the file itself"
         }
     }
 
-    /// Append one record, stamped with `v` and `time`, as one line.
+    /// Append one record, stamped with `v` and `time`, as one line, and wait for its
+    /// write, at most 2 s, `WRITE_WAIT` (not at all while the log is stalled: the record is
+    /// queued and this fails at once).
     ///
     /// # Errors
-    /// [`AuditError::Io`] when it could not be written whole (also remembered, see
-    /// [`Self::failure`], and logged on stderr).
-    pub fn write(&self, record: &Record) -> Result<(), AuditError> {
+    /// [`AuditError::Io`] when it could not be written whole, or not in time (also
+    /// remembered, see [`Self::failure`], and logged on stderr). A record not written in
+    /// time stays queued and may still be written later.
+    pub async fn write(&self, record: &Record) -> Result<(), AuditError> {
+        self.writer
+            .write(self.line(record))
+            .await
+            .map_err(|error| AuditError::Io {
+                path: self.options.path.clone(),
+                action: "cannot be written",
+                error,
+            })
+    }
+
+    /// Append one record without waiting for its write (where nothing can wait: a call's
+    /// record written as its future is dropped). A failure is remembered as by
+    /// [`Self::write`].
+    pub fn write_unwaited(&self, record: &Record) {
+        self.writer.write_unwaited(self.line(record));
+    }
+
+    /// `record` stamped with `v` and `time`, as one line with its `\n`.
+    fn line(&self, record: &Record) -> Vec<u8> {
         let stamped = Stamped {
             v: SCHEMA_VERSION,
             time: now_rfc3339(),
@@ -240,38 +255,13 @@ have planted it); name the file itself"
         };
         let mut line = serde_json::to_vec(&stamped).unwrap_or_default();
         line.push(b'\n');
-        let written = {
-            let mut file = self.file.lock().unwrap_or_else(|p| p.into_inner());
-            file.write_all(&line)
-        };
-        let mut failure = self.failure.lock().unwrap_or_else(|p| p.into_inner());
-        match written {
-            Ok(()) => {
-                if failure.take().is_some() {
-                    tracing::warn!(path = %self.path().display(), "the audit log is written again");
-                }
-                Ok(())
-            }
-            Err(source) => {
-                let error = AuditError::Io {
-                    path: self.options.path.clone(),
-                    action: "cannot be written",
-                    error: source,
-                };
-                if failure.is_none() {
-                    tracing::error!("{error}");
-                }
-                self.failed_writes.fetch_add(1, Ordering::SeqCst);
-                *failure = Some(error.to_string());
-                Err(error)
-            }
-        }
+        line
     }
 
     /// Records that could not be written since the log was opened (a run compares the
     /// count at its start and end to know whether all of its records were written).
     pub fn failed_writes(&self) -> u64 {
-        self.failed_writes.load(Ordering::SeqCst)
+        self.writer.health.failed_writes()
     }
 
     /// The `args` field of a call record for these arguments, as `--audit-args` says.

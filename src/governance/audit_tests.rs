@@ -1,4 +1,5 @@
 use super::*;
+use crate::governance::audit_writer::{MAX_QUEUED_BYTES, WRITE_WAIT};
 
 fn run_start(run: &str) -> Record {
     Record::RunStart(RunStart {
@@ -17,13 +18,13 @@ fn lines(path: &Path) -> Vec<Value> {
         .collect()
 }
 
-#[test]
-fn a_new_log_is_mode_0600_and_each_record_is_one_line_with_its_version_and_time() {
+#[tokio::test]
+async fn a_new_log_is_mode_0600_and_each_record_is_one_line_with_its_version_and_time() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("audit.jsonl");
     let log = AuditLog::open(AuditOptions::new(&path)).unwrap();
-    log.write(&run_start("r1")).unwrap();
-    log.write(&run_start("r2")).unwrap();
+    log.write(&run_start("r1")).await.unwrap();
+    log.write(&run_start("r2")).await.unwrap();
     let mode = std::fs::metadata(&path).unwrap().mode() & 0o7777;
     assert_eq!(mode, 0o600);
     let records = lines(&path);
@@ -36,27 +37,27 @@ fn a_new_log_is_mode_0600_and_each_record_is_one_line_with_its_version_and_time(
     assert!(chrono::DateTime::parse_from_rfc3339(time).is_ok(), "{time}");
 }
 
-#[test]
-fn an_existing_world_readable_log_is_made_0600_and_appended_to() {
+#[tokio::test]
+async fn an_existing_world_readable_log_is_made_0600_and_appended_to() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("audit.jsonl");
     std::fs::write(&path, "{\"old\": 1}\n").unwrap();
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
     let log = AuditLog::open(AuditOptions::new(&path)).unwrap();
-    log.write(&run_start("r1")).unwrap();
+    log.write(&run_start("r1")).await.unwrap();
     assert_eq!(std::fs::metadata(&path).unwrap().mode() & 0o7777, 0o600);
     let records = lines(&path);
     assert_eq!(records[0]["old"], 1);
     assert_eq!(records[1]["run"], "r1");
 }
 
-#[test]
-fn a_record_torn_by_a_crash_stays_alone_on_its_line() {
+#[tokio::test]
+async fn a_record_torn_by_a_crash_stays_alone_on_its_line() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("audit.jsonl");
     std::fs::write(&path, "{\"whole\": 1}\n{\"torn\": ").unwrap();
     let log = AuditLog::open(AuditOptions::new(&path)).unwrap();
-    log.write(&run_start("r1")).unwrap();
+    log.write(&run_start("r1")).await.unwrap();
     let text = std::fs::read_to_string(&path).unwrap();
     let parsed: Vec<_> = text
         .lines()
@@ -66,13 +67,13 @@ fn a_record_torn_by_a_crash_stays_alone_on_its_line() {
     assert_eq!(parsed[1]["run"], "r1");
 }
 
-#[test]
-fn a_full_disk_is_reported_remembered_and_fails_a_required_log() {
+#[tokio::test]
+async fn a_full_disk_is_reported_remembered_and_fails_a_required_log() {
     let mut options = AuditOptions::new("/dev/full");
     options.required = true;
     let log = AuditLog::open(options).unwrap();
     assert!(log.check_required().is_ok());
-    let err = log.write(&run_start("r1")).unwrap_err();
+    let err = log.write(&run_start("r1")).await.unwrap_err();
     assert!(err.to_string().contains("/dev/full"), "{err}");
     assert!(
         log.failure().unwrap().contains("No space left"),
@@ -83,7 +84,7 @@ fn a_full_disk_is_reported_remembered_and_fails_a_required_log() {
     assert!(refused.contains("--audit-required"), "{refused}");
     // Not required: the failure is remembered but nothing is refused.
     let log = AuditLog::open(AuditOptions::new("/dev/full")).unwrap();
-    assert!(log.write(&run_start("r1")).is_err());
+    assert!(log.write(&run_start("r1")).await.is_err());
     assert!(log.failure().is_some());
     assert!(log.check_required().is_ok());
 }
@@ -155,8 +156,8 @@ fn what_the_code_can_make_as_large_as_a_line_is_recorded_bounded() {
     );
 }
 
-#[test]
-fn a_call_record_names_its_verdict_approval_and_result() {
+#[tokio::test]
+async fn a_call_record_names_its_verdict_approval_and_result() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("audit.jsonl");
     let log = AuditLog::open(AuditOptions::new(&path)).unwrap();
@@ -177,6 +178,7 @@ fn a_call_record_names_its_verdict_approval_and_result() {
         result_bytes: None,
         is_error: None,
     }))
+    .await
     .unwrap();
     let record = &lines(&path)[0];
     assert_eq!(record["kind"], "call");
@@ -255,4 +257,49 @@ fn a_log_another_user_owns_is_refused_without_a_chmod() {
     assert!(err.to_string().contains("owned by uid 65534"), "{err}");
     assert_eq!(std::fs::metadata(&path).unwrap().mode() & 0o7777, 0o644);
     assert_eq!(std::fs::read_to_string(&path).unwrap(), "{\"theirs\": 1}\n");
+}
+
+#[tokio::test]
+async fn a_fifo_nobody_reads_stalls_only_the_writer_and_a_required_log_fails_closed() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let mut options = AuditOptions::new(&fifo);
+    options.required = true;
+    let log = AuditLog::open(options).unwrap();
+    let mut big = run_start("r");
+    if let Record::RunStart(start) = &mut big {
+        start.code = Some("x".repeat(16 << 10));
+    }
+    // The pipe holds 64 KiB: within a few records one waits, at most WRITE_WAIT, and fails.
+    let bound = WRITE_WAIT + std::time::Duration::from_secs(3);
+    let mut failed = None;
+    for _ in 0..64 {
+        let started = std::time::Instant::now();
+        let written = tokio::time::timeout(bound, log.write(&big))
+            .await
+            .expect("a write to a full FIFO waits at most WRITE_WAIT");
+        if let Err(e) = written {
+            failed = Some((e, started.elapsed()));
+            break;
+        }
+    }
+    let (err, took) = failed.expect("a write to the full FIFO fails");
+    assert!(took >= WRITE_WAIT, "it failed after {took:?}: {err}");
+    assert!(err.to_string().contains("took no record"), "{err}");
+    assert!(log.check_required().is_err());
+    // Stalled: the next records fail at once, and one too many for the queue is dropped.
+    let started = std::time::Instant::now();
+    assert!(log.write(&big).await.is_err());
+    assert!(started.elapsed() < WRITE_WAIT, "{:?}", started.elapsed());
+    let failed_before = log.failed_writes();
+    for _ in 0..(MAX_QUEUED_BYTES >> 14) + 4 {
+        log.write_unwaited(&big);
+    }
+    assert!(log.failed_writes() > failed_before);
+    assert!(
+        log.failure().unwrap().contains("dropped"),
+        "{:?}",
+        log.failure()
+    );
 }

@@ -5,5 +5,6 @@
 
 pub(crate) mod approval;
 pub(crate) mod audit;
+mod audit_writer;
 pub(crate) mod options;
 pub(crate) mod policy;

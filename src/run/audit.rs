@@ -36,7 +36,7 @@ impl RunAudit {
     /// # Errors
     /// The reason the run must not start: its record could not be written and the log is
     /// required.
-    pub(super) fn begin(
+    pub(super) async fn begin(
         bridge: &Bridge,
         budget: &Arc<CallBudget>,
         code: &str,
@@ -46,12 +46,14 @@ impl RunAudit {
         };
         let failed_before = log.failed_writes();
         let code_sha256 = sha256_hex(code.as_bytes());
-        let written = log.write(&Record::RunStart(RunStart {
-            run: budget.run_id().to_owned(),
-            session: budget.session_id().to_owned(),
-            code_sha256: code_sha256.clone(),
-            code: log.code_field(code),
-        }));
+        let written = log
+            .write(&Record::RunStart(RunStart {
+                run: budget.run_id().to_owned(),
+                session: budget.session_id().to_owned(),
+                code_sha256: code_sha256.clone(),
+                code: log.code_field(code),
+            }))
+            .await;
         match written {
             Err(e) if log.required() => Err(format!(
                 "{e}; --audit-required refuses to run code without the audit log"
@@ -68,22 +70,25 @@ impl RunAudit {
 
     /// Write the run's `run_end` for `report`; with a required log that lost a record of
     /// this run, turn the result into a stop that says so.
-    pub(super) fn end(self, report: &mut Result<RunReport, SandboxError>) {
+    pub(super) async fn end(self, report: &mut Result<RunReport, SandboxError>) {
         let (outcome, stopped_reason) = match report {
             Ok(report) if report.result.stopped => (Outcome::Stopped, report.result.error.clone()),
             Ok(report) if report.result.error.is_some() => (Outcome::Error, None),
             Ok(_) => (Outcome::Ok, None),
             Err(e) => (Outcome::Failed, Some(e.to_string())),
         };
-        let written = self.log.write(&Record::RunEnd(RunEnd {
-            run: self.budget.run_id().to_owned(),
-            session: self.budget.session_id().to_owned(),
-            code_sha256: self.code_sha256.clone(),
-            outcome,
-            stopped_reason,
-            calls: self.budget.used(),
-            duration_ms: crate::bridge::millis(self.started),
-        }));
+        let written = self
+            .log
+            .write(&Record::RunEnd(RunEnd {
+                run: self.budget.run_id().to_owned(),
+                session: self.budget.session_id().to_owned(),
+                code_sha256: self.code_sha256.clone(),
+                outcome,
+                stopped_reason,
+                calls: self.budget.used(),
+                duration_ms: crate::bridge::millis(self.started),
+            }))
+            .await;
         let lost = self.log.failed_writes() != self.failed_before || written.is_err();
         if let (true, true, Ok(report)) = (self.log.required(), lost, report) {
             let why = self

@@ -184,7 +184,7 @@ impl HeldSandbox {
     ) -> Result<RunReport, SandboxError> {
         let steering = Steering::default();
         let budget = steering.budget(max_calls);
-        let audit = match audit::RunAudit::begin(&self.bridge, &budget, code) {
+        let audit = match audit::RunAudit::begin(&self.bridge, &budget, code).await {
             Ok(audit) => audit,
             Err(why) => {
                 return Ok(RunReport {
@@ -200,7 +200,7 @@ impl HeldSandbox {
             .cell_until(code, budget, start + deadline, deadline, &steering)
             .await;
         if let Some(audit) = audit {
-            audit.end(&mut report);
+            audit.end(&mut report).await;
         }
         report
     }

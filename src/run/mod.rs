@@ -290,7 +290,7 @@ async fn run_in(
         () = bridge.refresh() => {}
     }
     let budget = steering.budget(options.max_calls);
-    let audit = match audit::RunAudit::begin(bridge, &budget, code) {
+    let audit = match audit::RunAudit::begin(bridge, &budget, code).await {
         Ok(audit) => audit,
         Err(why) => {
             return Ok(RunReport {
@@ -303,7 +303,7 @@ async fn run_in(
     };
     let mut report = run_budgeted(start, code, options, steering, pool, &budget).await;
     if let Some(audit) = audit {
-        audit.end(&mut report);
+        audit.end(&mut report).await;
     }
     report
 }

@@ -2,6 +2,8 @@
 
 /// Argument checks against hostile schemas: off the runtime, within the deadline, bounded.
 mod argument_checks;
+/// An audit log that stops taking records stalls no run.
+mod audit_stalls;
 /// Client messages serve cannot read get JSON-RPC errors (stdio and HTTP).
 mod bad_requests;
 /// Catalog builds off the runtime thread, re-lists coalesced.
@@ -69,6 +71,8 @@ mod runner_protocol;
 mod server_startup;
 /// The skill's numbers equal the code's constants.
 mod skill;
+/// A server that re-lists slowly holds runs once, at most RELIST_TIMEOUT.
+mod slow_relists;
 /// serve's startup cut short by its client going away or a signal: nothing left behind.
 mod startup_endings;
 /// The client steers its runs: cancellation, progress, going away.

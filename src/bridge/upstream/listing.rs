@@ -11,7 +11,28 @@ use rmcp::model::Tool;
 use tokio::time::Instant;
 
 use super::tasks::{self, TaskTools};
+use super::transport::CloseReason;
 use super::{CLOSE_GRACE, Live, MAX_TOOL_PAGES, ServerSpec, UpstreamError};
+
+/// What a listing uses of a server's connection, taken out of it (handles, cheap to clone)
+/// so a re-list holds no lock on the connection while the server takes its time: calls,
+/// a restart and the close go on meanwhile.
+pub(super) struct Connection {
+    peer: rmcp::Peer<rmcp::RoleClient>,
+    reason: CloseReason,
+    raw: tasks::RawRequests,
+}
+
+impl Connection {
+    /// The handles of `live`.
+    pub(super) fn of(live: &Live) -> Self {
+        Self {
+            peer: live.session.peer().clone(),
+            reason: live.reason.clone(),
+            raw: live.raw.clone(),
+        }
+    }
+}
 
 /// Most tools one server may list (all pages together). Real servers list tens to a few
 /// hundred (GitHub's about 100, the reference servers under 20); past this the catalog
@@ -31,7 +52,7 @@ pub const MAX_LISTED_BYTES: usize = 16 * 1024 * 1024;
 /// request, or lists more than [`MAX_LISTED_TOOLS`] tools or [`MAX_LISTED_BYTES`] bytes.
 pub(super) async fn list_all(
     spec: &ServerSpec,
-    live: &Live,
+    live: &Connection,
     task_tools: &TaskTools,
     deadline: Instant,
 ) -> Result<Vec<Tool>, UpstreamError> {
@@ -56,10 +77,10 @@ fn failed(spec: &ServerSpec, why: String) -> UpstreamError {
 
 async fn list_pages(
     spec: &ServerSpec,
-    live: &Live,
+    live: &Connection,
     deadline: Instant,
 ) -> Result<Vec<Tool>, UpstreamError> {
-    let peer = live.session.peer();
+    let peer = &live.peer;
     let mut tools = Vec::new();
     let mut bytes = 0usize;
     let mut cursor: Option<String> = None;

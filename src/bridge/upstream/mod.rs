@@ -59,7 +59,7 @@ use rmcp::{ClientHandler, ServiceExt};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 use tokio::process::Child;
 
-use self::listing::list_all;
+use self::listing::{Connection, list_all};
 use self::tasks::{RawRequests, TaskTools};
 pub(crate) use self::tools_changed::ToolsChanged;
 use self::transport::{CloseReason, line_transport};
@@ -313,7 +313,7 @@ impl Upstream {
         // One deadline for the start, the handshake and every page of the tool list.
         let deadline = tokio::time::Instant::now() + spec.startup_wait();
         let live = connect(&spec, &tools_changed, &task_tools, deadline).await?;
-        let tools = match list_all(&spec, &live, &task_tools, deadline).await {
+        let tools = match list_all(&spec, &Connection::of(&live), &task_tools, deadline).await {
             Ok(tools) => tools,
             Err(e) => {
                 close_live(live).await;
@@ -333,10 +333,9 @@ impl Upstream {
         ))
     }
 
-    /// Whether the server sent `notifications/tools/list_changed` since the last call of
-    /// this (the flag is cleared).
-    pub(crate) fn take_tools_changed(&self) -> bool {
-        self.tools_changed.take()
+    /// The flag the server's `notifications/tools/list_changed` sets.
+    pub(crate) fn tools_changed(&self) -> &ToolsChanged {
+        &self.tools_changed
     }
 
     /// Read the server's whole tool list again (after `list_changed`), all pages within its
@@ -346,11 +345,12 @@ impl Upstream {
     /// [`UpstreamError`] when the server is not running, does not answer in time, or lists
     /// more than a cap allows.
     pub(crate) async fn list_tools(&self) -> Result<Vec<Tool>, UpstreamError> {
-        let live = self.live.lock().await;
-        match live.as_ref() {
-            Some(live) => {
+        // Only the handles are taken under the lock: a slow answer holds up no call or close.
+        let connection = self.live.lock().await.as_ref().map(Connection::of);
+        match connection {
+            Some(connection) => {
                 let deadline = tokio::time::Instant::now() + self.spec.startup_wait();
-                list_all(&self.spec, live, &self.task_tools, deadline).await
+                list_all(&self.spec, &connection, &self.task_tools, deadline).await
             }
             None => Err(UpstreamError::Session {
                 name: self.spec.name.clone(),

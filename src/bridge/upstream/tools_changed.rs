@@ -27,7 +27,12 @@ impl ToolsChanged {
     }
 
     /// Whether it was set since the last call (it is cleared).
-    pub(super) fn take(&self) -> bool {
+    pub(crate) fn take(&self) -> bool {
         self.flag.swap(false, Ordering::SeqCst)
+    }
+
+    /// Whether it is set, leaving it as it is.
+    pub(crate) fn is_set(&self) -> bool {
+        self.flag.load(Ordering::SeqCst)
     }
 }
