@@ -413,6 +413,11 @@ async fn serve_cell(
     // Every call line counts, answered or refused: past this the cell is stopped.
     let most_calls = u64::from(budget.max()) + u64::from(MAX_REFUSED_CALLS);
     let mut calls_read: u64 = 0;
+    // One cancel future and one timer serve the whole cell rather than one of each per
+    // line: each new one would register with the token and the timer wheel again.
+    let mut cancelled = std::pin::pin!(cancel.cancelled());
+    let mut timer_at = ack_by.map_or(deadline, |(by, _)| by);
+    let mut timer = std::pin::pin!(tokio::time::sleep_until(timer_at));
     let outcome = loop {
         // With MAX_CALLS_IN_FLIGHT calls in flight the next line waits until one is over.
         let room = calls.len() < MAX_CALLS_IN_FLIGHT;
@@ -421,20 +426,26 @@ async fn serve_cell(
         if !line.is_empty() || rules.began() || ack_by.is_some_and(|(by, _)| by >= deadline) {
             ack_by = None;
         }
-        let read_until = ack_by.map_or(deadline, |(by, _)| by);
+        // Reading waits until the acknowledgement's bound, else the deadline; with no room
+        // nothing is read and only the deadline counts.
+        let read_until = match ack_by {
+            Some((by, _)) if room => by,
+            _ => deadline,
+        };
+        if read_until != timer_at {
+            timer_at = read_until;
+            timer.as_mut().reset(timer_at);
+        }
         let read = tokio::select! {
             biased;
-            () = cancel.cancelled() => break Err(Stop::Cancelled),
+            () = &mut cancelled => break Err(Stop::Cancelled),
             Some(()) = calls.next(), if !calls.is_empty() => continue,
             // Cancel-safe: a line cut short by another branch goes on in the next round.
-            read = tokio::time::timeout_at(
-                read_until,
-                continue_line(reader, MAX_PROTOCOL_LINE_BYTES, &mut line),
-            ), if room => read,
-            () = tokio::time::sleep_until(deadline), if !room => break Err(late()),
+            read = continue_line(reader, MAX_PROTOCOL_LINE_BYTES, &mut line), if room => Ok(read),
+            () = &mut timer => if room { Err(()) } else { break Err(late()) },
         };
         let message = match read {
-            Err(_) => match ack_by.take() {
+            Err(()) => match ack_by.take() {
                 None => break Err(late()),
                 Some((_, limit)) => {
                     // Written just as the timer fired: heard in time after all.

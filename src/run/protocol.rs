@@ -309,6 +309,42 @@ pub(crate) fn parse_runner_line(line: &[u8]) -> Result<RunnerMessage, ProtocolVi
     if line.len() > MAX_PROTOCOL_LINE_BYTES {
         return Err(ProtocolViolation::TooLong);
     }
+    // The line a cell sends most, read straight into its fields; whatever this does not
+    // accept is read the general way, which gives the same message for every line this
+    // accepts and the reason for every other.
+    if let Ok(call) = serde_json::from_slice::<DirectCall>(line) {
+        return Ok(RunnerMessage::Call {
+            id: call.id,
+            tool: call.tool,
+            args: call.args,
+        });
+    }
+    parse_by_value(line)
+}
+
+/// A `call` line read without a [`Value`] for the whole line: exactly the keys `type` (the
+/// string `call`), `id`, `tool` and `args`, each once (a repeated key fails here, and
+/// [`parse_by_value`] decides it).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DirectCall {
+    #[serde(rename = "type")]
+    _kind: CallTag,
+    id: u64,
+    tool: String,
+    args: Value,
+}
+
+/// The `type` of a `call` line, and no other.
+#[derive(Deserialize)]
+enum CallTag {
+    #[serde(rename = "call")]
+    Call,
+}
+
+/// [`parse_runner_line`] after the length check, for any line: the line read as a [`Value`],
+/// then by its `type`.
+fn parse_by_value(line: &[u8]) -> Result<RunnerMessage, ProtocolViolation> {
     let value: Value = serde_json::from_slice(line).map_err(|_| ProtocolViolation::NotJson)?;
     let Value::Object(mut map) = value else {
         return Err(ProtocolViolation::Shape("not an object"));
@@ -382,6 +418,43 @@ mod tests {
                 args: serde_json::json!({"a": 2})
             })
         );
+    }
+
+    #[test]
+    fn a_call_line_read_straight_gives_what_the_general_reading_gives() {
+        for line in [
+            &br#"{"type":"call","id":7,"tool":"add","args":{"a":2,"b":[1,{"c":null}]}}"#[..],
+            br#"{"args":{"z":1,"a":2},"tool":"add","id":0,"type":"call"}"#,
+            br#" {"type" : "\u0063all", "id":18446744073709551615, "tool":"a\u00e9", "args":[]} "#,
+            br#"{"type":"call","id":1,"id":2,"tool":"add","args":{}}"#,
+            br#"{"type":"call","type":"call","id":1,"tool":"add","args":{}}"#,
+            br#"{"type":"call","id":1,"tool":"add","args":{},"args":{"a":1}}"#,
+            br#"{"type":"call","id":18446744073709551616,"tool":"add","args":{}}"#,
+            br#"{"type":"call","id":1.0,"tool":"add","args":{}}"#,
+            br#"{"type":"call","id":1e2,"tool":"add","args":{}}"#,
+            br#"{"type":"call","id":1,"tool":"add"}"#,
+            br#"{"type":"call","id":1,"tool":"add","args":{},"x":null}"#,
+            br#"{"type":"Call","id":1,"tool":"add","args":{}}"#,
+            br#"{"type":"call","id":1,"tool":"add","args":{"a":1e400}}"#,
+            br#"{"type":"call","id":1,"tool":"\ud800","args":{}}"#,
+            br#"{"type":"call","id":1,"tool":"add","args":{}} x"#,
+            br#"{"type":"output","text":"hi","truncated":false}"#,
+            br#"{"type":"began","nonce":"n"}"#,
+        ] {
+            assert_eq!(
+                parse_runner_line(line),
+                parse_by_value(line),
+                "{}",
+                String::from_utf8_lossy(line)
+            );
+        }
+        // The straight reading takes the keys in any order and keeps the order of `args`.
+        let Ok(RunnerMessage::Call { args, .. }) =
+            parse_runner_line(br#"{"args":{"z":1,"a":2},"tool":"t","id":3,"type":"call"}"#)
+        else {
+            panic!("not a call");
+        };
+        assert_eq!(args.to_string(), r#"{"z":1,"a":2}"#);
     }
 
     #[test]
