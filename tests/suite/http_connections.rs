@@ -2,6 +2,8 @@
 //!
 //! - a connection that sends half a request header is closed within the header read
 //!   timeout;
+//! - a connection that sends a request's headers and then trickles its body is closed
+//!   within the same timeout, counted from the headers;
 //! - while more half-sent connections are open than the process has descriptors, `/healthz`
 //!   still answers (the connection cap keeps the rest in the accept queue, and the timeout
 //!   frees the slots).
@@ -64,6 +66,54 @@ fn a_connection_that_sends_half_a_header_is_closed_within_the_header_read_timeou
     assert!(
         waited >= Duration::from_millis(1500) && waited < Duration::from_secs(20),
         "closed after {waited:?}, the timeout is 2 s"
+    );
+}
+
+#[test]
+fn a_connection_that_trickles_a_request_body_is_closed_within_the_header_read_timeout() {
+    let served = serve(&["--http-header-timeout", "2"], None);
+    let mut stream =
+        TcpStream::connect_timeout(&served.addr().parse().unwrap(), Duration::from_secs(5))
+            .unwrap();
+    stream
+        .write_all(
+            b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+              Accept: application/json, text/event-stream\r\nContent-Length: 200\r\n\r\n{",
+        )
+        .unwrap();
+    let began = Instant::now();
+    stream
+        .set_read_timeout(Some(Duration::from_millis(400)))
+        .unwrap();
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 1024];
+    // One body byte every 400 ms (each within the timeout, the whole body never), until
+    // the server closes the connection or 12 s pass.
+    let closed = loop {
+        if began.elapsed() > Duration::from_secs(12) {
+            break false;
+        }
+        if stream.write_all(b" ").is_err() {
+            break true;
+        }
+        match stream.read(&mut buf) {
+            Ok(0) => break true,
+            Ok(n) => answer.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break true,
+            Err(_) => {}
+        }
+    };
+    let waited = began.elapsed();
+    assert!(
+        closed,
+        "the trickling connection was still open after {waited:?}; read: {}\n{}",
+        String::from_utf8_lossy(&answer),
+        served.log()
+    );
+    assert!(
+        waited >= Duration::from_millis(1500),
+        "closed after {waited:?}, before the 2 s timeout: {}",
+        String::from_utf8_lossy(&answer)
     );
 }
 

@@ -56,7 +56,8 @@ pub(crate) struct HttpArgs {
     #[arg(long, value_name = "SECONDS", default_value_t = DEFAULT_GRACE.as_secs(), value_parser = clap::value_parser!(u64).range(0..=3600))]
     shutdown_grace: u64,
     /// Seconds a client gets to send a request's whole header block (and that a keep-alive
-    /// connection may sit idle between requests) before its connection is closed.
+    /// connection may sit idle between requests, and again to send the request's body after
+    /// its headers) before its connection is closed.
     #[arg(long, value_name = "SECONDS", default_value_t = DEFAULT_HEADER_READ_TIMEOUT.as_secs(), value_parser = clap::value_parser!(u64).range(1..=600))]
     http_header_timeout: u64,
     /// TCP connections open at once; more wait in the accept queue until one closes. Keep

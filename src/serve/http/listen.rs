@@ -8,6 +8,8 @@
 //!   it, a client that sends half a header and waits holds its connection (and a file
 //!   descriptor) for ever, and ~1,000 of them exhaust the process's descriptors and lock
 //!   every client out ("slowloris");
+//! - the same time for a request's whole body, counted from its headers
+//!   (`super::body_deadline`), so a client cannot hold a connection by trickling a body;
 //! - a cap on open connections ([`ConnectionLimits::max_connections`]): past it, the
 //!   listener stops accepting, so further connections wait in the kernel's accept queue
 //!   until one closes, instead of each taking a descriptor the process may need for its
@@ -40,7 +42,8 @@ pub(crate) const DEFAULT_MAX_CONNECTIONS: usize = 512;
 /// The bounds on connections.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ConnectionLimits {
-    /// Time from the start of a request head (or of an idle keep-alive wait) to its end.
+    /// Time from the start of a request head (or of an idle keep-alive wait) to its end,
+    /// and again from the end of the head to the end of the request's body.
     pub header_read_timeout: Duration,
     /// Connections open at once; more wait in the accept queue.
     pub max_connections: usize,
@@ -54,6 +57,11 @@ pub(super) async fn serve_connections(
     limits: ConnectionLimits,
     stop: impl Future<Output = ()>,
 ) {
+    // Outermost, so no layer reads a body before its deadline is set.
+    let app = app.layer(axum::middleware::from_fn_with_state(
+        limits.header_read_timeout,
+        super::body_deadline::limit_body_time,
+    ));
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
         .timer(TokioTimer::new())

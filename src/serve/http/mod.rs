@@ -35,6 +35,7 @@
 
 pub(crate) mod args;
 mod auth;
+mod body_deadline;
 mod listen;
 pub(crate) mod tasks;
 
