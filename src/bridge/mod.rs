@@ -29,7 +29,10 @@ pub(crate) use json_len::json_len;
 
 pub use budget::{CallBudget, Taint};
 pub use catalog::names::python_name;
-pub use catalog::{Catalog, CatalogError, Selection, ServerTools};
+pub use catalog::{
+    Catalog, CatalogError, MAX_PATTERN_AUTOMATON_BYTES, MAX_SERVER_PATTERN_BYTES, Selection,
+    ServerTools,
+};
 pub use refusal::{CallError, Refusal};
 pub use relist::{RELIST_INTERVAL, RELIST_TIMEOUT};
 pub use timeouts::CallTimeouts;

@@ -49,6 +49,8 @@ mod library_pool;
 mod listing_limits;
 /// Wrapped servers that misbehave.
 mod misbehaving_servers;
+/// The memory a wrapped server's patterns may take once compiled: per pattern, per server.
+mod pattern_limits;
 /// The warm pool: one run per pooled sandbox, dead and stale members replaced.
 mod pool;
 /// The warm pool's members that stall or stay silent: refills raced, silent members replaced.

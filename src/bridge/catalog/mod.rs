@@ -2,12 +2,15 @@
 //!
 //! Built once at startup from each server's `tools/list`. A tool is kept when it is on its
 //! server's allowlist (default: all) and its inputSchema compiles; one whose schema is too
-//! deep or cannot be compiled is left out with a warning. Startup stops when two kept tools
+//! deep, cannot be compiled, or whose patterns would take too much memory (patterns.rs) is
+//! left out with a warning. Startup stops when two kept tools
 //! would get the same Python name, when an allowlist or a private label names no kept tool.
 
 mod cost;
 pub(crate) mod names;
+mod offline;
 mod params;
+mod patterns;
 mod schema;
 mod stdlib_modules;
 mod stub;
@@ -16,10 +19,13 @@ mod types;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use jsonschema::PatternCache;
 use rmcp::model::Tool;
 use serde_json::Value;
 
 use self::names::python_name;
+use self::patterns::PatternBudget;
+pub use self::patterns::{MAX_PATTERN_AUTOMATON_BYTES, MAX_SERVER_PATTERN_BYTES};
 pub(crate) use self::schema::{ArgsValidator, CheckError};
 use self::stub::{StubInput, stub, summary};
 use crate::governance::policy::{ApprovalRule, ApprovalSources, kept_when_read_only};
@@ -161,6 +167,13 @@ pub struct Catalog {
     read_only_hidden: Vec<(String, usize)>,
 }
 
+/// How one server's tools are compiled in a build: the build's shared patterns and the
+/// server's budget for them.
+struct Compiler<'a> {
+    patterns: &'a PatternCache,
+    budget: &'a mut PatternBudget,
+}
+
 /// One server's tools as listed, with its selection, for [`Catalog::build`].
 pub struct ServerTools<'a> {
     /// Server name.
@@ -194,19 +207,24 @@ impl Catalog {
         stop: &AtomicBool,
     ) -> Result<Option<Self>, CatalogError> {
         let mut catalog = Catalog::default();
+        // A pattern repeated across tools and servers is compiled once per build; a new build
+        // compiles afresh, so an old catalog's patterns go with it.
+        let patterns = PatternCache::new();
         for (index, server) in servers.iter().enumerate() {
-            if !catalog.add_server(index, server, stop)? {
+            if !catalog.add_server(index, server, &patterns, stop)? {
                 return Ok(None);
             }
         }
         Ok(Some(catalog))
     }
 
-    /// Add the kept tools of `server` (the `index`th); `Ok(false)` when `stop` was set.
+    /// Add the kept tools of `server` (the `index`th), compiling their patterns through
+    /// `patterns`; `Ok(false)` when `stop` was set.
     fn add_server(
         &mut self,
         index: usize,
         server: &ServerTools<'_>,
+        patterns: &PatternCache,
         stop: &AtomicBool,
     ) -> Result<bool, CatalogError> {
         let selection = server.selection;
@@ -240,6 +258,7 @@ impl Catalog {
         // The names of the tools kept or hidden by read-only mode, for the private labels.
         let mut labelled_here = HashSet::new();
         let mut hidden = 0;
+        let mut budget = PatternBudget::default();
         for tool in server.tools {
             if stop.load(Ordering::Relaxed) {
                 return Ok(false);
@@ -262,7 +281,11 @@ impl Catalog {
                 }
                 continue;
             }
-            let Some(entry) = Self::entry(index, server, tool, &forms, &private) else {
+            let compiler = Compiler {
+                patterns,
+                budget: &mut budget,
+            };
+            let Some(entry) = Self::entry(index, server, tool, &forms, &private, compiler) else {
                 continue;
             };
             if let Some(&other) = self.by_name.get(&entry.py_name) {
@@ -307,18 +330,23 @@ impl Catalog {
     }
 
     /// The catalog entry of `tool` (its label names `forms`), or `None` (with a warning)
-    /// when its inputSchema cannot be compiled.
+    /// when its patterns are over the budget or its inputSchema cannot be compiled.
     fn entry(
         index: usize,
         server: &ServerTools<'_>,
         tool: &Tool,
         forms: &[String],
         private_labels: &HashSet<&str>,
+        compiler: Compiler<'_>,
     ) -> Option<CatalogTool> {
         let selection = server.selection;
         let mcp_name = tool.name.to_string();
         let schema = Value::Object((*tool.input_schema).clone());
-        let validator = match ArgsValidator::compile(&schema) {
+        if let Err(e) = compiler.budget.admit(&schema) {
+            tracing::warn!(server = server.name, tool = %mcp_name, "left out: {e}");
+            return None;
+        }
+        let validator = match ArgsValidator::compile_with(&schema, compiler.patterns) {
             Ok(v) if !v.unchecked().is_empty() => {
                 tracing::warn!(
                     server = server.name,

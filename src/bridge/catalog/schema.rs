@@ -21,7 +21,9 @@
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
-use jsonschema::{Draft, Retrieve, Uri, Validator};
+use jsonschema::{PatternCache, Validator};
+
+use super::offline::{AcceptAnything, build, draft_of, taken};
 use serde_json::Value;
 
 /// Deepest JSON nesting of a schema that is compiled.
@@ -101,27 +103,25 @@ pub(super) fn depth(value: &Value) -> usize {
     max
 }
 
-fn draft_of(schema: &Value) -> Draft {
-    let uri = schema.get("$schema").and_then(Value::as_str).unwrap_or("");
-    let uri = uri
-        .trim_end_matches('#')
-        .trim_start_matches("https://")
-        .trim_start_matches("http://");
-    match uri {
-        "json-schema.org/draft-04/schema" => Draft::Draft4,
-        "json-schema.org/draft-06/schema" => Draft::Draft6,
-        "json-schema.org/draft-07/schema" => Draft::Draft7,
-        "json-schema.org/draft/2019-09/schema" => Draft::Draft201909,
-        _ => Draft::Draft202012,
-    }
-}
-
 impl ArgsValidator {
     /// Compile `schema`.
     ///
     /// # Errors
     /// [`SchemaError`] when the schema is too deep, not a schema, or not compilable offline.
     pub fn compile(schema: &Value) -> Result<Self, SchemaError> {
+        Self::compile_with(schema, &PatternCache::new())
+    }
+
+    /// [`Self::compile`], its regular expressions taken from `patterns` when another build
+    /// given that cache compiled them already, and added to it otherwise (the catalog shares
+    /// one per build: `super::patterns`).
+    ///
+    /// # Errors
+    /// As [`Self::compile`].
+    pub(crate) fn compile_with(
+        schema: &Value,
+        patterns: &PatternCache,
+    ) -> Result<Self, SchemaError> {
         if depth(schema) > MAX_SCHEMA_DEPTH {
             return Err(SchemaError::TooDeep);
         }
@@ -134,7 +134,7 @@ impl ArgsValidator {
             // The draft is chosen above; an unknown meta-schema URI must not be fetched.
             map.remove("$schema");
         }
-        let validator = build(draft, &prepared, None);
+        let validator = build(draft, &prepared, None, patterns);
         let (validator, unchecked) = match validator {
             Ok(v) => (v, Vec::new()),
             Err(first) => {
@@ -144,7 +144,7 @@ impl ArgsValidator {
                 let retriever = AcceptAnything {
                     asked: seen.clone(),
                 };
-                match build(draft, &prepared, Some(retriever)) {
+                match build(draft, &prepared, Some(retriever), patterns) {
                     Ok(v) => (v, taken(&seen)),
                     Err(_) => {
                         let mut dropped = Vec::new();
@@ -156,7 +156,8 @@ impl ArgsValidator {
                         let retriever = AcceptAnything {
                             asked: seen.clone(),
                         };
-                        let v = build(draft, &prepared, Some(retriever)).map_err(|_| first)?;
+                        let v = build(draft, &prepared, Some(retriever), patterns)
+                            .map_err(|_| first)?;
                         let mut all = dropped;
                         all.extend(taken(&seen));
                         (v, all)
@@ -362,56 +363,6 @@ fn named_only(schema: &Value) -> Option<HashSet<String>> {
         }
         None => None,
     }
-}
-
-/// Compile `schema` offline; with `retriever`, a reference outside it resolves to a schema
-/// that accepts anything instead of failing.
-fn build(
-    draft: Draft,
-    schema: &Value,
-    retriever: Option<AcceptAnything>,
-) -> Result<Validator, SchemaError> {
-    // A pattern on the backtracking engine stops after a bounded number of steps (cost.rs
-    // weighs each match by that bound).
-    let options = jsonschema::options()
-        .with_draft(draft)
-        .should_validate_formats(false)
-        .with_pattern_options(
-            jsonschema::PatternOptions::fancy_regex().backtrack_limit(super::cost::BACKTRACK_LIMIT),
-        );
-    let options = match retriever {
-        Some(r) => options.with_retriever(r),
-        None => options.offline(),
-    };
-    options
-        .build(schema)
-        .map_err(|e| SchemaError::Invalid(crate::bridge::refusal::cap(&e.to_string(), 200)))
-}
-
-/// A retriever that fetches nothing: every URI it is asked for is noted and stands for a
-/// schema that accepts any value.
-struct AcceptAnything {
-    asked: Arc<Mutex<Vec<String>>>,
-}
-
-impl Retrieve for AcceptAnything {
-    fn retrieve(
-        &self,
-        uri: &Uri<String>,
-    ) -> Result<Value, Box<dyn std::error::Error + Send + Sync>> {
-        if let Ok(mut asked) = self.asked.lock()
-            && asked.len() < 64
-        {
-            asked.push(uri.as_str().to_owned());
-        }
-        Ok(Value::Object(serde_json::Map::new()))
-    }
-}
-
-fn taken(seen: &Mutex<Vec<String>>) -> Vec<String> {
-    seen.lock()
-        .map(|mut v| std::mem::take(&mut *v))
-        .unwrap_or_default()
 }
 
 /// Remove from `schema` every `$ref` that is not a `#` pointer resolving inside `root`
