@@ -342,6 +342,19 @@ impl HeldSandbox {
         self.control.release().await;
     }
 
+    /// End the sandbox at once: kill it without the grace [`Self::close`] gives its runner
+    /// to exit on its own. For a sandbox that runs no cell and whose end nothing waits to
+    /// read (a pooled one when the pool closes, one still booting then): at background
+    /// priority on a loaded machine, its runner may take longer than that grace to exit.
+    pub(crate) async fn end_now(mut self) {
+        if let Some(input) = self.to_runner.take() {
+            input.close();
+        }
+        self.writer.abort();
+        self.control.kill().await;
+        self.control.release().await;
+    }
+
     /// A cell was stopped or cancelled: kill the sandbox now and wait for its end, or, with
     /// `quick_stop`, leave both to [`Self::discard`].
     async fn abandon(&mut self) {

@@ -361,6 +361,7 @@ impl Pool {
             self.bridge.clone(),
             self.backend.clone(),
             self.shared.clone(),
+            self.closed.subscribe(),
         ));
         let mut waiting = true;
         loop {
@@ -445,9 +446,10 @@ impl Pool {
         run_in(&self.bridge, take, code, options, steering, Some(side)).await
     }
 
-    /// Stop refilling and end every pooled sandbox (killed, its cgroup or container
-    /// removed), waiting until they are gone: a sandbox still starting is let finish first
-    /// (at most [`FINISH_LIMIT`]). Then wait until the sandboxes of finished runs, ended in
+    /// Stop refilling and end every pooled sandbox at once (killed without the runner's exit
+    /// grace, its cgroup or container removed), waiting until they are gone: a backend's
+    /// start under way is let finish first (at most [`FINISH_LIMIT`]), a runner booting
+    /// after it is not waited for. Then wait until the sandboxes of finished runs, ended in
     /// the background, are gone too, and those the backend removes in the background
     /// ([`Backend::settle`]) (at most [`ENDING_LIMIT`] for both; what is left then is killed
     /// and removed when its task is dropped with the runtime).

@@ -28,20 +28,29 @@ async fn catalog_moves(catalog: &mut watch::Receiver<u64>, version: u64) {
     }
 }
 
-/// Start a sandbox at `priority` that asks for `ready`, and wait for it.
+/// Start a sandbox at `priority` that asks for `ready`, and wait for it. The backend's
+/// start is always finished (see [`slot`]); when the pool closes while the runner boots
+/// after it, the sandbox is killed at once and the start fails: a booting runner at
+/// background priority can take seconds on a loaded machine, and serve's exit waits for
+/// the pool's close.
 async fn start_member(
     bridge: &Arc<Bridge>,
     backend: &dyn Backend,
     priority: CpuPriority,
+    mut closed: watch::Receiver<bool>,
 ) -> Result<HeldSandbox, String> {
     let sandbox = backend
         .spawn_at(priority)
         .await
         .map_err(|e| e.to_string())?;
     let mut held = HeldSandbox::begin(bridge.clone(), sandbox, true).await;
-    held.wait_ready(READY_LIMIT)
-        .await
-        .map_err(|e| e.to_string())?;
+    tokio::select! {
+        ready = held.wait_ready(READY_LIMIT) => ready.map_err(|e| e.to_string())?,
+        () = closing(&mut closed) => {
+            held.end_now().await;
+            return Err("the pool closed while the sandbox started".into());
+        }
+    }
     Ok(held)
 }
 
@@ -51,10 +60,11 @@ pub(super) async fn start_ready(
     bridge: Arc<Bridge>,
     backend: Arc<dyn Backend>,
     shared: Arc<Shared>,
+    closed: watch::Receiver<bool>,
 ) -> Result<Member, String> {
     // The version is read before the catalog goes into `start` (see catalog_changed).
     let version = bridge.catalog_version();
-    let held = start_member(&bridge, backend.as_ref(), CpuPriority::Normal).await?;
+    let held = start_member(&bridge, backend.as_ref(), CpuPriority::Normal, closed).await?;
     shared.counters.ready.fetch_add(1, Ordering::SeqCst);
     Ok(Member { held, version })
 }
@@ -72,7 +82,7 @@ pub(super) async fn adopted(
         started = &mut member => started,
         () = closing(&mut closed) => {
             if let Ok(Ok(member)) = tokio::time::timeout(FINISH_LIMIT, member).await {
-                member.held.close().await;
+                member.held.end_now().await;
             }
             return;
         }
@@ -203,10 +213,12 @@ async fn idle_until_used(
         Next::Closed => {}
     }
     shared.unlist(id);
-    held.close().await;
     if matches!(next, Next::Closed) {
+        // serve's exit waits for this: no grace for a runner that runs nothing.
+        held.end_now().await;
         Went::Closed
     } else {
+        held.close().await;
         Went::Away
     }
 }
@@ -249,16 +261,22 @@ pub(super) async fn slot(
                 () = closing(&mut closed) => return,
             }
         };
-        let start = start_member(&bridge, backend.as_ref(), CpuPriority::Background);
+        let start = start_member(
+            &bridge,
+            backend.as_ref(),
+            CpuPriority::Background,
+            closed.clone(),
+        );
         tokio::pin!(start);
         let started = tokio::select! {
             started = &mut start => started,
             () = closing(&mut closed) => {
-                // A start under way is finished and then ended, not dropped half way: a
-                // Docker create request dropped before the engine has made its container
-                // can leave a container made after its removal was asked for.
+                // The backend's start under way is finished and then ended, not dropped
+                // half way: a Docker create request dropped before the engine has made its
+                // container can leave a container made after its removal was asked for.
+                // A runner still booting after it is killed at once (start_member).
                 if let Ok(Ok(held)) = tokio::time::timeout(FINISH_LIMIT, start).await {
-                    held.close().await;
+                    held.end_now().await;
                 }
                 return;
             }
