@@ -105,9 +105,16 @@ impl Script {
                         self.write(&chunk[..chunk.len().min(count - start)]);
                     }
                 }
-                "reply_text" => self.line(
-                    &json!({"jsonrpc": "2.0", "id": id, "result": {"content": [{"type": "text", "text": "x".repeat(count)}]}}),
-                    &[],
+                // Written as is: `x` needs no escaping, and serializing and searching a text
+                // of megabytes the way `line` does costs this debug-built fixture about 0.2 s
+                // of CPU per 4 MB reply, which under load outlasted a caller's 20 s deadline.
+                "reply_text" => self.write(
+                    format!(
+                        r#"{{"jsonrpc":"2.0","id":{id},"result":{{"content":[{{"type":"text","text":"{}"}}]}}}}{}"#,
+                        "x".repeat(count),
+                        self.eol
+                    )
+                    .as_bytes(),
                 ),
                 "stderr" if arg.is_string() => {
                     eprintln!("{}", arg.as_str().unwrap_or_default());

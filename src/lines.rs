@@ -56,7 +56,7 @@ pub(crate) async fn continue_line<R: AsyncBufRead + Unpin>(
             line.clear();
             return Ok(LineRead::Eof { dropped });
         }
-        let (content, ended) = match available.iter().position(|b| *b == b'\n') {
+        let (content, ended) = match memchr::memchr(b'\n', available) {
             Some(at) => (at, true),
             None => (available.len(), false),
         };
