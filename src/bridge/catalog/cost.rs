@@ -5,11 +5,11 @@
 //! the level below) costs 2^N evaluations at N levels, and a diamond inside a recursive cycle
 //! doubles the work at each level of the argument. Depth alone does not bound it.
 //!
-//! [`weighed_evaluations`] counts the (subschema, instance node) evaluations a check of THIS
-//! argument would do, memoized over those pairs, so the count itself costs at most one step
-//! per distinct pair (never more than the limit) however large the true number is. The count
-//! is an upper bound of what the validator does: every applicator is counted as applying
-//! (`anyOf` without short-circuit, both `then` and `else`, `patternProperties` and
+//! [`CountedSchema::weighed_evaluations`] counts the (subschema, instance node) evaluations a
+//! check of THIS argument would do, memoized over those pairs, so the count itself costs at
+//! most one step per distinct pair (never more than the limit) however large the true number
+//! is. The count is an upper bound of what the validator does: every applicator is counted as
+//! applying (`anyOf` without short-circuit, both `then` and `else`, `patternProperties` and
 //! `additionalProperties` on every property). An ordinary recursive schema (a tree whose
 //! `left`, `right` or `children.items` refer back to the node) costs in proportion to the
 //! argument, which is at most 16 KiB.
@@ -31,17 +31,24 @@
 //! each `pattern` evaluation, and each match of a `patternProperties` key against a property
 //! name, adds the steps that match can take, not 1. The check's total, evaluations and
 //! matching steps together, is what the limit bounds.
+//!
+//! Everything the count needs from the schema alone (which resource a `$id` names, where an
+//! anchor is declared, how each `enum` compares) is found once per tool when the catalog is
+//! built ([`index`]): counting one call never walks the schema.
 
 use std::collections::{HashMap, HashSet};
 
 use serde_json::Value;
 
+mod index;
 mod inline;
 mod refs;
 mod unevaluated;
 mod values;
-pub(crate) use inline::{inline_evaluations, inline_safe};
-use refs::ids;
+pub(crate) use index::CountedSchema;
+use index::SchemaIndex;
+pub(crate) use inline::inline_evaluations;
+use inline::inline_safe;
 
 /// Why a check was not run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -155,20 +162,19 @@ fn linear_units_per_byte(pattern: &str) -> Option<u64> {
     Some(states.div_ceil(STATES_PER_UNIT).max(1))
 }
 
-/// The work checking `instance` against `root` takes, or [`TooCostly`] as soon as it passes
-/// `limit` (the work done to count is bounded by `limit` too): evaluations, each regular
-/// expression match weighed by `patterns` (one not in it as backtracking).
+/// [`CountedSchema::weighed_evaluations`] against `root` indexed for this count alone.
+#[cfg(test)]
 pub(crate) fn weighed_evaluations(
     root: &Value,
     instance: &Value,
     limit: u64,
     patterns: &PatternCosts,
 ) -> Result<u64, TooCostly> {
-    Counter::new(root, limit, patterns).count(root, instance)
+    let index = SchemaIndex::of(root);
+    Counter::new(root, limit, patterns, &index).count(root, instance)
 }
 
 struct Counter<'s> {
-    root: &'s Value,
     limit: u64,
     patterns: &'s PatternCosts,
     /// (subschema, instance node) → its count, for pairs reached through a reference.
@@ -180,12 +186,10 @@ struct Counter<'s> {
     /// Pairs being walked now: the walk stops at one met again, as the validator's does.
     marking: HashSet<(usize, usize)>,
     depth: usize,
-    /// Every `$id` in the schema and the subschema that declares it.
-    ids: Vec<(&'s str, &'s Value)>,
+    /// What the count looks up in the schema instead of walking it.
+    index: &'s SchemaIndex<'s>,
     /// The resource the subschema being counted belongs to: where its references resolve.
     resource: &'s Value,
-    /// How each `enum` and `const` met so far compares its values.
-    shapes: values::Shapes,
     /// Property names as string nodes (`propertyNames` applies to them), kept until the
     /// count ends so that no memo entry outlives the node its address stands for.
     names: Vec<Vec<Value>>,
@@ -199,9 +203,13 @@ fn key(schema: &Value, instance: &Value) -> (usize, usize) {
 }
 
 impl<'s> Counter<'s> {
-    fn new(root: &'s Value, limit: u64, patterns: &'s PatternCosts) -> Self {
+    fn new(
+        root: &'s Value,
+        limit: u64,
+        patterns: &'s PatternCosts,
+        index: &'s SchemaIndex<'s>,
+    ) -> Self {
         Counter {
-            root,
             limit,
             patterns,
             memo: HashMap::new(),
@@ -209,9 +217,8 @@ impl<'s> Counter<'s> {
             marked: HashMap::new(),
             marking: HashSet::new(),
             depth: 0,
-            ids: ids(root),
+            index,
             resource: root,
-            shapes: HashMap::new(),
             names: Vec::new(),
         }
     }
@@ -297,11 +304,12 @@ impl<'s> Counter<'s> {
                 _ if is_const => std::slice::from_ref(value),
                 _ => continue,
             };
-            let shape = self
-                .shapes
-                .entry(std::ptr::from_ref(value) as usize)
-                .or_insert_with(|| values::Shape::of(options, is_const));
-            let units = shape.compared(instance);
+            // Every `enum` and `const` of the schema is indexed; one missing from the index
+            // would be weighed all the same.
+            let units = match self.index.shape(value) {
+                Some(shape) => shape.compared(instance),
+                None => values::Shape::of(options, is_const).compared(instance),
+            };
             total = self.add(total, units)?;
         }
         let walks = match instance {

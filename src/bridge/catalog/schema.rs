@@ -31,8 +31,8 @@ pub(super) const MAX_SCHEMA_DEPTH: usize = 64;
 /// Errors listed in one refusal before it says how many more.
 const MAX_LISTED_ERRORS: usize = 3;
 /// Most work one check may take: (subschema, argument node) evaluations plus each regular
-/// expression match weighed by its string ([`super::cost::weighed_evaluations`]); above it
-/// the call is refused unchecked. About 0.1 s of CPU in a release build.
+/// expression match weighed by its string ([`super::cost`]); above it the call is refused
+/// unchecked. About 0.1 s of CPU in a release build.
 pub(crate) const MAX_CHECK_EVALUATIONS: u64 = 1_000_000;
 /// A refused argument whose check takes at most this many evaluations lists up to
 /// [`MAX_LISTED_ERRORS`] errors (the validator collects every error first, one per failing
@@ -56,14 +56,14 @@ pub enum CheckError {
 /// A compiled inputSchema.
 pub struct ArgsValidator {
     validator: Validator,
-    /// The schema as compiled, for counting a check's work ([`super::cost`]).
-    schema: Value,
+    /// The schema as compiled, indexed once for counting a check's work ([`super::cost`]).
+    schema: super::cost::CountedSchema,
     /// What matching each of its regular expressions costs ([`super::cost::PatternCosts`]).
     patterns: super::cost::PatternCosts,
     named: Option<HashSet<String>>,
     unchecked: Vec<String>,
     /// The schema's bytes as JSON when a small check of it may run on the async runtime
-    /// ([`super::cost::inline_safe`]); `None` when every check runs off it.
+    /// ([`super::cost::CountedSchema::inline_safe`]); `None` when every check runs off it.
     inline_bytes: Option<usize>,
 }
 
@@ -171,11 +171,13 @@ impl ArgsValidator {
             .collect();
         unchecked.sort();
         unchecked.dedup();
-        let inline_bytes = super::cost::inline_safe(&prepared)
-            .then(|| serde_json::to_vec(&prepared).map_or(usize::MAX, |v| v.len()));
+        let prepared = super::cost::CountedSchema::index(prepared);
+        let inline_bytes = prepared
+            .inline_safe()
+            .then(|| serde_json::to_vec(prepared.schema()).map_or(usize::MAX, |v| v.len()));
         Ok(Self {
             validator,
-            patterns: super::cost::PatternCosts::of(&prepared),
+            patterns: super::cost::PatternCosts::of(prepared.schema()),
             schema: prepared,
             named: named_only(schema),
             unchecked,
@@ -190,7 +192,7 @@ impl ArgsValidator {
         &self.unchecked[..self.unchecked.len().min(MAX_LISTED_REFS)]
     }
 
-    /// Check `args`: first the work it takes is counted ([`super::cost::weighed_evaluations`]) and
+    /// Check `args`: first the work it takes is counted ([`super::cost`]) and
     /// more than [`MAX_CHECK_EVALUATIONS`] refuses them unchecked; then the validator's
     /// short-circuiting `is_valid`; only a refused argument is described, by its first error
     /// (or up to [`MAX_LISTED_ERRORS`] when the check is small), so memory never grows with
@@ -200,8 +202,7 @@ impl ArgsValidator {
     /// [`CheckError`] with a short, bounded reason.
     pub fn check(&self, args: &Value) -> Result<(), CheckError> {
         self.check_names(args)?;
-        let work = match super::cost::weighed_evaluations(
-            &self.schema,
+        let work = match self.schema.weighed_evaluations(
             args,
             MAX_CHECK_EVALUATIONS,
             &self.patterns,
@@ -228,7 +229,7 @@ impl ArgsValidator {
     }
 
     /// [`Self::check`], when it is small enough to run on the async runtime: the schema is
-    /// [`super::cost::inline_safe`] and checking `args` (`args_bytes` as JSON) takes at most
+    /// [`super::cost::CountedSchema::inline_safe`] and checking `args` (`args_bytes` as JSON) takes at most
     /// [`super::cost::inline_evaluations`] evaluations. `None` when it is not (the check then
     /// runs off the runtime, check.rs); counting that costs at most that many steps.
     pub(crate) fn check_inline(
@@ -244,8 +245,10 @@ impl ArgsValidator {
         if let Err(refused) = self.check_names(args) {
             return Some(Err(refused));
         }
-        let work =
-            super::cost::weighed_evaluations(&self.schema, args, limit, &self.patterns).ok()?;
+        let work = self
+            .schema
+            .weighed_evaluations(args, limit, &self.patterns)
+            .ok()?;
         Some(self.validate(args, work))
     }
 

@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 
-use super::{Counter, PatternCosts};
+use super::{Counter, PatternCosts, SchemaIndex};
 
 /// Work a check may take and still run on the async runtime, in evaluations times the bytes
 /// of schema and argument: an evaluation of a subschema without the keywords
@@ -24,8 +24,8 @@ pub(crate) fn inline_evaluations(schema_bytes: usize, args_bytes: usize) -> u64 
 }
 
 /// Keywords one evaluation of which can cost more than in proportion to its subschema and
-/// its argument node, or that apply subschemas [`super::weighed_evaluations`] does not count: a regular
-/// expression can backtrack; `uniqueItems` compares every pair of items;
+/// its argument node, or that apply subschemas [`super::CountedSchema::weighed_evaluations`]
+/// does not count: a regular expression can backtrack; `uniqueItems` compares every pair of items;
 /// `unevaluatedProperties`/`unevaluatedItems` evaluate their neighbours again; dynamic
 /// references resolve by the path taken; `contentSchema` applies to a string parsed as JSON.
 /// (`format` is never asserted here: schema.rs.)
@@ -57,13 +57,13 @@ const NAME_MAPS: [&str; 5] = [
 /// Whether a check against `root` may run on the async runtime when its count is within
 /// [`inline_evaluations`]: `root` uses none of [`NOT_INLINE`], declares no `$id` below its
 /// root (a nested resource changes what its references mean), and every `$ref` in it
-/// resolves as [`super::weighed_evaluations`] resolves it (so the count follows what the validator walks).
-/// Decided once per schema, when the catalog is built. Errs towards `false`: a keyword-like
-/// key anywhere but among the names of [`NAME_MAPS`] counts, inside `enum` or `default`
-/// values too.
-pub(crate) fn inline_safe(root: &Value) -> bool {
+/// resolves as the count resolves it with `index` (so the count follows what the validator
+/// walks). Decided once per schema, when the catalog is built
+/// ([`super::CountedSchema::inline_safe`]). Errs towards `false`: a keyword-like key anywhere
+/// but among the names of [`NAME_MAPS`] counts, inside `enum` or `default` values too.
+pub(super) fn inline_safe<'s>(root: &'s Value, index: &SchemaIndex<'s>) -> bool {
     let no_patterns = PatternCosts::default();
-    let counter = Counter::new(root, 0, &no_patterns);
+    let counter = Counter::new(root, 0, &no_patterns, index);
     // (value, whether its keys are names)
     let mut stack = vec![(root, false)];
     while let Some((v, names)) = stack.pop() {

@@ -37,7 +37,7 @@ impl<'s> Counter<'s> {
         let document = if base.is_empty() {
             self.resource
         } else {
-            match self.named_resource(base)? {
+            match self.index.named(base)? {
                 Some(document) => document,
                 None => return Ok(None),
             }
@@ -51,46 +51,17 @@ impl<'s> Counter<'s> {
                 &super::super::schema::percent_decode(fragment),
             ));
         }
-        if let Some(found) = anchor(document, fragment) {
+        if let Some(found) = self.index.anchor(document, fragment) {
             return Ok(Some((found, document)));
         }
         // A dynamic reference resolves through the resources the evaluation passed: any
         // resource of the schema may declare the anchor it lands on.
         if keyword != "$ref"
-            && let Some(found) = anchor_anywhere(self.root, fragment)
+            && let Some(found) = self.index.anywhere(fragment)
         {
             return Ok(Some(found));
         }
         Ok(None)
-    }
-
-    /// The one resource whose `$id` `base` names: its whole value first, else its last path
-    /// segment.
-    fn named_resource(&self, base: &str) -> Result<Option<&'s Value>, TooCostly> {
-        let without_fragment = |id: &'s str| id.split('#').next().unwrap_or(id);
-        let last = |uri: &'s str| uri.rsplit('/').next().unwrap_or(uri);
-        let whole: Vec<&'s Value> = self
-            .ids
-            .iter()
-            .filter(|(id, _)| without_fragment(id) == base)
-            .map(|(_, schema)| *schema)
-            .collect();
-        let found = if whole.is_empty() {
-            let wanted = base.rsplit('/').next().unwrap_or(base);
-            self.ids
-                .iter()
-                .filter(|(id, _)| last(without_fragment(id)) == wanted)
-                .map(|(_, schema)| *schema)
-                .collect()
-        } else {
-            whole
-        };
-        match found.as_slice() {
-            [] => Ok(None),
-            [one] => Ok(Some(one)),
-            [first, rest @ ..] if rest.iter().all(|s| std::ptr::eq(*s, *first)) => Ok(Some(first)),
-            _ => Err(TooCostly::Unplaced),
-        }
     }
 }
 
@@ -111,75 +82,6 @@ fn pointer<'s>(document: &'s Value, pointer: &str) -> Option<Target<'s>> {
         }
     }
     Some((at, resource))
-}
-
-/// Whether `schema` declares the anchor `name`: `$anchor`, `$dynamicAnchor`, or a
-/// draft-06/07 `$id: "#name"`.
-fn declares(schema: &serde_json::Map<String, Value>, name: &str) -> bool {
-    let named = |k: &str| schema.get(k).and_then(Value::as_str);
-    named("$anchor") == Some(name)
-        || named("$dynamicAnchor") == Some(name)
-        || named("$id").and_then(|id| id.strip_prefix('#')) == Some(name)
-}
-
-/// The subschema of the resource `resource` declaring the anchor `name`; subschemas of the
-/// resources nested in it (their own `$id`) are theirs, not searched.
-fn anchor<'s>(resource: &'s Value, name: &str) -> Option<&'s Value> {
-    let mut stack = vec![resource];
-    while let Some(v) = stack.pop() {
-        match v {
-            Value::Object(map) => {
-                if !std::ptr::eq(v, resource) && is_resource(v) {
-                    continue;
-                }
-                if declares(map, name) {
-                    return Some(v);
-                }
-                stack.extend(map.values());
-            }
-            Value::Array(items) => stack.extend(items.iter()),
-            _ => {}
-        }
-    }
-    None
-}
-
-/// The first subschema anywhere in `root` declaring the anchor `name`, and its resource.
-fn anchor_anywhere<'s>(root: &'s Value, name: &str) -> Option<Target<'s>> {
-    let mut stack = vec![(root, root)];
-    while let Some((v, resource)) = stack.pop() {
-        match v {
-            Value::Object(map) => {
-                let resource = if is_resource(v) { v } else { resource };
-                if declares(map, name) {
-                    return Some((v, resource));
-                }
-                stack.extend(map.values().map(|sub| (sub, resource)));
-            }
-            Value::Array(items) => stack.extend(items.iter().map(|sub| (sub, resource))),
-            _ => {}
-        }
-    }
-    None
-}
-
-/// Every `$id` of `root`'s subschemas, with the subschema.
-pub(super) fn ids(root: &Value) -> Vec<(&str, &Value)> {
-    let mut found = Vec::new();
-    let mut stack = vec![root];
-    while let Some(v) = stack.pop() {
-        match v {
-            Value::Object(map) => {
-                if let Some(Value::String(id)) = map.get("$id") {
-                    found.push((id.as_str(), v));
-                }
-                stack.extend(map.values());
-            }
-            Value::Array(items) => stack.extend(items.iter()),
-            _ => {}
-        }
-    }
-    found
 }
 
 #[cfg(test)]

@@ -7,13 +7,13 @@
 //! per value of the node's type plus the nodes compared ([`Shape::compared`]); a hashed or
 //! searched one weighs 1.
 
-use std::collections::HashMap;
-
 use serde_json::Value;
 
 /// How the validator compares a node with one `enum`'s (or `const`'s) values, found once per
-/// count: looking an `enum` over thousands of argument nodes through again for each would
-/// cost more than the weight it adds.
+/// schema when the catalog is built (super::index): looking an `enum` through again for each
+/// argument node would cost more than the weight it adds, and each call in proportion to the
+/// schema.
+#[derive(Debug)]
 pub(super) struct Shape {
     /// Every value a string or null: a string is looked up (hashed), anything else is not
     /// compared.
@@ -26,9 +26,6 @@ pub(super) struct Shape {
     arrays: Vec<u64>,
     objects: Vec<u64>,
 }
-
-/// The shapes of the `enum`s and `const`s met in one count, by the address of their value.
-pub(super) type Shapes = HashMap<usize, Shape>;
 
 /// `null`, `true`/`false`, numbers, strings: 0 to 3; arrays and objects: `None`.
 fn kind(value: &Value) -> Option<usize> {
@@ -44,6 +41,12 @@ fn kind(value: &Value) -> Option<usize> {
 impl Shape {
     /// The shape of `enum: values`, or of `const: values[0]` when `is_const`.
     pub(super) fn of(values: &[Value], is_const: bool) -> Self {
+        Self::sized(values, is_const, |value| nodes(value, u64::MAX))
+    }
+
+    /// [`Shape::of`], with the JSON nodes of each array or object value told by `size` (the
+    /// index counts them in its own walk of the schema).
+    pub(super) fn sized(values: &[Value], is_const: bool, size: impl Fn(&Value) -> u64) -> Self {
         let lookup = !is_const && values.len() > 1;
         let mut shape = Shape {
             hashed: lookup
@@ -58,8 +61,8 @@ impl Shape {
         for value in values {
             match (kind(value), value) {
                 (Some(k), _) => shape.scalars[k] += 1,
-                (None, Value::Array(_)) => shape.arrays.push(nodes(value, u64::MAX)),
-                (None, _) => shape.objects.push(nodes(value, u64::MAX)),
+                (None, Value::Array(_)) => shape.arrays.push(size(value)),
+                (None, _) => shape.objects.push(size(value)),
             }
         }
         shape
@@ -95,6 +98,8 @@ fn nodes(value: &Value, cap: u64) -> u64 {
     let mut count = 0u64;
     let mut stack = vec![value];
     while let Some(v) = stack.pop() {
+        #[cfg(test)]
+        super::index::tests::walked(1);
         count += 1;
         if count >= cap {
             return cap;
