@@ -133,7 +133,7 @@ fn kb_field(status: &str, field: &str) -> u64 {
 }
 
 /// This process's peak resident memory, in KiB.
-fn peak_rss_kib() -> u64 {
+pub(super) fn peak_rss_kib() -> u64 {
     kb_field(
         &std::fs::read_to_string("/proc/self/status").unwrap_or_default(),
         "VmHWM:",
@@ -143,9 +143,14 @@ fn peak_rss_kib() -> u64 {
 /// Run one `#[ignore]`d probe of this file alone in a fresh test process, so its peak memory
 /// is its own; returns its output (the probe prints `peak-growth-kib N`).
 fn in_own_process(probe: &str) -> (String, u64) {
+    in_own_process_of("misbehaving_servers", probe)
+}
+
+/// [`in_own_process`] for a probe of the suite's file `module`.
+pub(super) fn in_own_process_of(module: &str, probe: &str) -> (String, u64) {
     let output = std::process::Command::new(std::env::current_exe().expect("test binary"))
         .args([
-            &format!("suite::misbehaving_servers::{probe}"),
+            &format!("suite::{module}::{probe}"),
             "--exact",
             "--ignored",
             "--nocapture",
@@ -169,7 +174,7 @@ fn in_own_process(probe: &str) -> (String, u64) {
 }
 
 /// Print the probe's own report lines.
-fn report(output: &str) {
+pub(super) fn report(output: &str) {
     for line in output
         .lines()
         .filter_map(|l| l.find("probe:").map(|at| &l[at..]))

@@ -86,5 +86,8 @@ mod tasks;
 /// Deadlines, call timeouts and foreign-ABI syscalls, and the numbers the description states.
 mod timeouts;
 mod ts_client;
+/// Wrapped servers that stop reading their input: calls given up are never written, and
+/// what waits for such a server is bounded.
+mod unread_input;
 /// What runs while the code awaits a tool call: timers, pipes, threads, forks, signals.
 mod waiting_calls;

@@ -21,7 +21,8 @@
 //! in the client's session, so a restart never resets it.
 //!
 //! A call that times out is dropped, and rmcp then sends `notifications/cancelled` for it
-//! (tested). Requests the server makes are answered: ping, `roots/list` (no roots),
+//! (tested); a request still waiting in the write queue then is withdrawn instead, never
+//! written (`write_queue.rs`). Requests the server makes are answered: ping, `roots/list` (no roots),
 //! sampling refused, elicitation declined, anything else "method not found"; one rmcp
 //! cannot read is refused by the transport. An `initialize` answer with an older or an
 //! unknown protocol version is accepted (an unknown one with a warning).
@@ -42,6 +43,8 @@ mod tasks;
 pub(crate) mod tied;
 mod tools_changed;
 mod transport;
+mod unanswered;
+mod write_queue;
 
 use std::collections::VecDeque;
 use std::path::PathBuf;

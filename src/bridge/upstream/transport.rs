@@ -13,14 +13,21 @@
 //!   line at a time, so a large answer never stalls the runtime and order is kept;
 //! - hands every other line to [`super::repair`], which turns what it can into a message
 //!   rmcp accepts and fails at once a request whose answer cannot be read.
+//!
+//! What is written to the server goes through its bounded [`WriteQueue`], where a request
+//! still waiting when its `notifications/cancelled` comes is withdrawn unsent; the server's
+//! own requests reach rmcp only while few wait for an answer ([`Unanswered`]).
 
 use std::sync::{Arc, Mutex};
 
-use rmcp::model::{ClientJsonRpcMessage, JsonRpcMessage, ServerJsonRpcMessage};
+use rmcp::model::{
+    ClientJsonRpcMessage, ClientNotification, JsonRpcMessage, ServerJsonRpcMessage,
+    ServerNotification,
+};
 use rmcp::service::RoleClient;
 use rmcp::transport::Transport;
 use serde_json::{Value, json};
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncRead, AsyncWrite, BufReader};
 
 use super::line_decode::{
     INLINE_DECODE_BYTES, InFlight, LineOutcome, LineReader, MAX_NOTIFICATION_BYTES,
@@ -28,6 +35,8 @@ use super::line_decode::{
 };
 use super::repair::{Decoded, PendingMap, expect_answer, expect_request};
 use super::tasks::{LineWriter, RawRequests, TaskTools};
+use super::unanswered::Unanswered;
+use super::write_queue::{Line, Sent, WriteQueue};
 use crate::lines::{LineRead, continue_line};
 
 /// Longest line accepted from a wrapped server, in bytes.
@@ -52,7 +61,9 @@ struct CloseState {
 }
 
 impl CloseReason {
-    fn set(&self, reason: String) {
+    /// Record why the connection ended (the first reason stays), which also ends it for
+    /// the calls waiting on it.
+    pub(super) fn set(&self, reason: String) {
         if let Ok(mut slot) = self.0.reason.lock() {
             slot.get_or_insert(reason);
         }
@@ -127,14 +138,22 @@ impl CloseReason {
 /// An rmcp client transport over a child's stdin/stdout. The server's lines are read in
 /// [`Transport::receive`] itself, by the task that runs rmcp's service, so an answer
 /// reaches rmcp without a hop through another task.
-pub(super) struct LineTransport<R, W> {
-    writer: SharedWriter<W>,
+pub(super) struct LineTransport<R> {
+    queue: WriteQueue,
+    /// The task writing the queue to the server's stdin, until [`Transport::close`].
+    writing: Option<tokio::task::JoinHandle<()>>,
     /// `None` once the server's output has ended (or was refused).
-    incoming: Option<Incoming<R, W>>,
+    incoming: Option<Incoming<R>>,
     pending: PendingMap,
+    unanswered: Arc<Unanswered>,
 }
 
-type SharedWriter<W> = Arc<tokio::sync::Mutex<W>>;
+impl<R> Drop for LineTransport<R> {
+    fn drop(&mut self) {
+        // Nothing queued is written once the session is gone.
+        self.queue.stop();
+    }
+}
 
 /// Build the transport: also the [`RawRequests`] of the connection (answered beside rmcp),
 /// with the task support of the tools its `tools/list` answers name recorded in
@@ -144,21 +163,22 @@ pub(super) fn line_transport<R, W>(
     reader: R,
     writer: W,
     task_tools: TaskTools,
-) -> (LineTransport<R, W>, CloseReason, RawRequests)
+) -> (LineTransport<R>, CloseReason, RawRequests)
 where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
     let pending: PendingMap = Arc::default();
     let reason = CloseReason::default();
-    let writer = Arc::new(tokio::sync::Mutex::new(writer));
-    let raw = RawRequests::new(Replier(writer.clone()));
+    let (queue, writing) = WriteQueue::start(server, writer, reason.clone());
+    let unanswered = Arc::new(Unanswered::default());
+    let raw = RawRequests::new(Replier(queue.clone()));
     let incoming = Incoming {
         server: server.to_owned(),
         reader: BufReader::with_capacity(64 * 1024, reader),
         line: Vec::new(),
         junk: 0,
-        replier: Replier(writer.clone()),
+        replier: Replier(queue.clone()),
         lines: LineReader {
             pending: pending.clone(),
             raw: raw.clone(),
@@ -167,12 +187,15 @@ where
         _raw: CloseRaw(raw.clone()),
         in_flight: None,
         reason: reason.clone(),
+        unanswered: unanswered.clone(),
     };
     (
         LineTransport {
-            writer,
+            queue,
+            writing: Some(writing),
             incoming: Some(incoming),
             pending,
+            unanswered,
         },
         reason,
         raw,
@@ -190,13 +213,13 @@ impl Drop for CloseRaw {
 
 /// The reading side of a transport: the server's stdout and what its lines are checked
 /// against.
-struct Incoming<R, W> {
+struct Incoming<R> {
     server: String,
     reader: BufReader<R>,
     /// The line read so far (a read cut short by rmcp's `select!` goes on from here).
     line: Vec<u8>,
     junk: usize,
-    replier: Replier<W>,
+    replier: Replier,
     /// What each line is read against.
     lines: LineReader,
     /// Tells the requests waiting beside rmcp when the reader goes.
@@ -205,46 +228,41 @@ struct Incoming<R, W> {
     /// read only once it is done, so messages keep their order.
     in_flight: Option<InFlight>,
     reason: CloseReason,
+    /// The server's requests rmcp is answering.
+    unanswered: Arc<Unanswered>,
 }
 
-impl<W: AsyncWrite + Unpin + Send + 'static> LineWriter for Replier<W> {
+impl LineWriter for Replier {
+    /// A raw request (tasks): dropping its future before the line is written withdraws it.
     fn write_line(
         &self,
         line: Vec<u8>,
     ) -> futures::future::BoxFuture<'static, std::io::Result<()>> {
-        let writer = self.0.clone();
-        Box::pin(async move {
-            let mut w = writer.lock().await;
-            w.write_all(&line).await?;
-            w.flush().await
-        })
+        Box::pin(self.0.send(line, Line::Request(None)))
     }
 }
 
 /// Answers, from the reader, a request of the server's that rmcp could not read, so the
-/// server is never left waiting (JSON-RPC: every request gets a response).
-struct Replier<W>(SharedWriter<W>);
+/// server is never left waiting (JSON-RPC: every request gets a response); also writes the
+/// raw requests beside rmcp's.
+struct Replier(WriteQueue);
 
-impl<W: AsyncWrite + Unpin + Send + 'static> Replier<W> {
+impl Replier {
     fn refuse(&self, id: Value, message: &str) {
         let line = json!({
             "jsonrpc": "2.0",
             "id": id,
             "error": {"code": -32602, "message": message}
         });
-        let writer = self.0.clone();
-        // Spawned: a server that does not read its stdin must not stall our reader.
-        tokio::spawn(async move {
-            let mut bytes = line.to_string().into_bytes();
-            bytes.push(b'\n');
-            let mut w = writer.lock().await;
-            let _ = w.write_all(&bytes).await;
-            let _ = w.flush().await;
-        });
+        let mut bytes = line.to_string().into_bytes();
+        bytes.push(b'\n');
+        // Queued, not awaited: a server that does not read its stdin must not stall our
+        // reader.
+        self.0.send(bytes, Line::Other).detach();
     }
 }
 
-impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin + Send + 'static> Incoming<R, W> {
+impl<R: AsyncRead + Unpin> Incoming<R> {
     /// The next message for rmcp; `None` when the connection ended (its reason is set).
     /// Cancel-safe: dropped before it returns, the line read so far stays in `self.line`
     /// (or a large line being read stays in `self.in_flight`) and the next call goes on
@@ -314,6 +332,28 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin + Send + 'static> Incoming<R, W
         }
     }
 
+    /// `message` for rmcp, unless it is a request of the server's past the bound of
+    /// [`Unanswered`] (then it is dropped unanswered).
+    fn admit(&self, message: ServerJsonRpcMessage) -> Option<ServerJsonRpcMessage> {
+        match &message {
+            JsonRpcMessage::Request(request) => {
+                let full = self.replier.0.is_full();
+                if !self.unanswered.admit(&self.server, &request.id, full) {
+                    return None;
+                }
+            }
+            JsonRpcMessage::Notification(n) => {
+                if let ServerNotification::CancelledNotification(c) = &n.notification
+                    && let Some(id) = &c.params.request_id
+                {
+                    self.unanswered.done(id);
+                }
+            }
+            _ => {}
+        }
+        Some(message)
+    }
+
     /// The message the line just read (still in `self.line`) carries for rmcp, if any: a
     /// request rmcp could not read is refused, junk and dropped notifications are logged.
     fn handle(&mut self, outcome: LineOutcome) -> Option<ServerJsonRpcMessage> {
@@ -332,7 +372,7 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin + Send + 'static> Incoming<R, W
         };
         let server = &self.server;
         match decoded {
-            Decoded::Message(message) => return Some(*message),
+            Decoded::Message(message) => return self.admit(*message),
             Decoded::Refuse(id, why) => {
                 tracing::warn!(server = %server, "refused a request of the server: {why}");
                 self.replier.refuse(id, &why);
@@ -353,10 +393,9 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin + Send + 'static> Incoming<R, W
     }
 }
 
-impl<R, W> Transport<RoleClient> for LineTransport<R, W>
+impl<R> Transport<RoleClient> for LineTransport<R>
 where
     R: AsyncRead + Unpin + Send + 'static,
-    W: AsyncWrite + Unpin + Send + 'static,
 {
     type Error = std::io::Error;
 
@@ -364,24 +403,30 @@ where
         &mut self,
         item: ClientJsonRpcMessage,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        let writer = self.writer.clone();
-        let pending = self.pending.clone();
-        async move {
-            // A request is written once, straight from its type (its id and method are at
-            // hand); anything else goes through a JSON value, which expect_answer reads.
-            let mut line = if let JsonRpcMessage::Request(request) = &item {
-                expect_request(&pending, &request.id, request.request.method());
-                serde_json::to_vec(&item)
-            } else {
-                let value = serde_json::to_value(&item).map_err(std::io::Error::other)?;
-                expect_answer(&pending, &value);
-                serde_json::to_vec(&value)
+        // Queued here, in the order rmcp sends, so a cancel always finds its request
+        // queued (or already written).
+        if let Some(id) = cancelled_request(&item)
+            && self.queue.withdraw_request(id)
+        {
+            tracing::debug!(%id, "withdrew a request never written to the server, and its cancel");
+            // No answer is awaited for it any more.
+            if let Ok(value) = serde_json::to_value(&item) {
+                expect_answer(&self.pending, &value);
             }
-            .map_err(std::io::Error::other)?;
-            line.push(b'\n');
-            let mut w = writer.lock().await;
-            w.write_all(&line).await?;
-            w.flush().await
+            return Sent::ready(Ok(()));
+        }
+        match &item {
+            JsonRpcMessage::Response(r) => self.unanswered.done(&r.id),
+            JsonRpcMessage::Error(e) => {
+                if let Some(id) = &e.id {
+                    self.unanswered.done(id);
+                }
+            }
+            _ => {}
+        }
+        match queued_line(&self.pending, &item) {
+            Ok((line, kind)) => self.queue.send(line, kind),
+            Err(e) => Sent::ready(Err(std::io::Error::other(e))),
         }
     }
 
@@ -396,14 +441,51 @@ where
 
     async fn close(&mut self) -> Result<(), Self::Error> {
         self.incoming = None;
-        let mut w = self.writer.lock().await;
-        w.shutdown().await
+        self.queue.stop();
+        if let Some(writing) = self.writing.take() {
+            // The line being written finishes first; a server that does not read holds it
+            // until it is killed, which follows the close.
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(1), writing).await;
+        }
+        Ok(())
     }
+}
+
+/// The request a `notifications/cancelled` names, if `item` is one.
+fn cancelled_request(item: &ClientJsonRpcMessage) -> Option<&rmcp::model::RequestId> {
+    match item {
+        JsonRpcMessage::Notification(n) => match &n.notification {
+            ClientNotification::CancelledNotification(c) => c.params.request_id.as_ref(),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// `item` as one line for the server, and what it is to the write queue.
+fn queued_line(
+    pending: &PendingMap,
+    item: &ClientJsonRpcMessage,
+) -> serde_json::Result<(Vec<u8>, Line)> {
+    // A request is written once, straight from its type (its id and method are at hand);
+    // anything else goes through a JSON value, which expect_answer reads.
+    let (mut line, kind) = if let JsonRpcMessage::Request(request) = item {
+        expect_request(pending, &request.id, request.request.method());
+        let line = serde_json::to_vec(item)?;
+        (line, Line::Request(Some(request.id.clone())))
+    } else {
+        let value = serde_json::to_value(item)?;
+        expect_answer(pending, &value);
+        (serde_json::to_vec(&value)?, Line::Other)
+    };
+    line.push(b'\n');
+    Ok((line, kind))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokio::io::AsyncWriteExt;
 
     #[tokio::test]
     async fn an_endless_line_ends_the_connection_with_bounded_memory() {

@@ -1,0 +1,329 @@
+//! What `serve` writes to one stdio server: a bounded queue, drained into the server's stdin
+//! by one task, whose entries die with their call (README "What wrapped servers send").
+//!
+//! A server that stops reading its stdin (busy in a handler, stuck, hostile) takes only a
+//! pipe's worth (64 KiB on Linux); everything else waits here. So that nothing waits here
+//! for good, and nothing reaches the server after its caller gave up:
+//! - a request still queued when its call ends (the call timeout, a cancelled run, the
+//!   deadline) is withdrawn: the `notifications/cancelled` rmcp sends for it takes it out
+//!   of the queue and is itself not written, so the server sees neither. Only a request
+//!   already handed to the pipe gets the notification. A line whose sender stops waiting
+//!   (its [`Sent`] is dropped) is withdrawn the same way;
+//! - the queue holds at most [`MAX_QUEUED_MESSAGES`] messages and [`MAX_QUEUED_BYTES`]
+//!   bytes (a message of any size is let into an empty queue). Past that, an answer or
+//!   notification is dropped (one warning until the queue empties again: a server that
+//!   floods requests without reading gets no more answers), and a request of ours fails and
+//!   marks the server failed, so the calls waiting on it fail within about a second and the
+//!   next call restarts it, as when it dies.
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll};
+
+use rmcp::model::RequestId;
+use tokio::io::{AsyncWrite, AsyncWriteExt};
+use tokio::sync::{Notify, oneshot};
+
+use super::transport::CloseReason;
+
+/// Most messages waiting to be written to one server.
+pub(super) const MAX_QUEUED_MESSAGES: usize = 1024;
+/// Most bytes waiting to be written to one server (a run's 200 calls of 16 KiB of arguments
+/// each, four runs at once, fit).
+pub(super) const MAX_QUEUED_BYTES: usize = 16 * 1024 * 1024;
+
+/// What a line is, which decides what happens to it past the bound.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum Line {
+    /// A request of ours, with its id when a later `notifications/cancelled` may withdraw
+    /// it. Past the bound it fails and the server is marked failed.
+    Request(Option<RequestId>),
+    /// An answer to the server's request or a notification: dropped past the bound.
+    Other,
+}
+
+/// The sending side of one server's queue; clones share it.
+#[derive(Clone)]
+pub(super) struct WriteQueue {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    server: String,
+    state: Mutex<State>,
+    /// Woken (with a stored permit) when an entry is queued or writing stops.
+    wake: Notify,
+    reason: CloseReason,
+}
+
+#[derive(Default)]
+struct State {
+    entries: VecDeque<Entry>,
+    bytes: usize,
+    next_seq: u64,
+    /// Set once writing has stopped (the transport closed, or a write failed).
+    stopped: bool,
+    /// Whether dropping an answer was logged since the queue was last empty.
+    overflow_logged: bool,
+}
+
+struct Entry {
+    seq: u64,
+    request: Option<RequestId>,
+    line: Vec<u8>,
+    /// Told how the write went; dropped unanswered when the entry is withdrawn.
+    done: oneshot::Sender<io::Result<()>>,
+}
+
+impl WriteQueue {
+    /// Start the task that writes the queue's lines to `writer`, in order, one at a time;
+    /// it ends (shutting `writer` down) once [`WriteQueue::stop`] was called and the line
+    /// being written is done. Returns the queue and that task.
+    pub(super) fn start<W>(
+        server: &str,
+        writer: W,
+        reason: CloseReason,
+    ) -> (Self, tokio::task::JoinHandle<()>)
+    where
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
+        let shared = Arc::new(Shared {
+            server: server.to_owned(),
+            state: Mutex::default(),
+            wake: Notify::new(),
+            reason,
+        });
+        let task = tokio::spawn(drain(shared.clone(), writer));
+        (Self { shared }, task)
+    }
+
+    /// Queue `line` (one whole line, its newline included). The returned [`Sent`] resolves
+    /// once the line is written, or at once when it is dropped; dropping it first withdraws
+    /// the line if it is still queued.
+    pub(super) fn send(&self, line: Vec<u8>, kind: Line) -> Sent {
+        let mut state = self.shared.lock();
+        if state.stopped {
+            return Sent::ready(Err(io::Error::new(
+                io::ErrorKind::BrokenPipe,
+                "the connection to the server has closed",
+            )));
+        }
+        let full = !state.entries.is_empty()
+            && (state.entries.len() >= MAX_QUEUED_MESSAGES
+                || state.bytes + line.len() > MAX_QUEUED_BYTES);
+        if full {
+            let (count, kib) = (state.entries.len(), state.bytes >> 10);
+            let server = &self.shared.server;
+            return match kind {
+                Line::Other => {
+                    if !std::mem::replace(&mut state.overflow_logged, true) {
+                        tracing::warn!(
+                            server = %server,
+                            "it does not read its input ({count} messages, {kib} KiB wait); answers and notifications to it are dropped until it does"
+                        );
+                    }
+                    Sent::ready(Ok(()))
+                }
+                Line::Request(_) => {
+                    drop(state);
+                    let why = format!(
+                        "the server {server:?} does not read its input ({count} messages, {kib} KiB wait to be written to it)"
+                    );
+                    tracing::warn!(server = %server, "{why}; it is taken as failed");
+                    self.shared.reason.set(why.clone());
+                    Sent::ready(Err(io::Error::other(why)))
+                }
+            };
+        }
+        let seq = state.next_seq;
+        state.next_seq += 1;
+        state.bytes += line.len();
+        let (done, rx) = oneshot::channel();
+        let request = match kind {
+            Line::Request(id) => id,
+            Line::Other => None,
+        };
+        state.entries.push_back(Entry {
+            seq,
+            request,
+            line,
+            done,
+        });
+        drop(state);
+        self.shared.wake.notify_one();
+        Sent {
+            state: SentState::Waiting(rx),
+            withdraw: Some((self.shared.clone(), seq)),
+        }
+    }
+
+    /// Whether the queue is at its bound (a further answer would be dropped).
+    pub(super) fn is_full(&self) -> bool {
+        let state = self.shared.lock();
+        state.entries.len() >= MAX_QUEUED_MESSAGES || state.bytes >= MAX_QUEUED_BYTES
+    }
+
+    /// Take the request `id` out of the queue if it was not handed to the server yet;
+    /// whether it was (then it is never written).
+    pub(super) fn withdraw_request(&self, id: &RequestId) -> bool {
+        let mut state = self.shared.lock();
+        let Some(at) = state
+            .entries
+            .iter()
+            .position(|e| e.request.as_ref() == Some(id))
+        else {
+            return false;
+        };
+        state.remove(at);
+        true
+    }
+
+    /// Stop writing: queued lines are dropped unwritten (their senders learn the connection
+    /// closed), and the writing task ends after the line it is writing.
+    pub(super) fn stop(&self) {
+        self.shared.stop();
+    }
+
+    /// Messages and bytes waiting (tests).
+    #[cfg(test)]
+    fn queued(&self) -> (usize, usize) {
+        let state = self.shared.lock();
+        (state.entries.len(), state.bytes)
+    }
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn stop(&self) {
+        let entries = {
+            let mut state = self.lock();
+            state.stopped = true;
+            state.bytes = 0;
+            std::mem::take(&mut state.entries)
+        };
+        for entry in entries {
+            let _ = entry.done.send(Err(io::Error::new(
+                io::ErrorKind::BrokenPipe,
+                "the connection to the server closed before this was written",
+            )));
+        }
+        self.wake.notify_one();
+    }
+}
+
+impl State {
+    fn remove(&mut self, at: usize) {
+        if let Some(entry) = self.entries.remove(at) {
+            self.bytes -= entry.line.len();
+        }
+        if self.entries.is_empty() {
+            self.overflow_logged = false;
+        }
+    }
+
+    /// The next line to write, or `None` once writing has stopped.
+    fn pop(&mut self) -> Option<Option<Entry>> {
+        if let Some(entry) = self.entries.pop_front() {
+            self.bytes -= entry.line.len();
+            if self.entries.is_empty() {
+                self.overflow_logged = false;
+            }
+            return Some(Some(entry));
+        }
+        if self.stopped { None } else { Some(None) }
+    }
+}
+
+/// Write the queue's lines to `writer` until the queue stops or a write fails; then shut
+/// `writer` down (the server sees the end of its input).
+async fn drain<W: AsyncWrite + Unpin>(shared: Arc<Shared>, mut writer: W) {
+    loop {
+        let next = shared.lock().pop();
+        let entry = match next {
+            None => break,
+            Some(None) => {
+                shared.wake.notified().await;
+                continue;
+            }
+            Some(Some(entry)) => entry,
+        };
+        // Handed to the pipe from here on: no longer withdrawn.
+        let written = async {
+            writer.write_all(&entry.line).await?;
+            writer.flush().await
+        }
+        .await;
+        let failed = written.is_err();
+        let _ = entry.done.send(written);
+        if failed {
+            shared.stop();
+            break;
+        }
+    }
+    let _ = writer.shutdown().await;
+}
+
+/// A queued line's write: resolves with how it went (`Ok` too for a withdrawn line, which
+/// is never written). Dropped before then, it withdraws the line if still queued.
+pub(super) struct Sent {
+    state: SentState,
+    withdraw: Option<(Arc<Shared>, u64)>,
+}
+
+enum SentState {
+    Ready(Option<io::Result<()>>),
+    Waiting(oneshot::Receiver<io::Result<()>>),
+}
+
+impl Sent {
+    /// A write that is already over (or never happens), with `result`.
+    pub(super) fn ready(result: io::Result<()>) -> Self {
+        Self {
+            state: SentState::Ready(Some(result)),
+            withdraw: None,
+        }
+    }
+
+    /// Keep the line queued whatever becomes of this (a fire-and-forget answer).
+    pub(super) fn detach(mut self) {
+        self.withdraw = None;
+    }
+}
+
+impl Future for Sent {
+    type Output = io::Result<()>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let result = match &mut self.state {
+            SentState::Ready(result) => result.take().unwrap_or(Ok(())),
+            // A dropped sender: the line was withdrawn, never written.
+            SentState::Waiting(rx) => match Pin::new(rx).poll(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(result) => result.unwrap_or(Ok(())),
+            },
+        };
+        self.withdraw = None;
+        Poll::Ready(result)
+    }
+}
+
+impl Drop for Sent {
+    fn drop(&mut self) {
+        if let Some((shared, seq)) = self.withdraw.take() {
+            let mut state = shared.lock();
+            if let Some(at) = state.entries.iter().position(|e| e.seq == seq) {
+                state.remove(at);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "write_queue_tests.rs"]
+mod tests;
