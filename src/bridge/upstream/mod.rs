@@ -39,6 +39,7 @@ mod raw_http;
 mod remote;
 mod repair;
 pub(crate) mod result;
+mod stderr_tail;
 mod tasks;
 pub(crate) mod tied;
 mod tools_changed;
@@ -46,7 +47,6 @@ mod transport;
 mod unanswered;
 mod write_queue;
 
-use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::atomic::Ordering;
@@ -59,10 +59,10 @@ use rmcp::model::{
 };
 use rmcp::service::{RoleClient, RunningService};
 use rmcp::{ClientHandler, ServiceExt};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 use tokio::process::Child;
 
 use self::listing::{Connection, list_all};
+use self::stderr_tail::StderrTail;
 use self::tasks::{RawRequests, TaskTools};
 pub(crate) use self::tools_changed::ToolsChanged;
 use self::transport::{CloseReason, line_transport};
@@ -74,10 +74,6 @@ pub const STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
 pub const RESTART_COOLDOWN: Duration = Duration::from_secs(2);
 /// Pages of `tools/list` read at most (a server that never stops paging is cut off).
 pub(crate) const MAX_TOOL_PAGES: usize = 1000;
-/// Stderr lines kept to explain a failed start.
-const STDERR_TAIL_LINES: usize = 20;
-/// Longest stderr line logged, in characters.
-const MAX_STDERR_LINE_CHARS: usize = 500;
 /// Time a call still waits for its answer after the connection ended: a server that
 /// writes its answer and exits at once is answered, not failed.
 const CLOSE_GRACE: Duration = Duration::from_millis(200);
@@ -172,33 +168,6 @@ pub(crate) enum CallOutcome {
     Broken(String),
     /// The server answered with a JSON-RPC error.
     Rejected(String),
-}
-
-#[derive(Clone, Default)]
-struct StderrTail(Arc<Mutex<VecDeque<String>>>);
-
-impl StderrTail {
-    fn push(&self, line: String) {
-        if let Ok(mut t) = self.0.lock() {
-            if t.len() == STDERR_TAIL_LINES {
-                t.pop_front();
-            }
-            t.push_back(line);
-        }
-    }
-
-    fn render(&self) -> String {
-        let lines: Vec<String> = self
-            .0
-            .lock()
-            .map(|t| t.iter().cloned().collect())
-            .unwrap_or_default();
-        if lines.is_empty() {
-            String::new()
-        } else {
-            format!("\n  its stderr ended with:\n    {}", lines.join("\n    "))
-        }
-    }
 }
 
 /// Answers what a server may ask of us: ping, roots (none), and refuses sampling and
@@ -597,29 +566,7 @@ async fn connect(
     })?;
     let tail = StderrTail::default();
     if let Some(stderr) = child.stderr.take() {
-        let tail = tail.clone();
-        let name = spec.name.clone();
-        tokio::spawn(async move {
-            let mut lines = BufReader::new(stderr);
-            let mut buf = Vec::new();
-            loop {
-                buf.clear();
-                // Drain in bounded pieces: a line without a newline never grows past 64 KiB.
-                match AsyncReadExt::take(&mut lines, 64 * 1024)
-                    .read_until(b'\n', &mut buf)
-                    .await
-                {
-                    Ok(0) | Err(_) => break,
-                    Ok(_) => {
-                        let text = String::from_utf8_lossy(&buf);
-                        let line =
-                            crate::bridge::refusal::cap(text.trim_end(), MAX_STDERR_LINE_CHARS);
-                        tracing::info!(server = %name, "stderr: {line}");
-                        tail.push(line);
-                    }
-                }
-            }
-        });
+        tail.drain(spec.name.clone(), stderr);
     }
     let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
         return Err(session_error(spec, "start", "no stdio pipes".into(), &tail));
