@@ -26,7 +26,7 @@ use mcp_code_mode::bridge::{CallBudget, CallError, Refusal};
 use serde_json::{Value, json};
 use testkit::schemas::{anchor_chain, unevaluated_chain};
 
-use super::common::{ExecOptions, example, exec_with, native_available, require};
+use super::common::{ExecOptions, exec_with, native_available, require};
 use super::misbehaving_servers::{Scenario, open_spec};
 
 /// Gathered calls of one run whose checks are each costly but within the work budget.
@@ -80,10 +80,7 @@ fn a_call_still_being_checked_at_the_deadline_is_never_sent() {
         &code,
         ExecOptions {
             args: vec!["--deadline".into(), "2".into()],
-            server: vec![
-                example("scripted_server").display().to_string(),
-                scenario.path().display().to_string(),
-            ],
+            server: scenario.command(),
             ..Default::default()
         },
     );
@@ -195,10 +192,7 @@ fn lookaround_patterns_on_a_long_string_are_refused_as_too_costly_and_a_plain_pa
     let run = exec_with(
         code,
         ExecOptions {
-            server: vec![
-                example("scripted_server").display().to_string(),
-                scenario.path().display().to_string(),
-            ],
+            server: scenario.command(),
             ..Default::default()
         },
     );

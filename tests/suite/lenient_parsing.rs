@@ -19,8 +19,8 @@ use mcp_code_mode::bridge::{
 };
 use serde_json::json;
 
-use super::common::{ExecOptions, example, exec_with, native_available, require};
-use super::misbehaving_servers::{Scenario, entry};
+use super::common::{ExecOptions, exec_with, native_available, require};
+use super::misbehaving_servers::{Scenario, entry, kept_tool_names};
 
 /// How the scripted server is reached.
 #[derive(Clone, Copy, Debug)]
@@ -347,14 +347,12 @@ async fn a_tool_named_the_empty_string_is_left_out_and_the_rest_kept() {
     let bridge = Bridge::open(vec![entry(scenario.spec())], false)
         .await
         .expect("opens");
-    let catalog = bridge.catalog();
-    let names: Vec<&str> = catalog
-        .tools()
-        .iter()
-        .map(|t| t.mcp_name.as_str())
-        .collect();
-    assert_eq!(names, ["kept"], "an empty name is no usable name");
-    assert!(catalog.get("__").is_none());
+    assert_eq!(
+        kept_tool_names(&bridge),
+        ["kept"],
+        "an empty name is no usable name"
+    );
+    assert!(bridge.catalog().get("__").is_none());
     bridge.close().await;
 }
 
@@ -367,10 +365,7 @@ fn a_server_answering_an_unknown_protocol_version_is_used_with_a_warning_naming_
     let run = exec_with(
         "print(await echo())",
         ExecOptions {
-            server: vec![
-                example("scripted_server").display().to_string(),
-                scenario.path().display().to_string(),
-            ],
+            server: scenario.command(),
             ..Default::default()
         },
     );

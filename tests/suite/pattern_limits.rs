@@ -12,8 +12,8 @@ use mcp_code_mode::bridge::{
 };
 use serde_json::{Value, json};
 
-use super::common::{ExecOptions, example, exec_with, native_available, require};
-use super::misbehaving_servers::{Scenario, entry};
+use super::common::{ExecOptions, exec_with, native_available, require};
+use super::misbehaving_servers::{Scenario, entry, kept_tool_names};
 
 /// A pattern some 20 bytes long whose automaton takes several MiB (each of the 50,000
 /// repeats of the class is a few automaton states): under the validator's default limit of
@@ -46,13 +46,11 @@ async fn a_tool_whose_pattern_compiles_to_a_huge_automaton_is_left_out_and_the_r
     let bridge = Bridge::open(vec![entry(scenario.spec())], false)
         .await
         .expect("opens");
-    let catalog = bridge.catalog();
-    let names: Vec<&str> = catalog
-        .tools()
-        .iter()
-        .map(|t| t.mcp_name.as_str())
-        .collect();
-    assert_eq!(names, ["ok"], "the huge pattern's tool is left out");
+    assert_eq!(
+        kept_tool_names(&bridge),
+        ["ok"],
+        "the huge pattern's tool is left out"
+    );
     let budget = CallBudget::new(10);
     assert_eq!(
         bridge.call(&budget, "ok", &json!({"n": 1})).await.unwrap(),
@@ -78,12 +76,7 @@ async fn a_server_whose_distinct_patterns_pass_its_budget_keeps_the_tools_before
     let bridge = Bridge::open(vec![entry(scenario.spec())], false)
         .await
         .expect("opens");
-    let catalog = bridge.catalog();
-    let kept: Vec<&str> = catalog
-        .tools()
-        .iter()
-        .map(|t| t.mcp_name.as_str())
-        .collect();
+    let kept = kept_tool_names(&bridge);
     let large_kept = kept.iter().filter(|n| n.starts_with("large_")).count();
     assert!(
         large_kept > 10 && large_kept < listed,
@@ -92,7 +85,11 @@ async fn a_server_whose_distinct_patterns_pass_its_budget_keeps_the_tools_before
     // The first tools are kept, in order; the ones after the budget ran out are not.
     let expected: Vec<String> = (0..large_kept).map(|i| format!("large_{i}")).collect();
     assert_eq!(kept[..large_kept], expected);
-    assert_eq!(kept.last(), Some(&"ok"), "a tool without patterns is kept");
+    assert_eq!(
+        kept.last().map(String::as_str),
+        Some("ok"),
+        "a tool without patterns is kept"
+    );
     bridge.close().await;
 }
 
@@ -111,10 +108,7 @@ fn the_warning_naming_the_pattern_limit_reaches_the_log_and_the_other_tools_run(
     let run = exec_with(
         "print(await ok(n=1))",
         ExecOptions {
-            server: vec![
-                example("scripted_server").display().to_string(),
-                scenario.path().display().to_string(),
-            ],
+            server: scenario.command(),
             ..Default::default()
         },
     );
