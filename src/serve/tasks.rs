@@ -13,11 +13,15 @@
 //! - `tasks/get` answers the task; `tasks/result` waits until it is terminal and answers the
 //!   run's `tools/call` result (the same object a plain call gets, `isError` for a run that
 //!   raised or was stopped, which is still status `completed`), its `_meta` naming the task;
+//!   as for a plain call, `resultType` (a field protocol 2026-07-28 added) is sent only to a
+//!   client that speaks 2026-07-28 or later;
 //! - `tasks/cancel` kills the run as a `notifications/cancelled` of a plain call does (a
 //!   queued run never starts, a running sandbox is killed, its calls in flight are cancelled
 //!   upstream) and answers the task in status `cancelled`; `tasks/result` of a cancelled
 //!   task is refused (-32602), as is `tasks/cancel` of a terminal task and any unknown id;
-//! - `tasks/list` answers every task kept, oldest first, in one page.
+//! - `tasks/list` answers every task kept, oldest first, in one page (no `nextCursor`), so
+//!   any `cursor` a client sends is one this server never gave and is refused (-32602), as
+//!   the specification's "Protocol Errors" asks.
 //!
 //! Limits: at most [`MAX_TASKS`] tasks are kept; a terminal task is forgotten once its ttl
 //! has passed since its creation, and a new task beyond the limit first evicts the oldest
@@ -35,7 +39,10 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use rmcp::model::{CustomNotification, ProgressToken, ServerNotification};
+use rmcp::model::{
+    CallToolResult, CustomNotification, ProgressToken, ProtocolVersion, ServerNotification,
+    ServerResult,
+};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::watch;
@@ -68,7 +75,7 @@ struct Entry {
     created: Instant,
     cancel: CancellationToken,
     /// The run's `tools/call` result once it is completed.
-    result: Option<Value>,
+    result: Option<CallToolResult>,
     /// Becomes true when the task is terminal.
     terminal: watch::Sender<bool>,
 }
@@ -142,7 +149,7 @@ impl Tasks {
         let method = message.get("method").and_then(Value::as_str).unwrap_or("");
         let answer = match method {
             "tools/call" => self.create(&params),
-            mcp_tasks::LIST => Ok(self.list()),
+            mcp_tasks::LIST => self.list(&params),
             _ => match serde_json::from_value::<TaskIdParams>(params) {
                 Err(e) => Err((INVALID_PARAMS, format!("{method} needs a taskId: {e}"))),
                 Ok(TaskIdParams { task_id }) => match method {
@@ -150,8 +157,9 @@ impl Tasks {
                     mcp_tasks::CANCEL => self.cancel(&task_id),
                     _ => {
                         let this = self.clone();
+                        let modern = speaks_2026_07_28(message, self.server.peer().as_ref());
                         tokio::spawn(async move {
-                            let answer = this.result(&task_id).await;
+                            let answer = this.result(&task_id, modern).await;
                             reply(response(id, answer));
                         });
                         return;
@@ -259,8 +267,7 @@ impl Tasks {
                 .server
                 .run_task(&code, cancel, progress, Some(approver))
                 .await;
-            let value = serde_json::to_value(&result).unwrap_or(Value::Null);
-            this.finish(&task_id, value, result.is_error == Some(true));
+            this.finish(&task_id, result);
         });
         serde_json::to_value(CreateTaskResult { task }).map_err(|e| (INTERNAL_ERROR, e.to_string()))
     }
@@ -290,7 +297,8 @@ impl Tasks {
     }
 
     /// Record the run's result, unless the task was cancelled meanwhile.
-    fn finish(&self, task_id: &str, result: Value, is_error: bool) {
+    fn finish(&self, task_id: &str, result: CallToolResult) {
+        let is_error = result.is_error == Some(true);
         let mut entries = self.lock();
         if let Some(entry) = entries.iter_mut().find(|e| e.task.task_id == task_id)
             && !entry.task.status.is_terminal()
@@ -317,11 +325,25 @@ impl Tasks {
         serde_json::to_value(&entry.task).map_err(|e| (INTERNAL_ERROR, e.to_string()))
     }
 
-    fn list(&self) -> Value {
+    /// `tasks/list`: every task kept, in one page. This server never gives a `nextCursor`,
+    /// so a `cursor` (other than an absent or `null` one) names no page: -32602.
+    fn list(&self, params: &Value) -> Result<Value, (i64, String)> {
+        match params.get("cursor").unwrap_or(&Value::Null) {
+            Value::Null => {}
+            cursor => {
+                let shown = crate::bridge::refusal::cap(&cursor.to_string(), 100);
+                return Err((
+                    INVALID_PARAMS,
+                    format!(
+                        "unknown cursor {shown}: tasks/list answers every task in one page and gives no cursor; ask without one"
+                    ),
+                ));
+            }
+        }
         let mut entries = self.lock();
         forget_expired(&mut entries);
         let tasks: Vec<&Task> = entries.iter().map(|e| &e.task).collect();
-        json!({ "tasks": tasks })
+        Ok(json!({ "tasks": tasks }))
     }
 
     fn cancel(&self, task_id: &str) -> Result<Value, (i64, String)> {
@@ -349,8 +371,9 @@ impl Tasks {
         serde_json::to_value(&entry.task).map_err(|e| (INTERNAL_ERROR, e.to_string()))
     }
 
-    /// `tasks/result`: wait until the task is terminal, then its run's result.
-    async fn result(&self, task_id: &str) -> Result<Value, (i64, String)> {
+    /// `tasks/result`: wait until the task is terminal, then its run's result, in the shape
+    /// of the client's protocol (`modern`: 2026-07-28 or later, see [`speaks_2026_07_28`]).
+    async fn result(&self, task_id: &str, modern: bool) -> Result<Value, (i64, String)> {
         let mut terminal = {
             let entries = self.lock();
             find(&entries, task_id)?.terminal.subscribe()
@@ -361,7 +384,15 @@ impl Tasks {
         let entry = find(&entries, task_id)?;
         match (&entry.result, entry.task.status) {
             (Some(result), _) => {
-                let mut result = result.clone();
+                let mut result = ServerResult::CallToolResult(result.clone());
+                // The same rule rmcp applies to a plain call's answer: older protocols have
+                // no `resultType` and only object `structuredContent`.
+                if !modern {
+                    result.strip_result_type_for_legacy_peer();
+                    result.strip_non_object_output_for_legacy_peer();
+                }
+                let mut result =
+                    serde_json::to_value(&result).map_err(|e| (INTERNAL_ERROR, e.to_string()))?;
                 if let Some(object) = result.as_object_mut() {
                     let meta = object.entry("_meta").or_insert_with(|| json!({}));
                     if let Some(meta) = meta.as_object_mut() {
@@ -394,6 +425,24 @@ impl Tasks {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
+}
+
+/// Whether the client that sent `request` speaks protocol 2026-07-28 or later: the version
+/// in the request's own `_meta` (`io.modelcontextprotocol/protocolVersion`), else the one
+/// negotiated by `initialize`; neither counts as older, as rmcp counts it for a plain call.
+fn speaks_2026_07_28(
+    request: &Value,
+    peer: Option<&rmcp::service::Peer<rmcp::service::RoleServer>>,
+) -> bool {
+    let in_request = request
+        .pointer("/params/_meta/io.modelcontextprotocol~1protocolVersion")
+        .cloned()
+        .and_then(|v| serde_json::from_value::<ProtocolVersion>(v).ok());
+    let version = in_request.or_else(|| {
+        peer.and_then(|p| p.peer_info())
+            .map(|i| i.protocol_version.clone())
+    });
+    version.is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str())
 }
 
 /// The JSON-RPC response with `id` for `answer`.

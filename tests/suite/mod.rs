@@ -81,6 +81,8 @@ mod startup_endings;
 mod steering;
 /// `--systemd-scope`: re-running inside a delegated systemd user scope.
 mod systemd_scope;
+/// MCP 2025-11-25 tasks on the wire: cursors refused, fields of the session's protocol only.
+mod task_wire;
 /// MCP 2025-11-25 tasks: run_python as a task, wrapped tools that require tasks.
 mod tasks;
 /// Deadlines, call timeouts and foreign-ABI syscalls, and the numbers the description states.
