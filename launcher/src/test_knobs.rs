@@ -20,7 +20,7 @@ pub const ENABLE_ENV: &str = "MCP_CODE_MODE_LAUNCHER_TEST_KNOBS";
 /// this variable's value (an errno, 1 to 4095) is what the native backend's seccomp filter
 /// answers denied syscalls with, instead of EPERM (the launcher gets it as `--seccomp-errno`).
 /// A denial is never turned into an allowance; the probe table runs with a sentinel errno so
-/// that each denial shows whether seccomp or another layer gave it (tests/suite/probes.rs).
+/// that each denial shows whether seccomp or another layer gave it (tests/suite/probes/).
 /// The Docker backend ignores it: Docker 20.10 with runc 1.1 answers EPERM whatever the
 /// profile's `defaultErrnoRet` says.
 pub const SECCOMP_ERRNO_ENV: &str = "MCP_CODE_MODE_TEST_SECCOMP_ERRNO";

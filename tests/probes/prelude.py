@@ -1,6 +1,6 @@
-# Prepended to every probe by tests/suite/probes.rs, after two assignments:
+# Prepended to every probe by tests/suite/probes/verdict.rs, after two assignments:
 #   PROBE = "<class>/<name>"   the probe's file, without .py
-#   HOST = {...}               facts about the host the probe must NOT reach (see probes.rs)
+#   HOST = {...}               facts about the host the probe must NOT reach (see tests/suite/probes/host_facts.rs)
 # A probe performs one hostile attempt (plus its positive control) and calls report() once.
 # Outcomes: "denied" (errno: the error's name, or null when nothing was there to take),
 # "allowed" (the attempt worked: a hole, unless the probe is a positive control),

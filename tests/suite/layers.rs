@@ -4,7 +4,7 @@
 //! which no probe here can get from the kernel), so a denial with 99 is the filter's and any
 //! other errno is a later layer's: a namespace, Landlock, a mount flag, a capability check or
 //! an rlimit. Each test pairs the denial with a positive control that the same layer allows.
-//! The probe classes through the whole runner are in `probes.rs`.
+//! The probe classes through the whole runner are in `probes/`.
 //!
 //! Index: seccomp alone; the mount, network and pid namespaces; Landlock alone; signals;
 //! capabilities and the user namespace; mount flags; rlimits and the tmpfs size.
