@@ -1,0 +1,154 @@
+//! Requests the transport refuses: without the right bearer token (401 with a challenge), a
+//! foreign `Origin` or `Host` (403), a body over the cap (413); serve refuses to start on a
+//! public address without a token, or with a short one. Each refusal is counted under its reason.
+
+use std::process::{Command, Stdio};
+
+use super::{INITIALIZE, Served, TOKEN, sample, session_id};
+use crate::suite::common::{bin, example};
+
+#[test]
+fn requests_without_the_right_token_get_401_with_a_bearer_challenge() {
+    let served = Served::start(&[], Some(TOKEN));
+    let json = [
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+    ];
+    let (status, text) = served.request("POST", "/mcp", &json, INITIALIZE);
+    assert_eq!(status, 401, "{text}");
+    assert!(
+        text.to_ascii_lowercase()
+            .contains("www-authenticate: bearer realm=\"mcp-code-mode\""),
+        "{text}"
+    );
+    let wrong = [
+        json[0],
+        json[1],
+        ("Authorization", "Bearer test-token-0123456789abcdeX"),
+    ];
+    let (status, text) = served.request("POST", "/mcp", &wrong, INITIALIZE);
+    assert_eq!(status, 401, "{text}");
+    assert!(text.contains("error=\"invalid_token\""), "{text}");
+    let (status, text) = served.request("GET", "/metrics", &[], "");
+    assert_eq!(status, 401, "{text}");
+    let (status, text) = served.initialize(&[]);
+    assert_eq!(status, 200, "{text}");
+    assert!(session_id(&text).is_some(), "{text}");
+    // /healthz needs no token: load balancers probe it.
+    let (status, text) = served.request("GET", "/healthz/live", &[], "");
+    assert_eq!(status, 200, "{text}");
+    let metrics = served.metrics();
+    assert_eq!(
+        sample(
+            &metrics,
+            "mcp_code_mode_refusals_total{reason=\"unauthorized\"}"
+        ),
+        Some(3.0),
+        "{metrics}"
+    );
+}
+
+#[test]
+fn serve_refuses_http_without_a_token_unless_no_auth_is_chosen_on_loopback() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        let out = Command::new(bin())
+            .arg("serve")
+            .args(args)
+            .arg("--")
+            .arg(example("toy_server"))
+            .env_remove("MCP_CODE_MODE_HTTP_TOKEN")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    // Loopback is no boundary between a host's users: no token, no serving, unless asked.
+    let (code, stderr) = run(&["--http", "127.0.0.1:0"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("without a token"), "{stderr}");
+    assert!(stderr.contains("--http-token-file"), "{stderr}");
+    assert!(stderr.contains("--http-no-auth"), "{stderr}");
+    let (code, stderr) = run(&["--http", "0.0.0.0:0"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("without a token"), "{stderr}");
+    let (code, stderr) = run(&["--http", "0.0.0.0:0", "--http-no-auth"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("not a loopback address"), "{stderr}");
+    let short = dir.path().join("short");
+    std::fs::write(&short, "abc\n").unwrap();
+    let (code, stderr) = run(&[
+        "--http",
+        "127.0.0.1:0",
+        "--http-token-file",
+        short.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("at least 16"), "{stderr}");
+}
+
+#[test]
+fn a_foreign_origin_gets_403_and_an_allowed_origin_passes() {
+    let served = Served::start(
+        &["--http-allow-origin", "http://localhost:3000"],
+        Some(TOKEN),
+    );
+    let (status, text) = served.initialize(&[("Origin", "http://evil.example")]);
+    assert_eq!(status, 403, "{text}");
+    let (status, text) = served.initialize(&[("Origin", "http://localhost:3001")]);
+    assert_eq!(status, 403, "{text}");
+    let (status, text) = served.initialize(&[("Origin", "http://localhost:3000")]);
+    assert_eq!(status, 200, "{text}");
+    // A rebinding page names its own host in Host, too.
+    let (status, text) = served.initialize(&[("Host", "evil.example")]);
+    assert!(status == 403 || status == 400, "{text}");
+    let metrics = served.metrics();
+    assert_eq!(
+        sample(&metrics, "mcp_code_mode_refusals_total{reason=\"origin\"}"),
+        Some(2.0),
+        "{metrics}"
+    );
+}
+
+#[test]
+fn host_header_and_oversized_body_refusals_are_counted_under_their_own_reasons() {
+    let served = Served::start(&["--http-max-body", "2048"], Some(TOKEN));
+    let (status, text) = served.initialize(&[("Host", "evil.example")]);
+    assert_eq!(status, 403, "{text}");
+    let bearer = format!("Bearer {TOKEN}");
+    let headers = [
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+        ("Authorization", bearer.as_str()),
+    ];
+    let (status, text) = served.request("POST", "/mcp", &headers, &"x".repeat(4096));
+    assert_eq!(status, 413, "{text}");
+    let metrics = served.metrics();
+    let count = |reason: &str| {
+        sample(
+            &metrics,
+            &format!("mcp_code_mode_refusals_total{{reason=\"{reason}\"}}"),
+        )
+    };
+    assert_eq!(count("host"), Some(1.0), "{metrics}");
+    assert_eq!(count("body_too_large"), Some(1.0), "{metrics}");
+    assert_eq!(count("origin").unwrap_or(0.0), 0.0, "{metrics}");
+}
+
+#[test]
+fn a_body_over_the_cap_gets_413() {
+    let served = Served::start(&["--http-max-body", "2048"], None);
+    let big = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":"2025-11-25","capabilities":{{}},"clientInfo":{{"name":"{}","version":"0"}}}}}}"#,
+        "x".repeat(4096)
+    );
+    let headers = [
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+    ];
+    let (status, text) = served.request("POST", "/mcp", &headers, &big);
+    assert_eq!(status, 413, "{text}");
+}

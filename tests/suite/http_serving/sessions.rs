@@ -1,0 +1,154 @@
+//! Sessions: each has its own private-data taint, run slots and session id in the audit log;
+//! the session cap answers 503 past it, and a closed or expired session frees its seat.
+
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::{Served, sample, session_id};
+use crate::suite::common::native_client_ready;
+
+#[test]
+fn two_sessions_in_one_process_each_have_their_own_taint() {
+    if !native_client_ready() {
+        return;
+    }
+    let served = Served::start(&["--private", "secret"], None);
+    let out = served.client("taint", &[]);
+    assert_eq!(out["a_secret"], "s3cr3t\n", "{out}");
+    let a_add = out["a_add"].as_str().unwrap_or("");
+    assert!(
+        a_add.starts_with("refused:") && a_add.contains("private"),
+        "{out}"
+    );
+    assert_eq!(out["b_add"], "{\"sum\": 3}\n", "{out}");
+}
+
+#[test]
+fn each_http_session_has_its_own_session_id_in_the_audit_log() {
+    if !native_client_ready() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let audit = dir.path().join("audit.jsonl");
+    let audit_arg = audit.display().to_string();
+    let served = Served::start(&["--private", "secret", "--audit", &audit_arg], None);
+    // Session A runs `secret` then `add`; session B runs `add`.
+    let out = served.client("taint", &[]);
+    assert_eq!(out["a_secret"], "s3cr3t\n", "{out}");
+    let records: Vec<Value> = std::fs::read_to_string(&audit)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let starts: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["kind"] == "run_start")
+        .collect();
+    let session_of = |code: &str| {
+        starts
+            .iter()
+            .filter(|r| r["code"].as_str().unwrap_or_default().contains(code))
+            .map(|r| r["session"].as_str().unwrap().to_owned())
+            .collect::<Vec<_>>()
+    };
+    let secret = session_of("secret");
+    let add = session_of("add(");
+    assert_eq!(secret.len(), 1, "{records:?}");
+    assert_eq!(add.len(), 2, "{records:?}");
+    // A's two runs share its session; B's run has another.
+    assert!(add.contains(&secret[0]), "{records:?}");
+    assert!(add.iter().any(|s| *s != secret[0]), "{records:?}");
+    // Every record of a run carries the session of its run_start.
+    for record in &records {
+        let start = starts.iter().find(|s| s["run"] == record["run"]).unwrap();
+        assert_eq!(record["session"], start["session"], "{record}");
+    }
+}
+
+#[test]
+fn a_session_waits_for_its_own_run_slots_and_never_holds_another_sessions() {
+    if !native_client_ready() {
+        return;
+    }
+    let served = Served::start(&["--session-runs", "1"], None);
+    let out = served.client("slots", &[]);
+    let ends: Vec<f64> = out["a"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .collect();
+    // A's second run waited for A's first (each sleeps 3 s); B's run did not wait for A's.
+    assert!(ends[1] - ends[0] >= 2.5, "{out}");
+    assert!(out["b"].as_f64().unwrap() < ends[1], "{out}");
+}
+
+#[test]
+fn the_session_cap_answers_503_past_it_and_a_session_closed_with_204_frees_its_seat() {
+    let served = Served::start(&["--max-sessions", "2"], None);
+    let (status, first) = served.initialize(&[]);
+    assert_eq!(status, 200, "{first}");
+    let (status, text) = served.initialize(&[]);
+    assert_eq!(status, 200, "{text}");
+    let (status, text) = served.initialize(&[]);
+    assert_eq!(status, 503, "{text}");
+    assert!(text.contains("session cap (2)"), "{text}");
+    let metrics = served.metrics();
+    assert_eq!(
+        sample(
+            &metrics,
+            "mcp_code_mode_refusals_total{reason=\"session_cap\"}"
+        ),
+        Some(1.0),
+        "{metrics}"
+    );
+    let id = session_id(&first).expect("a session id");
+    let (status, text) = served.request("DELETE", "/mcp", &[("Mcp-Session-Id", &id)], "");
+    // 204, not rmcp's 202: the Python SDK logs "Session termination failed: 202" otherwise.
+    assert_eq!(status, 204, "{text}");
+    // The seat is freed once the session's handler has ended (a moment after the DELETE).
+    let end = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        let (status, _) = served.initialize(&[]);
+        if status == 200 || Instant::now() > end {
+            break status;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(status, 200, "{}", served.log());
+    let metrics = served.metrics();
+    assert_eq!(
+        sample(&metrics, "mcp_code_mode_sessions"),
+        Some(2.0),
+        "{metrics}"
+    );
+}
+
+#[test]
+fn an_idle_session_expires_and_frees_its_seat() {
+    let served = Served::start(&["--session-idle", "1", "--max-sessions", "1"], None);
+    let (status, text) = served.initialize(&[]);
+    assert_eq!(status, 200, "{text}");
+    let id = session_id(&text).expect("a session id");
+    let ping = r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#;
+    let headers = [
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+        ("Mcp-Session-Id", id.as_str()),
+        ("Mcp-Protocol-Version", "2025-11-25"),
+    ];
+    let (status, text) = served.request("POST", "/mcp", &headers, ping);
+    assert_eq!(status, 200, "the session answers while it is used: {text}");
+    std::thread::sleep(Duration::from_millis(2500));
+    let (status, text) = served.request("POST", "/mcp", &headers, ping);
+    assert_eq!(status, 404, "{text}");
+    let metrics = served.metrics();
+    assert_eq!(
+        sample(&metrics, "mcp_code_mode_sessions"),
+        Some(0.0),
+        "{metrics}"
+    );
+    let (status, text) = served.initialize(&[]);
+    assert_eq!(status, 200, "{text}");
+}
