@@ -6,7 +6,7 @@
 //! Index: off the runtime (another run is served meanwhile); the deadline (a call still
 //! being checked is never sent); the work budget (a check too costly to run is refused
 //! unchecked, ordinary recursive schemas pass). Bounded memory for a refused argument:
-//! `misbehaving_servers::an_argument_with_a_quarter_million_schema_errors_is_refused_in_bounded_memory`.
+//! `misbehaving_servers::schemas::an_argument_with_a_quarter_million_schema_errors_is_refused_in_bounded_memory`.
 //!
 //! Regular expressions are weighed by their strings: many lookaround patterns on a long
 //! string are refused as too costly, a plain pattern on the longest string is checked.
