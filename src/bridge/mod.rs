@@ -30,8 +30,8 @@ pub(crate) use json_len::json_len;
 pub use budget::{CallBudget, Taint};
 pub use catalog::names::python_name;
 pub use catalog::{
-    Catalog, CatalogError, MAX_PATTERN_AUTOMATON_BYTES, MAX_SERVER_PATTERN_BYTES, Selection,
-    ServerTools,
+    Catalog, CatalogError, LabelList, MAX_PATTERN_AUTOMATON_BYTES, MAX_SERVER_PATTERN_BYTES,
+    Selection, ServerTools,
 };
 pub use refusal::{CallError, Refusal};
 pub use relist::{RELIST_INTERVAL, RELIST_TIMEOUT};

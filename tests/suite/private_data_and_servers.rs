@@ -6,7 +6,9 @@
 //! - discovery and catalog: descriptions cut, discovery answered by the host, schemas too deep
 //!   or hostile left out or bounded, a held-back server validated by its schemas;
 //! - several servers: a config file, their environments stay on the host, name clashes and
-//!   config errors stop startup, one failing entry closes the others.
+//!   config errors stop startup, one failing entry closes the others;
+//! - labels (`--allow`, `--approve`, `--private`) that name no tool stop startup with the
+//!   reasons that fit their own flag.
 //!
 //! Tests that run code use both backends; startup checks need no sandbox.
 
@@ -186,6 +188,30 @@ fn labels_must_name_kept_tools() {
     assert!(e.contains("private label \"nope\""), "{e}");
     let e = startup_error(&["--allow", "add", "--private", "echo", "--", &t[0]]);
     assert!(e.contains("private label \"echo\""), "{e}");
+}
+
+#[test]
+fn a_label_that_names_no_tool_gets_the_reasons_of_its_own_flag() {
+    let t = toy();
+    let e = startup_error(&["--allow", "nosuch", "--", &t[0]]);
+    assert!(
+        e.contains("allowlist entry \"nosuch\"") && e.contains("names no tool the server lists"),
+        "{e}"
+    );
+    assert!(!e.contains("not on the allowlist"), "{e}");
+    let e = startup_error(&["--approve", "ad", "--", &t[0]]);
+    assert!(
+        e.contains("approval entry \"ad\"")
+            && e.contains("names no tool the server lists")
+            && e.contains("did you mean \"add\"?"),
+        "{e}"
+    );
+    // A private label may not name a tool the allowlist leaves out, and says so.
+    let e = startup_error(&["--allow", "add", "--private", "echo", "--", &t[0]]);
+    assert!(
+        e.contains("a tool the allowlist or disabledTools leaves out"),
+        "{e}"
+    );
 }
 
 #[test]

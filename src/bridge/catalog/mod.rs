@@ -4,7 +4,8 @@
 //! server's allowlist (default: all) and its inputSchema compiles; one whose schema is too
 //! deep, cannot be compiled, or whose patterns would take too much memory (patterns.rs) is
 //! left out with a warning. Startup stops when two kept tools
-//! would get the same Python name, when an allowlist or a private label names no kept tool.
+//! would get the same Python name, or when an allowlist, approval or private label names no
+//! tool it could name (see [`LabelList`]).
 
 mod cost;
 pub(crate) mod names;
@@ -102,13 +103,11 @@ pub enum CatalogError {
         /// The shared Python name.
         py_name: String,
     },
-    /// A label names no kept tool.
-    #[error(
-        "the {what} {tool:?} on server {server:?} names no kept tool (a typo, a schema that could not be checked, or a tool not on the allowlist){hint}"
-    )]
+    /// A label names no tool it could name (which tools those are depends on its list).
+    #[error("the {entry} {tool:?} on server {server:?} {misses}{hint}", entry = .list.entry(), misses = .list.misses())]
     UnknownLabel {
-        /// `allowlist entry` or `private label`.
-        what: &'static str,
+        /// The list the label is on.
+        list: LabelList,
         /// The label.
         tool: String,
         /// The server.
@@ -116,6 +115,43 @@ pub enum CatalogError {
         /// `; did you mean "get-sum"?` when a tool's name is close, else empty.
         hint: String,
     },
+}
+
+/// The list a label is on, which decides the tools it may name and so the words of
+/// [`CatalogError::UnknownLabel`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LabelList {
+    /// `--allow`, or `allow` in a config entry: may name any tool the server lists.
+    Allow,
+    /// `--private`, or `private` in a config entry: may name a tool kept (or hidden by
+    /// read-only mode), not one the allowlist or `disabledTools` leaves out or whose
+    /// inputSchema could not be checked, since no call of such a tool is possible.
+    Private,
+    /// `--approve`, or `approve` in a config entry: may name any tool the server lists.
+    Approve,
+}
+
+impl LabelList {
+    /// What one label of this list is called in a message.
+    fn entry(self) -> &'static str {
+        match self {
+            Self::Allow => "allowlist entry",
+            Self::Private => "private label",
+            Self::Approve => "approval entry",
+        }
+    }
+
+    /// Why a label of this list can name nothing, in the message's words.
+    fn misses(self) -> &'static str {
+        match self {
+            Self::Allow | Self::Approve => {
+                "names no tool the server lists (a typo? a label is the server's name for the tool or the name the code calls it by)"
+            }
+            Self::Private => {
+                "names no kept tool (a typo, a tool the allowlist or disabledTools leaves out, or one left out because its inputSchema could not be checked)"
+            }
+        }
+    }
 }
 
 /// The names a label (from `--allow`, `--private`, `allow`, `private`, `disabledTools`,
@@ -192,7 +228,7 @@ impl Catalog {
     /// [`crate::bridge::MAX_LISTED_TOOLS`] tools cost one schema compile and one stub each.
     ///
     /// # Errors
-    /// [`CatalogError`] for a name clash or a label that names no kept tool.
+    /// [`CatalogError`] for a name clash or a label that names no tool it could name.
     pub fn build(servers: &[ServerTools<'_>]) -> Result<Self, CatalogError> {
         Self::build_unless(servers, &AtomicBool::new(false)).map(Option::unwrap_or_default)
     }
@@ -242,8 +278,8 @@ impl Catalog {
                 .flat_map(|t| label_forms(server, &t.name))
                 .collect()
         };
-        let unknown = |what, label: &String| CatalogError::UnknownLabel {
-            what,
+        let unknown = |list, label: &String| CatalogError::UnknownLabel {
+            list,
             tool: label.clone(),
             server: server.name.to_owned(),
             hint: closest(label, server.tools.iter().map(|t| t.name.as_ref())),
@@ -251,7 +287,7 @@ impl Catalog {
         if let Some(list) = &selection.allow {
             let listed = listed();
             if let Some(label) = list.iter().find(|l| !listed.contains(*l)) {
-                return Err(unknown("allowlist entry", label));
+                return Err(unknown(LabelList::Allow, label));
             }
         }
         let mut seen_here = HashSet::new();
@@ -311,7 +347,7 @@ impl Catalog {
                 .filter(|t| t.server == index)
                 .map(|t| t.mcp_name.as_str());
             return Err(CatalogError::UnknownLabel {
-                what: "private label",
+                list: LabelList::Private,
                 tool: label.clone(),
                 server: server.name.to_owned(),
                 hint: closest(label, kept_names),
@@ -320,7 +356,7 @@ impl Catalog {
         if selection.approve.listed().next().is_some() {
             let listed = listed();
             if let Some(label) = selection.approve.listed().find(|l| !listed.contains(*l)) {
-                return Err(unknown("approval entry", label));
+                return Err(unknown(LabelList::Approve, label));
             }
         }
         if selection.read_only {
