@@ -69,10 +69,23 @@ _sock = socket.socket(fileno=channel.PROTO_IN)
 _read_lock = threading.Lock()  # held by whoever reads; `_buffer` is theirs meanwhile
 _buffer = bytearray()  # bytes read after the last complete line
 _reads = 0  # reads of the protocol so far
+_DONTWAIT = int(socket.MSG_DONTWAIT)
 PROTO_FD = _sock.fileno()  # the descriptor read (channel.PROTO_IN, or its relay)
 _watched = weakref.WeakSet()  # the loops that watch the protocol (see watch)
+
+
+def _nothing():
+    return None
+
+
+# A reference to the loop watch() last found watching, so that a loop's every call needs
+# no look-up in _watched (a weak reference, so a dropped loop is not kept; reset by _unwatch).
+_last_watched = _nothing
 # loop -> a poll of the protocol and the loop's wake-up socket (see wait_here)
 _pollers = weakref.WeakKeyDictionary()
+# (a weak reference to the loop, its poll) of the last wait_here, so that the usual wait
+# needs no look-up in _pollers
+_last_poller = (_nothing, None)
 _forked = False  # in a child made by os.fork: the protocol is its parent's to read
 
 
@@ -104,14 +117,6 @@ def reserved(name):
     )
 
 
-def _check_result(msg):
-    if type(msg.get("id")) is not int or type(msg.get("ok")) is not bool:
-        bad_host_line("result needs an int id and a bool ok")
-    field = "value" if msg["ok"] else "error"
-    if not isinstance(msg.get(field), str):
-        bad_host_line("result needs a string " + field)
-
-
 def _check_start(msg):
     tools = msg.get("tools")
     if not isinstance(tools, list):
@@ -135,13 +140,14 @@ def _check_start(msg):
             bad_host_line("limit " + key + " must be a positive int")
 
 
-def _resolve(future, msg):
+def _resolve(future, ok, text):
+    """Settle a call's `future` by its result: `text` is the value when `ok`, else the error."""
     if future.done():  # the waiting task was cancelled
         return
-    if msg["ok"]:
-        future.set_result(msg["value"])
+    if ok:
+        future.set_result(text)
     else:
-        future.set_exception(ToolError(msg["error"]))
+        future.set_exception(ToolError(text))
 
 
 _decoder = json.JSONDecoder()
@@ -154,7 +160,7 @@ def _loads(raw):
     that opens as an object (as every line of the host does) is read by the C scanner
     directly, without json.loads's Python layers (the encoding guess, the whitespace
     patterns); anything else, and any line the scanner refuses, goes through json.loads."""
-    if _scan_once is not None and raw[:2] == b'{"':
+    if _scan_once is not None and raw.startswith(b'{"'):
         try:
             text = raw.decode("utf-8", "surrogatepass")
             msg, end = _scan_once(text, 0)
@@ -175,16 +181,22 @@ def _take(raw, reading_loop):
         bad_host_line("not JSON: " + str(error)[:200])
     kind = msg.get("type") if isinstance(msg, dict) else None
     if kind == "result":
-        _check_result(msg)
-        waiting = pending.pop(msg["id"], None)
+        call_id, ok = msg.get("id"), msg.get("ok")
+        if type(call_id) is not int or type(ok) is not bool:
+            bad_host_line("result needs an int id and a bool ok")
+        field = "value" if ok else "error"
+        text = msg.get(field)
+        if not isinstance(text, str):
+            bad_host_line("result needs a string " + field)
+        waiting = pending.pop(call_id, None)
         if waiting is None:
             return  # unknown or cancelled id: ignored
         loop, future = waiting
         if loop is reading_loop:
-            _resolve(future, msg)
+            _resolve(future, ok, text)
             return
         try:
-            loop.call_soon_threadsafe(_resolve, future, msg)
+            loop.call_soon_threadsafe(_resolve, future, ok, text)
         except RuntimeError:
             pass  # that loop is closed; nobody is waiting any more
     elif kind == "start":
@@ -228,7 +240,7 @@ def _read_ready(reading_loop, until_empty):
     global _reads
     while True:
         try:
-            data = _sock.recv(READ_SIZE, socket.MSG_DONTWAIT)
+            data = _sock.recv(READ_SIZE, _DONTWAIT)
         except (BlockingIOError, InterruptedError):
             return True
         except OSError:  # the protocol is gone (the code closed it): as its end
@@ -261,12 +273,18 @@ def _readable(loop):
 def watch(loop):
     """Make `loop` read the protocol whenever it waits and a line is there: once per loop,
     for its life (a closed loop drops its readers)."""
+    global _last_watched
+    if _last_watched() is loop:
+        return
     if loop not in _watched:
         loop.add_reader(_sock, _readable, loop)
         _watched.add(loop)
+    _last_watched = weakref.ref(loop)
 
 
 def _unwatch(loop):
+    global _last_watched, _last_poller
+    _last_watched, _last_poller = _nothing, (_nothing, None)  # neither may name `loop` now
     loop.remove_reader(_sock)
     _watched.discard(loop)
     _pollers.pop(loop, None)
@@ -283,13 +301,17 @@ def wait_here(loop, future, alone):
 
     A signal handler that raises here (SIGINT's KeyboardInterrupt) is raised out of the
     loop, as it would have been from the loop's own wait, not into the task."""
+    global _last_poller
     if _forked or not alone(loop):
         return False
-    poller = _pollers.get(loop)
-    if poller is None:
-        poller = _pollers[loop] = select.poll()
-        poller.register(_sock, select.POLLIN)
-        poller.register(loop._ssock, select.POLLIN)
+    last_loop, poller = _last_poller
+    if last_loop() is not loop:
+        poller = _pollers.get(loop)
+        if poller is None:
+            poller = _pollers[loop] = select.poll()
+            poller.register(_sock, select.POLLIN)
+            poller.register(loop._ssock, select.POLLIN)
+        _last_poller = (weakref.ref(loop), poller)
     while True:
         try:
             events = poller.poll()

@@ -27,14 +27,22 @@ def _number(value):
     return text if len(text) <= 40 else "of %d digits" % len(text.lstrip("-"))
 
 
+# The call line's text as the runner's encoder writes {"type", "id", "tool", "args"}.
+_CALL_TEXT = '{"type": "call", "id": %d, "tool": %s, "args": %s}'
+
+
 def call_line(call_id, tool, params):
     """The `call` line, or ToolError when the host could not read it as sent."""
-    message = {"type": "call", "id": call_id, "tool": tool, "args": params}
     # Plain arguments are a tree (nested at most MAX_ARGS_DEPTH deep, so in none of
-    # themselves): they need no circular-reference memo and no read-back.
+    # themselves): they need no circular-reference memo and no read-back, and the line is
+    # their JSON in the call's fixed frame (the same text as the whole message encoded).
     plain = _reads_back_as_is(params)
     try:
-        text = wire.to_json(message, tree=plain)
+        if plain and wire.tree_json is not None:
+            text = _CALL_TEXT % (call_id, wire.tree_json(tool), wire.tree_json(params))
+        else:
+            message = {"type": "call", "id": call_id, "tool": tool, "args": params}
+            text = wire.to_json(message, tree=plain)
     except (TypeError, ValueError, RecursionError) as error:
         raise _unsendable(str(error)[:200]) from None
     try:
@@ -74,6 +82,19 @@ def _reads_back_as_is(params):
     MIN_INT..MAX_INT, each of exactly that type, nested at most MAX_ARGS_DEPTH deep. Anything
     else (a subclass, a tuple, a key that is not a str) goes through the read-back, which
     gives the error, if any."""
+    if type(params) is dict:  # the usual arguments: a dict of strings, numbers, bools, None
+        for key, value in params.items():
+            kind = type(value)
+            if type(key) is not str or not (
+                kind is str
+                or kind is bool
+                or kind is float
+                or value is None
+                or (kind is int and MIN_INT <= value <= MAX_INT)
+            ):
+                break
+        else:
+            return True
     pending = [(params, 1)]
     while pending:
         value, depth = pending.pop()

@@ -73,6 +73,15 @@ def _make_encoder(markers):
 _tree_encode = _make_encoder(None) if _c_make_encoder and _c_encode_str else None
 
 
+def _tree_json(value):
+    """`value` (a tree: see to_json) as JSON text, as _encoder.encode writes it."""
+    return "".join(_tree_encode(value, 0))
+
+
+# _tree_json, or None where json has no C encoder (then to_json is the way).
+tree_json = _tree_json if _tree_encode is not None else None
+
+
 def to_json(message, tree=False):
     """`message` (a dict) as _encoder.encode writes it, the same text and the same errors:
     its C encoder called directly, without the Python layers JSONEncoder.encode goes
@@ -100,11 +109,13 @@ def send(message):
 def write_line(data):
     global writing
     with send_lock:
-        view = memoryview(data)
         outer, writing = writing, True
         try:
-            while view:
-                view = view[os.write(channel.PROTO_OUT, view) :]
+            written = os.write(channel.PROTO_OUT, data)  # a line is usually written whole
+            if written < len(data):
+                view = memoryview(data)[written:]
+                while view:
+                    view = view[os.write(channel.PROTO_OUT, view) :]
         except OSError as error:  # the host is gone: nobody is left to tell
             channel.diag("failed to write to the host: " + str(error))
             channel.real_exit(1)
