@@ -66,6 +66,27 @@ fn tiny_blocks(blocks: usize) -> Scenario {
     )
 }
 
+/// Calls `huge` on `bridge` beside a [`Ticker`]: the call's outcome, how long the call took,
+/// and the longest the ticker was kept from running meanwhile.
+async fn call_huge_beside_ticker(
+    bridge: &Bridge,
+) -> (Result<String, CallError>, Duration, Duration) {
+    let ticker = Ticker::start();
+    let started = Instant::now();
+    let outcome = bridge.call(&CallBudget::new(200), "huge", &json!({})).await;
+    let took = started.elapsed();
+    (outcome, took, ticker.stop().await)
+}
+
+/// Fails unless the ticker was kept from running less than a quarter of the call's time;
+/// `label` starts the message.
+fn assert_work_went_on(label: &str, took: Duration, stalled: Duration) {
+    assert!(
+        stalled < took / 4,
+        "{label}other work was held up {stalled:?} of the call's {took:?}"
+    );
+}
+
 #[tokio::test]
 async fn a_huge_line_of_tiny_blocks_is_read_while_other_work_goes_on() {
     const BLOCKS: usize = 20_000;
@@ -73,20 +94,11 @@ async fn a_huge_line_of_tiny_blocks_is_read_while_other_work_goes_on() {
     let bridge = open_spec(scenario.spec())
         .await
         .with_max_result_bytes(16 << 20);
-    let ticker = Ticker::start();
-    let started = Instant::now();
-    let text = bridge
-        .call(&CallBudget::new(200), "huge", &json!({}))
-        .await
-        .expect("the huge result");
-    let took = started.elapsed();
-    let stalled = ticker.stop().await;
+    let (outcome, took, stalled) = call_huge_beside_ticker(&bridge).await;
+    let text = outcome.expect("the huge result");
     assert_eq!(text.lines().count(), BLOCKS, "one line per block");
     eprintln!("the call took {took:?}; other work was held up at most {stalled:?}");
-    assert!(
-        stalled < took / 4,
-        "other work was held up {stalled:?} of the call's {took:?}"
-    );
+    assert_work_went_on("", took, stalled);
     bridge.close().await;
 }
 
@@ -95,21 +107,14 @@ async fn a_huge_result_over_the_default_limit_is_refused_while_other_work_goes_o
     const BLOCKS: usize = 20_000;
     let scenario = tiny_blocks(BLOCKS);
     let bridge = open_spec(scenario.spec()).await;
-    let ticker = Ticker::start();
-    let started = Instant::now();
-    let outcome = bridge.call(&CallBudget::new(200), "huge", &json!({})).await;
-    let took = started.elapsed();
-    let stalled = ticker.stop().await;
+    let (outcome, took, stalled) = call_huge_beside_ticker(&bridge).await;
     match outcome {
         Err(CallError::Refused(refusal)) => {
             assert!(refusal.to_string().contains("bytes"), "{refusal}");
         }
         other => panic!("expected the result refused as too large, got {other:?}"),
     }
-    assert!(
-        stalled < took / 4,
-        "other work was held up {stalled:?} of the call's {took:?}"
-    );
+    assert_work_went_on("", took, stalled);
     bridge.close().await;
 }
 
@@ -128,20 +133,11 @@ async fn a_huge_answer_from_a_remote_server_is_read_while_other_work_goes_on() {
             .await
             .unwrap_or_else(|e| panic!("{mode}: the server did not start: {e}"))
             .with_max_result_bytes(16 << 20);
-        let ticker = Ticker::start();
-        let started = Instant::now();
-        let text = bridge
-            .call(&CallBudget::new(200), "huge", &json!({}))
-            .await
-            .unwrap_or_else(|e| panic!("{mode}: the huge result: {e:?}"));
-        let took = started.elapsed();
-        let stalled = ticker.stop().await;
+        let (outcome, took, stalled) = call_huge_beside_ticker(&bridge).await;
+        let text = outcome.unwrap_or_else(|e| panic!("{mode}: the huge result: {e:?}"));
         assert_eq!(text.lines().count(), BLOCKS, "{mode}: one line per block");
         eprintln!("{mode}: the call took {took:?}; other work was held up at most {stalled:?}");
-        assert!(
-            stalled < took / 4,
-            "{mode}: other work was held up {stalled:?} of the call's {took:?}"
-        );
+        assert_work_went_on(&format!("{mode}: "), took, stalled);
         bridge.close().await;
     }
 }
