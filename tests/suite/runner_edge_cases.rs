@@ -28,7 +28,8 @@ use mcp_code_mode::bridge::{Bridge, ServerEntry};
 use mcp_code_mode::run::{HeldSandbox, RunReport};
 use mcp_code_mode::sandbox::Backend;
 
-use super::common::{ExecOptions, bin, example, exec_with, toy};
+use super::common::{ExecOptions, bin, exec_with, toy};
+use super::misbehaving_servers::Scenario;
 
 /// The code's expression for the runner's module that holds its private descriptors
 /// (`PROTO_IN`, `PROTO_OUT`, `DIAG`) and its own exit (`real_exit`), for the tests where the
@@ -232,8 +233,6 @@ fn a_runner_refusing_a_host_line_says_why(backend: &str) {
 /// runner in the sandbox (which reads the module list from the rootfs) takes every such
 /// name and calls the tool.
 fn reserved_named_tools_are_renamed_and_callable(backend: &str) {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let scenario = dir.path().join("dunders.json");
     let reply =
         |text: &str| serde_json::json!([{"reply": {"content": [{"type": "text", "text": text}]}}]);
     let tools: Vec<_> = ["__class__", "__builtins__", "____", "print", "json"]
@@ -248,15 +247,12 @@ fn reserved_named_tools_are_renamed_and_callable(backend: &str) {
             "tools/call:json": reply("module"),
         },
     });
-    std::fs::write(&scenario, script.to_string()).expect("write the scenario");
+    let scenario = Scenario::from_value("dunders", script);
     let r = exec_with(
         "print(sorted(TOOLS))\nprint(await __class___({}), await ____({}), await json_({}))",
         ExecOptions {
             backend,
-            server: vec![
-                example("scripted_server").display().to_string(),
-                scenario.display().to_string(),
-            ],
+            server: scenario.command(),
             ..Default::default()
         },
     );
