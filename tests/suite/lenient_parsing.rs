@@ -376,3 +376,28 @@ fn a_server_answering_an_unknown_protocol_version_is_used_with_a_warning_naming_
         run.stderr
     );
 }
+
+#[tokio::test]
+async fn a_server_error_message_reaches_the_code_verbatim_escapes_and_bidi_controls_included() {
+    // README "How a call works": the code gets a server's text as the server sent it;
+    // escaping is for what mcp-code-mode prints or logs.
+    let message = "E\u{1b}[31m\u{202e}mmm\u{7}";
+    let scenario = Scenario::from_value(
+        "error_text",
+        json!({
+            "tools": [{"name": "errobj", "inputSchema": {"type": "object"}}],
+            "on": {"tools/call:errobj": [{"error": {"code": -32000, "message": message}}]}
+        }),
+    );
+    let bridge = Bridge::open(vec![entry(scenario.spec())], false)
+        .await
+        .expect("opens");
+    let outcome = bridge
+        .call(&CallBudget::new(10), "errobj", &json!({}))
+        .await;
+    let Err(CallError::ToolFailed(text)) = &outcome else {
+        panic!("not a failed call: {outcome:?}");
+    };
+    assert!(text.ends_with(message), "{text:?}");
+    bridge.close().await;
+}
