@@ -133,7 +133,9 @@ pub struct Ending {
 
 /// Backend-specific control of a running sandbox.
 pub trait SandboxControl: Send {
-    /// Kill every process of the sandbox now.
+    /// Kill every process of the sandbox now. Native returns once its pid 1 and launcher
+    /// have exited (at most 500 ms), so nothing of the sandbox runs then; Docker once the
+    /// engine has answered the kill request.
     fn kill(&mut self) -> BoxFuture<'_, ()>;
     /// Wait for the sandbox to exit and report how it ended.
     fn wait(&mut self) -> BoxFuture<'_, Ending>;

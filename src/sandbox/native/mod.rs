@@ -7,7 +7,8 @@
 //! ([`launcher::report`]): a pidfd of the sandbox's pid 1 before any code runs, or why it
 //! failed. At the end the host kills pid 1 through that pidfd (which ends every process of
 //! the sandbox's pid namespace, whatever the code did to its death signal or session), then
-//! the launcher, then every process left in the cgroup, and removes the cgroup.
+//! the launcher, then every process left in the cgroup, waits (at most [`GONE_LIMIT`]) until
+//! pid 1 and the launcher have exited, and removes the cgroup.
 //! A sandbox started at [`CpuPriority::Background`] (the warm pool's) has its cgroup's CPU
 //! weight lowered before the launcher joins it; [`SandboxControl::set_priority`] writes it
 //! again.
@@ -22,7 +23,7 @@ mod input;
 pub(crate) mod scope;
 
 use std::ffi::OsString;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::Arc;
@@ -32,6 +33,8 @@ use tokio::sync::mpsc;
 use tokio::time::Duration;
 
 use launcher::report::{self, Message};
+use nix::errno::Errno;
+use nix::poll::{PollFd, PollFlags, poll};
 
 pub use self::cgroup::{CgroupError, CgroupHost, CgroupLimits, RunCgroup};
 use crate::limits::{CPUS, MAX_FILE_BYTES, MAX_OPEN_FILES, MAX_PIDS, MEMORY_BYTES, TMP_BYTES};
@@ -47,6 +50,10 @@ pub const LAUNCHER_SUBCOMMAND: &str = "__launcher";
 const REPORT_TIMEOUT: Duration = Duration::from_secs(30);
 /// Longest wait, after the launcher exited, for the end of its report socket.
 const REPORT_END_TIMEOUT: Duration = Duration::from_secs(1);
+/// Longest wait, in [`SandboxControl::kill`], for the killed sandbox's pid 1 and launcher to
+/// have exited. A SIGKILLed process takes milliseconds to end; the bound is for one that
+/// cannot (frozen by someone else), so that no ending, and so no exit of `serve`, hangs on it.
+const GONE_LIMIT: Duration = Duration::from_millis(500);
 
 /// Starts sandboxes with the native launcher.
 pub struct NativeBackend {
@@ -278,6 +285,53 @@ impl NativeControl {
         }
         let _ = self.child.start_kill();
     }
+
+    /// Waits, at most [`GONE_LIMIT`], until pid 1 and the launcher have exited after
+    /// [`Self::end_sandbox`]; whether they have.
+    ///
+    /// Without a cgroup (an unprivileged caller) nothing else waits for the sandbox's
+    /// processes: a SIGKILL only starts their end, and `serve` could exit while they still
+    /// run. The launcher's own exit says nothing about pid 1 (it was killed too, not left to
+    /// reap it), so pid 1 is waited for through its pidfd, which polls readable once pid 1 is
+    /// a zombie. The kernel makes it one only after it has killed and reaped every other
+    /// process of the pid namespace (zap_pid_ns_processes, in pid 1's exit), so then nothing
+    /// of the sandbox runs any more. The wait blocks, so it runs on the blocking pool unless
+    /// pid 1 is gone already.
+    async fn wait_gone(&mut self) -> bool {
+        let deadline = tokio::time::Instant::now() + GONE_LIMIT;
+        let pid1_gone = exited_within(&self.pidfd, Duration::ZERO)
+            || match self.pidfd.try_clone() {
+                Ok(pid1) => tokio::task::spawn_blocking(move || exited_within(&pid1, GONE_LIMIT))
+                    .await
+                    .unwrap_or(false),
+                Err(e) => {
+                    tracing::warn!("cannot wait for the sandbox's pid 1: {e}");
+                    false
+                }
+            };
+        let launcher_gone = tokio::time::timeout_at(deadline, self.child.wait())
+            .await
+            .is_ok();
+        pid1_gone && launcher_gone
+    }
+}
+
+/// Whether the process `pidfd` names has exited (is a zombie or reaped) within `limit`:
+/// poll(2) reports a pidfd readable then (pidfd_open(2)). Blocks for up to `limit`.
+fn exited_within(pidfd: &OwnedFd, limit: Duration) -> bool {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let mut fds = [PollFd::new(pidfd.as_fd(), PollFlags::POLLIN)];
+        match poll(
+            &mut fds,
+            u16::try_from(left.as_millis()).unwrap_or(u16::MAX),
+        ) {
+            Ok(ready) => return ready > 0,
+            Err(Errno::EINTR) => continue,
+            Err(_) => return false,
+        }
+    }
 }
 
 impl SandboxControl for NativeControl {
@@ -286,6 +340,12 @@ impl SandboxControl for NativeControl {
             self.end_sandbox();
             if let Some(cg) = self.cgroup.clone() {
                 let _ = tokio::task::spawn_blocking(move || cg.kill_all()).await;
+            }
+            if !self.wait_gone().await {
+                tracing::warn!(
+                    "the sandbox's pid 1 or launcher was still there {} ms after its kill",
+                    GONE_LIMIT.as_millis()
+                );
             }
         })
     }
