@@ -18,7 +18,7 @@ use serde_json::Value;
 use super::common::{bin, example, last_json_line, native_available, require, target_dir};
 
 /// A directory holding steer.mjs, tasks.mjs, task_server.mjs, approve_task.mjs (for
-/// tests/suite/governance.rs) and http.mjs (for tests/suite/http_serving/), with
+/// tests/suite/governance/) and http.mjs (for tests/suite/http_serving/), with
 /// common.mjs they share and the pinned SDK installed beside them; `None` when node or npm
 /// is missing or the install failed.
 pub(super) fn client_dir() -> Option<PathBuf> {
