@@ -37,8 +37,11 @@
 //! built ([`index`]): counting one call never walks the schema.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use serde_json::Value;
+
+use super::patterns::{PatternWeights, Weight};
 
 mod index;
 mod inline;
@@ -76,13 +79,11 @@ pub(crate) const BACKTRACK_LIMIT: usize = 1_000;
 const STATES_PER_UNIT: u64 = 32;
 /// Bytes of a backtracking pattern that one work unit pays for, per step and byte matched.
 const PATTERN_BYTES_PER_UNIT: u64 = 16;
-/// Largest automaton (bytes of heap) built to weigh a linear pattern; a larger one is
-/// weighed as backtracking.
-const MAX_WEIGHED_NFA_BYTES: usize = 1 << 20;
 
 /// What matching each of a schema's regular expressions (`pattern` values, `patternProperties`
-/// keys) costs, in work units per byte of the string matched; built once per schema when the
-/// catalog is built.
+/// keys) costs, in work units per byte of the string matched; found once per schema when the
+/// catalog is built, from the weighing that bounds the patterns' memory
+/// ([`super::patterns::PatternBudget::admit`]: one automaton build per distinct pattern).
 ///
 /// A pattern the linear `regex` engine accepts (after the validator's ECMA-262 translation)
 /// is run by it (fancy-regex hands such patterns over whole): a match takes at most one pass
@@ -95,44 +96,36 @@ const MAX_WEIGHED_NFA_BYTES: usize = 1 << 20;
 /// limit of a check by itself.
 #[derive(Debug, Default)]
 pub(crate) struct PatternCosts {
-    /// Linear patterns and their units per byte; a pattern not here is weighed as
-    /// backtracking.
-    linear: HashMap<String, u64>,
+    /// Linear patterns (shared with the build's other tools that have them) and their units
+    /// per byte; a pattern not here is weighed as backtracking.
+    linear: HashMap<Arc<str>, u64>,
 }
 
 impl PatternCosts {
-    /// Weigh every `pattern` value and `patternProperties` key anywhere in `root`.
+    /// Weigh every `pattern` value and `patternProperties` key anywhere in `root`, each
+    /// distinct one once (for a schema compiled alone; the catalog's come from its budget).
     pub(crate) fn of(root: &Value) -> Self {
-        let mut linear = HashMap::new();
-        let mut stack = vec![root];
-        while let Some(v) = stack.pop() {
-            match v {
-                Value::Object(map) => {
-                    let mut patterns: Vec<&str> = Vec::new();
-                    if let Some(Value::String(p)) = map.get("pattern") {
-                        patterns.push(p);
-                    }
-                    if let Some(Value::Object(props)) = map.get("patternProperties") {
-                        patterns.extend(props.keys().map(String::as_str));
-                    }
-                    for p in patterns {
-                        if !linear.contains_key(p)
-                            && let Some(units) = linear_units_per_byte(p)
-                        {
-                            linear.insert(p.to_owned(), units);
-                        }
-                    }
-                    stack.extend(map.values());
-                }
-                Value::Array(items) => stack.extend(items.iter()),
-                _ => {}
+        let mut weights = PatternWeights::default();
+        let mut costs = Self::default();
+        for pattern in super::patterns::patterns(root) {
+            if let (known, Some(w)) = weights.of(pattern) {
+                costs.add(known, w);
             }
         }
-        Self { linear }
+        costs
+    }
+
+    /// Note what matching `pattern` costs, from its weight: linear, by its automaton's
+    /// states; otherwise it stays weighed as backtracking.
+    pub(crate) fn add(&mut self, pattern: Arc<str>, weight: Weight) {
+        if let Some(states) = weight.linear_states {
+            self.linear
+                .insert(pattern, states.div_ceil(STATES_PER_UNIT).max(1));
+        }
     }
 
     /// Work units of one match of `pattern` against a string of `bytes` bytes.
-    fn weight(&self, pattern: &str, bytes: usize) -> u64 {
+    pub(super) fn weight(&self, pattern: &str, bytes: usize) -> u64 {
         let span = u64::try_from(bytes).unwrap_or(u64::MAX).saturating_add(1);
         match self.linear.get(pattern) {
             Some(&units) => span.saturating_mul(units),
@@ -147,19 +140,6 @@ impl PatternCosts {
             }
         }
     }
-}
-
-/// Units per byte matched of `pattern` when the linear engine runs it, or `None` when it
-/// needs backtracking (or is too large to weigh here).
-fn linear_units_per_byte(pattern: &str) -> Option<u64> {
-    use regex_automata::nfa::thompson;
-    let translated = jsonschema_regex::to_rust_regex(pattern).ok()?;
-    let nfa = thompson::Compiler::new()
-        .configure(thompson::Config::new().nfa_size_limit(Some(MAX_WEIGHED_NFA_BYTES)))
-        .build(&translated)
-        .ok()?;
-    let states = u64::try_from(nfa.states().len()).ok()?;
-    Some(states.div_ceil(STATES_PER_UNIT).max(1))
 }
 
 /// [`CountedSchema::weighed_evaluations`] against `root` indexed for this count alone.

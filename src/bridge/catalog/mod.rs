@@ -25,8 +25,8 @@ use rmcp::model::Tool;
 use serde_json::Value;
 
 use self::names::python_name;
-use self::patterns::PatternBudget;
 pub use self::patterns::{MAX_PATTERN_AUTOMATON_BYTES, MAX_SERVER_PATTERN_BYTES};
+use self::patterns::{PatternBudget, PatternWeights};
 pub(crate) use self::schema::{ArgsValidator, CheckError};
 use self::stub::{StubInput, stub, summary};
 use crate::governance::policy::{ApprovalRule, ApprovalSources, kept_when_read_only};
@@ -203,10 +203,11 @@ pub struct Catalog {
     read_only_hidden: Vec<(String, usize)>,
 }
 
-/// How one server's tools are compiled in a build: the build's shared patterns and the
-/// server's budget for them.
+/// How one server's tools are compiled in a build: the build's shared patterns and their
+/// weights, and the server's budget for them.
 struct Compiler<'a> {
     patterns: &'a PatternCache,
+    weights: &'a mut PatternWeights,
     budget: &'a mut PatternBudget,
 }
 
@@ -243,11 +244,12 @@ impl Catalog {
         stop: &AtomicBool,
     ) -> Result<Option<Self>, CatalogError> {
         let mut catalog = Catalog::default();
-        // A pattern repeated across tools and servers is compiled once per build; a new build
-        // compiles afresh, so an old catalog's patterns go with it.
+        // A pattern repeated across tools and servers is weighed and compiled once per build; a
+        // new build compiles afresh, so an old catalog's patterns go with it.
         let patterns = PatternCache::new();
+        let mut weights = PatternWeights::default();
         for (index, server) in servers.iter().enumerate() {
-            if !catalog.add_server(index, server, &patterns, stop)? {
+            if !catalog.add_server(index, server, &patterns, &mut weights, stop)? {
                 return Ok(None);
             }
         }
@@ -255,12 +257,13 @@ impl Catalog {
     }
 
     /// Add the kept tools of `server` (the `index`th), compiling their patterns through
-    /// `patterns`; `Ok(false)` when `stop` was set.
+    /// `patterns` and weighing them through `weights`; `Ok(false)` when `stop` was set.
     fn add_server(
         &mut self,
         index: usize,
         server: &ServerTools<'_>,
         patterns: &PatternCache,
+        weights: &mut PatternWeights,
         stop: &AtomicBool,
     ) -> Result<bool, CatalogError> {
         let selection = server.selection;
@@ -319,6 +322,7 @@ impl Catalog {
             }
             let compiler = Compiler {
                 patterns,
+                weights: &mut *weights,
                 budget: &mut budget,
             };
             let Some(entry) = Self::entry(index, server, tool, &forms, &private, compiler) else {
@@ -378,11 +382,14 @@ impl Catalog {
         let selection = server.selection;
         let mcp_name = tool.name.to_string();
         let schema = Value::Object((*tool.input_schema).clone());
-        if let Err(e) = compiler.budget.admit(&schema) {
-            tracing::warn!(server = server.name, tool = %mcp_name, "left out: {e}");
-            return None;
-        }
-        let validator = match ArgsValidator::compile_with(&schema, compiler.patterns) {
+        let costs = match compiler.budget.admit(&schema, compiler.weights) {
+            Ok(costs) => costs,
+            Err(e) => {
+                tracing::warn!(server = server.name, tool = %mcp_name, "left out: {e}");
+                return None;
+            }
+        };
+        let validator = match ArgsValidator::compile_with(&schema, compiler.patterns, costs) {
             Ok(v) if !v.unchecked().is_empty() => {
                 tracing::warn!(
                     server = server.name,

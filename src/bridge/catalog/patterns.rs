@@ -14,12 +14,19 @@
 //!   and the tools before it stay.
 //!
 //! Tools left out get a warning naming the limit, as for a schema nested too deep.
+//!
+//! The same weighing tells what matching a pattern costs a call's check
+//! ([`super::cost::PatternCosts`]): each distinct pattern's automata are built once per
+//! build ([`PatternWeights`]), for both.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use fancy_regex::{Assertion, Expr};
 use regex_automata::nfa::thompson;
 use serde_json::Value;
+
+use super::cost::PatternCosts;
 
 /// Most heap one automaton of a pattern may take: the limit of the linear engine's automaton
 /// (its Thompson NFA) for each part of a pattern that engine runs. Ordinary patterns (an
@@ -57,10 +64,43 @@ pub(crate) enum PatternsTooLarge {
     },
 }
 
+/// What one pattern weighs ([`weight`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Weight {
+    /// Memory it takes once compiled, estimated, in bytes.
+    pub(crate) bytes: u64,
+    /// States of its automaton when the linear engine runs the whole pattern; `None` when a
+    /// part of it needs fancy-regex's backtracking engine (lookaround, backreferences...), or
+    /// it cannot be compiled.
+    pub(crate) linear_states: Option<u64>,
+}
+
+/// Every distinct pattern weighed in one catalog build, across its servers: each is weighed
+/// (its automata built) once, however many tools repeat it.
+#[derive(Default)]
+pub(crate) struct PatternWeights {
+    /// Pattern → its weight, `None` when over [`MAX_PATTERN_AUTOMATON_BYTES`].
+    weighed: HashMap<Arc<str>, Option<Weight>>,
+}
+
+impl PatternWeights {
+    /// `pattern` (shared with every other holder of it) and its [`weight`], weighed now
+    /// unless it was before.
+    pub(crate) fn of(&mut self, pattern: &str) -> (Arc<str>, Option<Weight>) {
+        if let Some((known, w)) = self.weighed.get_key_value(pattern) {
+            return (known.clone(), *w);
+        }
+        let w = weight(pattern);
+        let known: Arc<str> = Arc::from(pattern);
+        self.weighed.insert(known.clone(), w);
+        (known, w)
+    }
+}
+
 /// The patterns of one server's tools in one catalog build, and what they take.
 pub(crate) struct PatternBudget {
     /// Patterns already paid for.
-    seen: HashSet<String>,
+    seen: HashSet<Arc<str>>,
     /// Their total [`weight`].
     used: u64,
     /// Most they may take.
@@ -83,25 +123,33 @@ impl PatternBudget {
         }
     }
 
-    /// Pay for the patterns of `schema` not paid for yet, or refuse them all (nothing is
-    /// paid) when one is too large or together they pass the limit.
+    /// Pay for the patterns of `schema` not paid for yet (weighed through `weights`), or
+    /// refuse them all (nothing is paid) when one is too large or together they pass the
+    /// limit. Admitted, what matching each of them costs a call's check.
     ///
     /// # Errors
     /// [`PatternsTooLarge`]: the tool is to be left out.
-    pub(crate) fn admit(&mut self, schema: &Value) -> Result<(), PatternsTooLarge> {
-        let mut new: Vec<&str> = Vec::new();
+    pub(crate) fn admit(
+        &mut self,
+        schema: &Value,
+        weights: &mut PatternWeights,
+    ) -> Result<PatternCosts, PatternsTooLarge> {
+        let mut costs = PatternCosts::default();
+        let mut new: Vec<Arc<str>> = Vec::new();
         let mut added = 0u64;
         for pattern in patterns(schema) {
-            if self.seen.contains(pattern) || new.contains(&pattern) {
-                continue;
-            }
-            let w = weight(pattern).ok_or_else(|| {
+            let (known, w) = weights.of(pattern);
+            let w = w.ok_or_else(|| {
                 PatternsTooLarge::Pattern(crate::pyjson::to_string(&Value::String(
                     crate::bridge::refusal::cap(pattern, MAX_QUOTED_PATTERN_CHARS),
                 )))
             })?;
-            added = added.saturating_add(w);
-            new.push(pattern);
+            costs.add(known.clone(), w);
+            if self.seen.contains(&known) || new.contains(&known) {
+                continue;
+            }
+            added = added.saturating_add(w.bytes);
+            new.push(known);
         }
         if self.used.saturating_add(added) > self.limit {
             return Err(PatternsTooLarge::Server {
@@ -109,14 +157,14 @@ impl PatternBudget {
             });
         }
         self.used += added;
-        self.seen.extend(new.into_iter().map(str::to_owned));
-        Ok(())
+        self.seen.extend(new);
+        Ok(costs)
     }
 }
 
 /// Every `pattern` value and `patternProperties` key anywhere in `root` (what the validator
 /// compiles), with repeats.
-fn patterns(root: &Value) -> Vec<&str> {
+pub(crate) fn patterns(root: &Value) -> Vec<&str> {
     let mut found = Vec::new();
     let mut stack = vec![root];
     while let Some(v) = stack.pop() {
@@ -137,21 +185,29 @@ fn patterns(root: &Value) -> Vec<&str> {
     found
 }
 
-/// The memory `pattern` takes once compiled, estimated: [`PATTERN_OVERHEAD_BYTES`] plus twice
-/// the automata of the parts the linear engine runs (it builds a forward and a reverse
-/// automaton of each), as the validator compiles it (ECMA-262 translated, then fancy-regex,
-/// which hands the parts without lookaround or backreferences to that engine). `None` when
-/// one part's automaton would pass [`MAX_PATTERN_AUTOMATON_BYTES`]. A pattern that cannot be
-/// parsed weighs the overhead: the validator refuses it and its tool is left out anyway.
-pub(crate) fn weight(pattern: &str) -> Option<u64> {
+/// What `pattern` weighs, as the validator compiles it (ECMA-262 translated, then
+/// fancy-regex, which hands the parts without lookaround or backreferences to the linear
+/// engine, the whole pattern when it has none). Its memory: [`PATTERN_OVERHEAD_BYTES`] plus
+/// twice the automata of those parts (the engine builds a forward and a reverse automaton of
+/// each). `None` when one part's automaton would pass [`MAX_PATTERN_AUTOMATON_BYTES`]. A
+/// pattern that cannot be parsed weighs the overhead and is not linear: the validator
+/// refuses it and its tool is left out anyway.
+pub(crate) fn weight(pattern: &str) -> Option<Weight> {
+    #[cfg(test)]
+    tests::WEIGHED.with(|n| n.set(n.get() + 1));
+    let mut weighed = Weight {
+        bytes: PATTERN_OVERHEAD_BYTES,
+        linear_states: None,
+    };
     let Ok(translated) = jsonschema_regex::to_rust_regex(pattern) else {
-        return Some(PATTERN_OVERHEAD_BYTES);
+        return Some(weighed);
     };
     let Ok(tree) = Expr::parse_tree(&translated) else {
-        return Some(PATTERN_OVERHEAD_BYTES);
+        return Some(weighed);
     };
     let mut parts = Vec::new();
-    if linear(&tree.expr, &mut parts) {
+    let whole = linear(&tree.expr, &mut parts);
+    if whole {
         parts.push(&tree.expr);
     }
     let compiler = || {
@@ -160,21 +216,23 @@ pub(crate) fn weight(pattern: &str) -> Option<u64> {
             .configure(thompson::Config::new().nfa_size_limit(Some(MAX_PATTERN_AUTOMATON_BYTES)));
         compiler
     };
-    let mut total = PATTERN_OVERHEAD_BYTES;
     for part in parts {
         let mut text = String::new();
         part.to_str(&mut text, 0);
         match compiler().build(&text) {
             Ok(nfa) => {
                 let bytes = u64::try_from(nfa.memory_usage()).unwrap_or(u64::MAX);
-                total = total.saturating_add(bytes.saturating_mul(2));
+                weighed.bytes = weighed.bytes.saturating_add(bytes.saturating_mul(2));
+                if whole {
+                    weighed.linear_states = u64::try_from(nfa.states().len()).ok();
+                }
             }
             Err(e) if e.size_limit().is_some() => return None,
             // Syntax the linear engine reads otherwise: left to the validator to compile.
             Err(_) => {}
         }
     }
-    Some(total)
+    Some(weighed)
 }
 
 /// Whether `expr` is made only of what the linear engine runs (then its parent may hand it
@@ -225,23 +283,63 @@ fn plain_node(expr: &Expr) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
+    use super::super::cost::BACKTRACK_LIMIT;
     use super::*;
     use serde_json::json;
+    use std::cell::Cell;
+
+    thread_local! {
+        /// Patterns this thread weighed (their automata built).
+        pub(super) static WEIGHED: Cell<u64> = const { Cell::new(0) };
+    }
+
+    #[test]
+    fn a_pattern_in_many_tools_and_servers_is_weighed_once_per_build_for_memory_and_checks() {
+        let schema = json!({"properties": {
+            "a": {"pattern": "^[a-z]{1,16}$"},
+            "b": {"pattern": "^(?=x)[a-z]{1,16}$"},
+            "c": {"patternProperties": {"^[a-z]{1,16}$": {}}}}});
+        let weights = &mut PatternWeights::default();
+        let before = WEIGHED.with(Cell::get);
+        // Two servers (a budget each) of three tools each.
+        for _ in 0..2 {
+            let mut budget = PatternBudget::default();
+            for _ in 0..3 {
+                let costs = budget.admit(&schema, weights).unwrap();
+                // Every tool gets what matching its patterns costs, paid for or not: the
+                // linear one by its automaton, the lookahead one as backtracking.
+                let linear = costs.weight("^[a-z]{1,16}$", 100);
+                assert!((101..=101 * 4).contains(&linear), "{linear}");
+                let fancy = costs.weight("^(?=x)[a-z]{1,16}$", 100);
+                assert!(fancy > 100 * BACKTRACK_LIMIT as u64, "{fancy}");
+            }
+        }
+        assert_eq!(WEIGHED.with(Cell::get) - before, 2);
+        // Weighed for a check alone, the same costs.
+        let alone = PatternCosts::of(&schema);
+        assert_eq!(alone.weight("^[a-z]{1,16}$", 100), {
+            PatternBudget::default()
+                .admit(&schema, &mut PatternWeights::default())
+                .unwrap()
+                .weight("^[a-z]{1,16}$", 100)
+        });
+    }
 
     #[test]
     fn a_pattern_weighs_its_automata_lookaround_or_not() {
-        let small = weight("^[a-z]{1,16}$").unwrap();
+        let bytes = |pattern| weight(pattern).unwrap().bytes;
+        let small = bytes("^[a-z]{1,16}$");
         assert!(small < 3 * PATTERN_OVERHEAD_BYTES, "{small}");
-        let large = weight("^[a-z]{1,1000}$").unwrap();
+        let large = bytes("^[a-z]{1,1000}$");
         assert!(large > 50_000, "{large}");
         // The same automaton behind a lookahead is still counted: fancy-regex hands that
         // part to the linear engine.
-        let behind = weight("(?=a)[a-z]{1,1000}").unwrap();
+        let behind = bytes("(?=a)[a-z]{1,1000}");
         assert!(behind > 50_000, "{behind}");
         // Backreferences alone: the overhead.
-        assert_eq!(weight(r"(a)\1").unwrap() - PATTERN_OVERHEAD_BYTES, {
-            weight("(a)").unwrap() - PATTERN_OVERHEAD_BYTES
+        assert_eq!(bytes(r"(a)\1") - PATTERN_OVERHEAD_BYTES, {
+            bytes("(a)") - PATTERN_OVERHEAD_BYTES
         });
     }
 
@@ -254,7 +352,10 @@ mod tests {
         ] {
             assert_eq!(weight(pattern), None, "{pattern}");
             let e = PatternBudget::default()
-                .admit(&json!({"properties": {"s": {"pattern": pattern}}}))
+                .admit(
+                    &json!({"properties": {"s": {"pattern": pattern}}}),
+                    &mut PatternWeights::default(),
+                )
                 .unwrap_err();
             assert!(e.to_string().contains("more than 1024 KiB"), "{e}");
         }
@@ -262,8 +363,9 @@ mod tests {
 
     #[test]
     fn a_server_pays_once_per_pattern_and_up_to_its_limit() {
-        let one = weight("^[a-z]{1,1000}-0$").unwrap();
+        let one = weight("^[a-z]{1,1000}-0$").unwrap().bytes;
         let mut budget = PatternBudget::with_limit(3 * one + one / 2);
+        let weights = &mut PatternWeights::default();
         let schema = |i: usize| {
             json!({"properties": {
                 "a": {"pattern": format!("^[a-z]{{1,1000}}-{i}$")},
@@ -272,16 +374,16 @@ mod tests {
         };
         // The same pattern in many tools costs once.
         for _ in 0..10 {
-            budget.admit(&schema(0)).unwrap();
+            budget.admit(&schema(0), weights).unwrap();
         }
-        budget.admit(&schema(1)).unwrap();
-        budget.admit(&schema(2)).unwrap();
+        budget.admit(&schema(1), weights).unwrap();
+        budget.admit(&schema(2), weights).unwrap();
         // The fourth distinct pattern passes the limit: refused, nothing paid.
-        let e = budget.admit(&schema(3)).unwrap_err();
+        let e = budget.admit(&schema(3), weights).unwrap_err();
         assert!(matches!(e, PatternsTooLarge::Server { .. }), "{e}");
-        assert!(budget.admit(&schema(1)).is_ok());
+        assert!(budget.admit(&schema(1), weights).is_ok());
         // patternProperties keys are patterns too.
         let keys = json!({"patternProperties": {"^[a-z]{1,1000}-9$": {}}});
-        assert!(budget.admit(&keys).is_err());
+        assert!(budget.admit(&keys, weights).is_err());
     }
 }

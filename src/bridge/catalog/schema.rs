@@ -109,18 +109,21 @@ impl ArgsValidator {
     /// # Errors
     /// [`SchemaError`] when the schema is too deep, not a schema, or not compilable offline.
     pub fn compile(schema: &Value) -> Result<Self, SchemaError> {
-        Self::compile_with(schema, &PatternCache::new())
+        let costs = super::cost::PatternCosts::of(schema);
+        Self::compile_with(schema, &PatternCache::new(), costs)
     }
 
     /// [`Self::compile`], its regular expressions taken from `patterns` when another build
     /// given that cache compiled them already, and added to it otherwise (the catalog shares
-    /// one per build: `super::patterns`).
+    /// one per build: `super::patterns`), and what matching each costs given as `costs` (the
+    /// catalog weighs each distinct pattern once per build).
     ///
     /// # Errors
     /// As [`Self::compile`].
     pub(crate) fn compile_with(
         schema: &Value,
         patterns: &PatternCache,
+        costs: super::cost::PatternCosts,
     ) -> Result<Self, SchemaError> {
         if depth(schema) > MAX_SCHEMA_DEPTH {
             return Err(SchemaError::TooDeep);
@@ -177,7 +180,7 @@ impl ArgsValidator {
             .then(|| serde_json::to_vec(prepared.schema()).map_or(usize::MAX, |v| v.len()));
         Ok(Self {
             validator,
-            patterns: super::cost::PatternCosts::of(prepared.schema()),
+            patterns: costs,
             schema: prepared,
             named: named_only(schema),
             unchecked,
