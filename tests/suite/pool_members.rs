@@ -23,8 +23,8 @@ use std::time::{Duration, Instant};
 
 use mcp_code_mode::bridge::{Bridge, ServerEntry};
 use mcp_code_mode::rootfs;
-use mcp_code_mode::run::RunOptions;
 use mcp_code_mode::run::pool::{ACK_LIMIT, Pool};
+use mcp_code_mode::run::{RunOptions, RunReport};
 use mcp_code_mode::sandbox::native::NativeBackend;
 use mcp_code_mode::sandbox::{Backend, BoxFuture, Sandbox, SandboxError};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -194,6 +194,28 @@ impl Held {
         until("the refill to begin", || self.backend.spawns() >= 2).await;
     }
 
+    /// The second run, whose take races the pool's start (slow) against its own (held back by
+    /// `own`): the pool's wins and serves it. Then `own` is let go; returns the run once the
+    /// take's own start has joined the pool as its one idle sandbox.
+    async fn second_run_won_by_the_pool(&self, own: &Gate) -> RunReport {
+        let second = self
+            .pool
+            .run("print(2)", &RunOptions::default())
+            .await
+            .expect("a run");
+        assert!(second.pooled, "the pool's start won: {second:?}");
+        until("the take's own start and the next refill to begin", || {
+            self.backend.spawns() >= 4
+        })
+        .await;
+        own.open();
+        until("the take's own start to join the pool", || {
+            self.pool.stats().adopted == 1 && self.pool.stats().idle == 1
+        })
+        .await;
+        second
+    }
+
     /// Close the pool and the bridge, and remove the journal.
     async fn close(self) {
         self.pool.close().await;
@@ -264,19 +286,8 @@ async fn a_start_that_loses_a_takes_race_joins_the_pool() {
     let (pool, options) = (&held.pool, RunOptions::default());
     held.first_run_and_refill().await;
 
-    let second = pool.run("print(2)", &options).await.expect("a run");
+    let second = held.second_run_won_by_the_pool(&own).await;
     assert!(second.result.succeeded(), "{second:?}");
-    assert!(second.pooled, "the pool's start won: {second:?}");
-    until("the take's own start and the next refill to begin", || {
-        held.backend.spawns() >= 4
-    })
-    .await;
-
-    own.open();
-    until("the take's own start to join the pool", || {
-        pool.stats().adopted == 1 && pool.stats().idle == 1
-    })
-    .await;
     let third = pool.run("print(3)", &options).await.expect("a run");
     assert!(third.pooled && third.result.succeeded(), "{third:?}");
     let stats = pool.stats();
@@ -304,17 +315,7 @@ async fn a_pool_of_one_never_holds_two_idle_sandboxes_after_a_race() {
     };
     let (pool, options) = (&held.pool, RunOptions::default());
     held.first_run_and_refill().await;
-    let second = pool.run("print(2)", &options).await.expect("a run");
-    assert!(second.pooled, "the pool's start won: {second:?}");
-    until("the take's own start and the next refill to begin", || {
-        held.backend.spawns() >= 4
-    })
-    .await;
-    own.open();
-    until("the take's own start to join the pool", || {
-        pool.stats().adopted == 1 && pool.stats().idle == 1
-    })
-    .await;
+    held.second_run_won_by_the_pool(&own).await;
 
     // Ready: the first fill, the first refill, the take's own start, and now this refill.
     refill.open();
