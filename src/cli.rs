@@ -239,8 +239,9 @@ pub(crate) fn main() -> ExitCode {
     // One thread runs every task: a tool call's wake-ups (the runner's line, the server's
     // answer, the result written back) stay on it instead of waking a second worker, which
     // took about 15% of serve's CPU per call and 1.5 of its 4 context switches. Nothing may
-    // block this thread: blocking work (spawning sandboxes, cgroupfs, reading stdin) runs
-    // on the spawner thread and tokio's blocking pool.
+    // block this thread: blocking work (spawning sandboxes, cgroupfs) runs on the spawner
+    // thread and tokio's blocking pool, and stdin is read without either (`ClientInput`), so
+    // that a client holding stdin open does not hold the shutdown below for its 2 s.
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -12,6 +12,7 @@ pub mod description;
 
 mod arguments;
 pub(crate) use arguments::run_python_code;
+mod client_input;
 pub(crate) mod http;
 mod metrics;
 mod progress;

@@ -10,9 +10,10 @@
 
 use std::future::Future;
 
-use rmcp::transport::{StdioReader, StdioWriter};
+use rmcp::transport::StdioWriter;
 use tokio::io::{AsyncRead, AsyncReadExt};
 
+use super::client_input::ClientInput;
 use super::stdio::INSPECT_LINE_BYTES;
 
 /// Most bytes read aside while serve starts: one line at its cap, and some more.
@@ -20,21 +21,24 @@ const EARLY_BYTES: usize = INSPECT_LINE_BYTES + 64 * 1024;
 /// Bytes asked for per read while serve starts.
 const READ_BYTES: usize = 64 * 1024;
 
-/// This process's stdin and stdout, the client's pipes (rmcp's `stdio_pipes`), with what
-/// the client sent while serve started.
+/// This process's stdin ([`ClientInput`]: a pending read never delays serve's exit) and
+/// stdout (rmcp's `stdio_pipes`), with what the client sent while serve started.
 pub struct StdioClient {
-    input: StdioReader,
+    input: ClientInput,
     output: StdioWriter,
     /// What the client sent while serve started, not served yet.
     early: Vec<u8>,
 }
 
 impl StdioClient {
-    /// Take this process's stdin and stdout. Call it inside the tokio runtime (rmcp
-    /// registers a pipe stdin with it).
+    /// Take this process's stdin and stdout. Call it inside the tokio runtime (a pipe is
+    /// registered with it).
     #[must_use]
     pub fn take() -> Self {
-        let (input, output) = rmcp::transport::stdio_pipes();
+        // rmcp's reader would read a stdin that is not a pipe on tokio's blocking pool,
+        // where a pending read holds the runtime's shutdown: only its writer is used.
+        let (_, output) = rmcp::transport::stdio_pipes();
+        let input = ClientInput::take();
         Self {
             input,
             output,

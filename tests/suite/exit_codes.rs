@@ -3,8 +3,8 @@
 //! prints the stopped run's result first. (`serve --http`: `http_serving`.)
 //!
 //! Index: a signal ends exec with 128 plus its number after printing what the code printed;
-//! a signal ends serve on stdio with 128 plus its number; an unknown option before `--code`
-//! is named in exec's error.
+//! a signal ends serve on stdio with 128 plus its number; a signal ends serve promptly while
+//! its client holds stdin open; an unknown option before `--code` is named in exec's error.
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, Command, Stdio};
@@ -117,6 +117,66 @@ fn a_signal_ends_serve_on_stdio_with_128_plus_its_number() {
         send(name, child.id());
         assert_eq!(exit_code(&mut child), Some(expected), "SIG{name}");
         drop(stdin);
+    }
+}
+
+/// The most a signal-ended `serve --pool 0` may take to exit here: its own ending takes
+/// tens of milliseconds; a pending stdin read on tokio's blocking pool used to hold the
+/// runtime's shutdown for its full 2 s timeout.
+const SIGNAL_EXIT_BOUND: Duration = Duration::from_millis(1500);
+
+#[test]
+fn a_signal_ends_serve_promptly_while_its_client_holds_stdin_open() {
+    if !require(native_available(), "user namespaces are not available here") {
+        return;
+    }
+    // stdout a file (rmcp's pipe path needs both streams to be pipes), and stdin either a
+    // pipe or a socket: both were read on the blocking pool, and both are held open here.
+    let dir = tempfile::tempdir().expect("tempdir");
+    for kind in ["pipe", "socket"] {
+        let out_path = dir.path().join(format!("{kind}.out"));
+        let out = std::fs::File::create(&out_path).expect("stdout file");
+        let mut command = Command::new(bin());
+        command
+            .args(["serve", "--pool", "0", "--"])
+            .args(toy())
+            .stdout(out)
+            .stderr(Stdio::null());
+        let (mut input, mut child): (Box<dyn Write>, Child) = if kind == "pipe" {
+            let mut child = command.stdin(Stdio::piped()).spawn().expect("start serve");
+            (Box::new(child.stdin.take().expect("stdin")), child)
+        } else {
+            let (ours, theirs) = std::os::unix::net::UnixStream::pair().expect("socketpair");
+            let theirs = std::os::fd::OwnedFd::from(theirs);
+            let child = command.stdin(theirs).spawn().expect("start serve");
+            (Box::new(ours), child)
+        };
+        writeln!(
+            input,
+            r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":"2025-11-25","capabilities":{{}},"clientInfo":{{"name":"t","version":"0"}}}}}}"#
+        )
+        .expect("send initialize");
+        // Once serve answered initialize, it serves, with a read of stdin pending.
+        let start = Instant::now();
+        while !std::fs::read_to_string(&out_path)
+            .unwrap_or_default()
+            .contains("\"result\"")
+        {
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "{kind}: no answer"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        send("TERM", child.id());
+        let signalled = Instant::now();
+        assert_eq!(exit_code(&mut child), Some(143), "{kind}");
+        let took = signalled.elapsed();
+        assert!(
+            took < SIGNAL_EXIT_BOUND,
+            "{kind}: serve took {took:?} to exit after SIGTERM with stdin open"
+        );
+        drop(input);
     }
 }
 
