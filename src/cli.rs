@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
+use clap::builder::TypedValueParser;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::bridge::catalog::{PrivateLabels, Selection};
@@ -26,6 +27,7 @@ use crate::sandbox::Backend;
 use crate::sandbox::docker::DockerBackend;
 use crate::sandbox::native::NativeBackend;
 use crate::sandbox::native::scope::{self, ScopeMode};
+use crate::serve::queue::{DEFAULT_MAX_QUEUED_BYTES, DEFAULT_MAX_QUEUED_RUNS, QueueLimits};
 use crate::serve::{CodeModeServer, StdioClient};
 use crate::signals;
 
@@ -208,8 +210,26 @@ struct ServeArgs {
     /// Sandboxes kept started ahead, each ready for one run (0: every run starts its own).
     #[arg(long, value_name = "N", default_value_t = DEFAULT_POOL_SIZE, value_parser = clap::value_parser!(u16).range(0..=64))]
     pool: u16,
+    /// Runs that may wait for a run slot at once, over every session; a call past it gets
+    /// a tool error at once (0: none waits).
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_QUEUED_RUNS, value_parser = clap::value_parser!(u32).range(0..=1_000_000).map(|n| n as usize))]
+    max_queued_runs: usize,
+    /// Bytes of code the runs waiting for a run slot may hold together; a call that would
+    /// take them past it gets a tool error at once.
+    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_QUEUED_BYTES, value_parser = clap::value_parser!(u64).range(0..=(1 << 40)).map(|n| n as usize))]
+    max_queued_bytes: usize,
     #[command(flatten)]
     http: crate::serve::http::args::HttpArgs,
+}
+
+impl ServeArgs {
+    /// The bounds of the runs waiting for a slot.
+    fn queue_limits(&self) -> QueueLimits {
+        QueueLimits {
+            runs: self.max_queued_runs,
+            bytes: self.max_queued_bytes,
+        }
+    }
 }
 
 #[derive(Args, Debug)]
@@ -327,7 +347,8 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
                 };
                 let pool = Arc::new(Pool::new(bridge.clone(), backend, usize::from(args.pool)));
                 let server = CodeModeServer::with_pool(bridge.clone(), pool.clone(), options)
-                    .with_session_runs(http.session_runs);
+                    .with_session_runs(http.session_runs)
+                    .with_queue_limits(args.queue_limits());
                 let served = crate::serve::http::serve_http(server, http, shutdown).await;
                 pool.close().await;
                 bridge.close().await;
@@ -349,7 +370,8 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
                 return Ok(startup_ended(None).await);
             };
             let pool = Arc::new(Pool::new(bridge.clone(), backend, usize::from(args.pool)));
-            let server = CodeModeServer::with_pool(bridge.clone(), pool.clone(), options);
+            let server = CodeModeServer::with_pool(bridge.clone(), pool.clone(), options)
+                .with_queue_limits(args.queue_limits());
             let served = signals::until_signal(server.serve_stdio(client), signalled).await;
             pool.close().await;
             bridge.close().await;

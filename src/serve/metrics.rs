@@ -5,7 +5,7 @@
 //!
 //! | metric | type | labels |
 //! |---|---|---|
-//! | `runs_total` | counter | `outcome`: `ok`, `error` (raised), `stopped`, `cancelled`, `failed_to_start` |
+//! | `runs_total` | counter | `outcome`: `ok`, `error` (raised), `stopped`, `cancelled`, `failed_to_start`, `queue_full` (refused: too many runs or too much code waiting for a slot) |
 //! | `run_duration_seconds` | histogram | (buckets 0.05 s to 600 s) |
 //! | `tool_calls_total` | counter | `server`, `outcome`: `ok`, `tool_error`, `refused`, `host_fault` |
 //! | `refusals_total` | counter | `reason`: `unauthorized`, `origin`, `host`, `body_too_large`, `session_cap`, or a refused call's kind (`outside_schema`, `private_only`, `budget_spent`, ...) |
@@ -43,6 +43,9 @@ pub enum RunOutcome {
     cancelled,
     /// The sandbox could not be started.
     failed_to_start,
+    /// Refused at once: the runs waiting for a slot were at their bound (`--max-queued-runs`,
+    /// `--max-queued-bytes`).
+    queue_full,
 }
 
 /// How a tool call ended, as counted.

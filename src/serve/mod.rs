@@ -2,7 +2,8 @@
 //!
 //! Exactly one tool, `run_python(code: string)`. Each call runs the code in a fresh sandbox
 //! (at most [`crate::limits::MAX_CONCURRENT_RUNS`] at once, and at most the session's own
-//! run slots at once, see [`session`]; more calls wait their turn)
+//! run slots at once, see [`session`]; more calls wait their turn, as many and as much code
+//! as [`queue`] lets wait)
 //! and returns the result object `{"stdout", "error", "truncated", "stopped"}` as JSON text
 //! and as `structuredContent`; a run that raised or was stopped is a normal tool result with
 //! `isError: true` (a JSON-RPC error is kept for malformed requests: an unknown tool name,
@@ -12,10 +13,12 @@ pub mod description;
 
 mod arguments;
 pub(crate) use arguments::run_python_code;
+mod catalog_changes;
 mod client_input;
 pub(crate) mod http;
 mod metrics;
 mod progress;
+pub mod queue;
 mod sep_approval;
 mod sep_tasks;
 mod session;
@@ -72,6 +75,8 @@ pub struct CodeModeServer {
     tool_generation: u64,
     /// The process's run slots, shared by every session.
     slots: Arc<tokio::sync::Semaphore>,
+    /// The runs waiting for a slot, shared by every session.
+    queue: Arc<queue::RunQueue>,
     /// This session's taint and run slots.
     session: Session,
     /// Cancelled when the client goes away (stdin reaches its end) or the process shuts
@@ -156,6 +161,7 @@ impl CodeModeServer {
             slots: Arc::new(tokio::sync::Semaphore::new(
                 crate::limits::MAX_CONCURRENT_RUNS,
             )),
+            queue: queue::RunQueue::new(queue::QueueLimits::default()),
             // stdio's one session may use every slot of the process; HTTP sessions get
             // `--session-runs` ([`Self::with_session_runs`]).
             session: Session::unseated(crate::limits::MAX_CONCURRENT_RUNS),
@@ -215,6 +221,13 @@ impl CodeModeServer {
     /// Give every session of this server its own run slots, `runs` at once (at least 1).
     pub fn with_session_runs(mut self, runs: usize) -> Self {
         self.session = Session::unseated(runs);
+        self
+    }
+
+    /// Bound the runs that wait for a slot by `limits` (shared by every session made from
+    /// this server afterwards); the default is [`queue::QueueLimits::default`].
+    pub fn with_queue_limits(mut self, limits: queue::QueueLimits) -> Self {
+        self.queue = queue::RunQueue::new(limits);
         self
     }
 
@@ -325,9 +338,17 @@ impl CodeModeServer {
     }
 
     async fn run_in_slots(&self, code: &str, steering: &Steering) -> (CallToolResult, RunOutcome) {
+        // A run that must wait takes a place in the bounded queue first, or is refused.
+        let place = match self
+            .queue
+            .unless_free([&self.session.slots, &self.slots], code.len())
+        {
+            Ok(place) => place,
+            Err(full) => return (queue::refusal(&full), RunOutcome::queue_full),
+        };
         // The semaphores are never closed, so acquiring only waits; a run cancelled while
-        // it waits never starts. The session's slot first: one session's queue never holds
-        // one of the process's slots.
+        // it waits never starts (and leaves the queue). The session's slot first: one
+        // session's queue never holds one of the process's slots.
         let slots = async {
             let session = self.session.slots.acquire().await;
             let process = self.slots.acquire().await;
@@ -341,6 +362,7 @@ impl CodeModeServer {
             }
             slots = slots => slots,
         };
+        drop(place);
         let _running = self.metrics.sandbox_running();
         match self.pool.run_steered(code, &self.options, steering).await {
             Ok(mut report) => {
@@ -421,51 +443,6 @@ impl CodeModeServer {
             }
         });
         (events, task)
-    }
-}
-
-/// Changes of the wrapped catalog as one client sees them: a new [`Bridge::generation`]
-/// after the one its run_python description was last built from.
-struct CatalogChanges {
-    bridge: Arc<Bridge>,
-    seen: u64,
-    versions: tokio::sync::watch::Receiver<u64>,
-}
-
-impl CatalogChanges {
-    /// Call `notify` once per new generation, at most once per
-    /// [`crate::bridge::RELIST_INTERVAL`] (changes in between are one call), until `notify`
-    /// fails (the client went away) or the bridge is dropped.
-    async fn each<F, Fut>(mut self, notify: F)
-    where
-        F: Fn() -> Fut,
-        Fut: std::future::Future<Output = Result<(), String>>,
-    {
-        while self.versions.changed().await.is_ok() {
-            let now = self.bridge.generation();
-            if now == self.seen {
-                continue;
-            }
-            self.seen = now;
-            if let Err(e) = notify().await {
-                tracing::debug!("notifications/tools/list_changed not sent: {e}");
-                return;
-            }
-            tracing::info!(generation = now, "told the client its tool list changed");
-            tokio::time::sleep(crate::bridge::RELIST_INTERVAL).await;
-        }
-    }
-}
-
-impl CodeModeServer {
-    fn catalog_changes(&self) -> CatalogChanges {
-        let bridge = self.pool.bridge().clone();
-        let versions = bridge.watch_catalog();
-        CatalogChanges {
-            seen: self.tool_generation,
-            bridge,
-            versions,
-        }
     }
 }
 

@@ -61,6 +61,8 @@ mod pool_priority;
 mod private_data_and_servers;
 /// Hostile probes per class, judged from outside.
 mod probes;
+/// The bound on runs waiting for a run slot: calls past it are refused, the others run.
+mod queued_runs;
 /// Shared setup of the re-listing tests: a tool call that changes the server's tools.
 mod relisting;
 /// Remote servers over Streamable HTTP.

@@ -1,0 +1,185 @@
+//! The bound on runs waiting for a run slot.
+//!
+//! A run_python call that finds no free slot (its session's and the process's, see
+//! [`super::session`]) waits, holding its code. Without a bound a client could queue calls
+//! until `serve` runs out of memory (300 waiting calls of 1 MB code each took `serve` from
+//! 10 to 335 MB RSS). So the runs waiting at once, over every session, are bounded in number
+//! (`--max-queued-runs`) and in the bytes of code they hold (`--max-queued-bytes`): a call
+//! past either bound gets a tool error at once ([`QueueFull`]) and nothing else changes, the
+//! runs already running or waiting go on. A call that finds a free slot never waits and is
+//! never counted, whatever its size.
+
+use std::sync::{Arc, Mutex};
+
+use rmcp::model::{CallToolResult, ContentBlock};
+use tokio::sync::Semaphore;
+
+/// Runs that may wait for a slot at once, by default (`--max-queued-runs`).
+pub const DEFAULT_MAX_QUEUED_RUNS: usize = 64;
+/// Bytes of code the runs waiting for a slot may hold together, by default
+/// (`--max-queued-bytes`): 64 MiB.
+pub const DEFAULT_MAX_QUEUED_BYTES: usize = 64 << 20;
+
+/// The bounds of the run queue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QueueLimits {
+    /// Runs waiting for a slot at once, over every session.
+    pub runs: usize,
+    /// UTF-8 bytes of code those runs hold together.
+    pub bytes: usize,
+}
+
+impl Default for QueueLimits {
+    fn default() -> Self {
+        Self {
+            runs: DEFAULT_MAX_QUEUED_RUNS,
+            bytes: DEFAULT_MAX_QUEUED_BYTES,
+        }
+    }
+}
+
+/// Runs waiting for a slot now, and the code they hold.
+#[derive(Debug, Default)]
+struct Waiting {
+    runs: usize,
+    bytes: usize,
+}
+
+/// The run queue's bookkeeping, shared by every session of a process.
+#[derive(Debug)]
+pub(super) struct RunQueue {
+    limits: QueueLimits,
+    waiting: Mutex<Waiting>,
+}
+
+/// Why a run may not wait for a slot: the queue is full. Its `Display` is the tool error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueFull {
+    what: String,
+}
+
+impl std::fmt::Display for QueueFull {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "every run slot is busy and {}, so this run was not started (nothing of it ran); run it again once some of the runs have finished",
+            self.what
+        )
+    }
+}
+
+impl std::error::Error for QueueFull {}
+
+/// A run's place in the queue; dropping it (the run got its slots, or was cancelled while
+/// it waited) frees the place and the bytes.
+#[derive(Debug)]
+pub(super) struct Place {
+    queue: Arc<RunQueue>,
+    bytes: usize,
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        let mut waiting = self.queue.state();
+        waiting.runs -= 1;
+        waiting.bytes -= self.bytes;
+    }
+}
+
+impl RunQueue {
+    /// A queue bounded by `limits`.
+    pub(super) fn new(limits: QueueLimits) -> Arc<Self> {
+        Arc::new(Self {
+            limits,
+            waiting: Mutex::default(),
+        })
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, Waiting> {
+        self.waiting.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// No place when every one of `slots` has a permit free now (the run will not wait),
+    /// else [`Self::enter`].
+    ///
+    /// # Errors
+    /// [`QueueFull`] as [`Self::enter`].
+    pub(super) fn unless_free(
+        self: &Arc<Self>,
+        slots: [&Semaphore; 2],
+        bytes: usize,
+    ) -> Result<Option<Place>, QueueFull> {
+        if slots.iter().all(|s| s.available_permits() > 0) {
+            return Ok(None);
+        }
+        self.enter(bytes).map(Some)
+    }
+
+    /// A place for a run holding `bytes` of code, unless the queue already holds
+    /// [`QueueLimits::runs`] runs, or `bytes` more would take it past [`QueueLimits::bytes`].
+    ///
+    /// # Errors
+    /// [`QueueFull`], saying which bound and which option sets it.
+    pub(super) fn enter(self: &Arc<Self>, bytes: usize) -> Result<Place, QueueFull> {
+        let mut waiting = self.state();
+        let limits = self.limits;
+        if waiting.runs >= limits.runs {
+            return Err(QueueFull {
+                what: format!(
+                    "{} runs already wait for one (at most {} may wait: --max-queued-runs)",
+                    waiting.runs, limits.runs
+                ),
+            });
+        }
+        if waiting.bytes.saturating_add(bytes) > limits.bytes {
+            return Err(QueueFull {
+                what: format!(
+                    "the {} runs waiting for one hold {} bytes of code, which with this run's {} bytes is more than the {} bytes the waiting runs may hold (--max-queued-bytes)",
+                    waiting.runs, waiting.bytes, bytes, limits.bytes
+                ),
+            });
+        }
+        waiting.runs += 1;
+        waiting.bytes += bytes;
+        drop(waiting);
+        Ok(Place {
+            queue: self.clone(),
+            bytes,
+        })
+    }
+}
+
+/// The tool result of a run refused because the queue is full (and its log line).
+pub(super) fn refusal(full: &QueueFull) -> CallToolResult {
+    tracing::warn!("a run was refused: {full}");
+    CallToolResult::error(vec![ContentBlock::text(full.to_string())])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_past_either_bound_is_refused_and_a_freed_place_takes_the_next() {
+        let queue = RunQueue::new(QueueLimits {
+            runs: 2,
+            bytes: 100,
+        });
+        let first = queue.enter(60).expect("room");
+        let too_big = queue.enter(41).expect_err("60 + 41 bytes is over 100");
+        assert!(
+            too_big.to_string().contains("--max-queued-bytes"),
+            "{too_big}"
+        );
+        let second = queue.enter(40).expect("100 bytes fit");
+        let third = queue.enter(0).expect_err("two runs already wait");
+        assert!(third.to_string().contains("--max-queued-runs"), "{third}");
+        drop(first);
+        let _third = queue
+            .enter(60)
+            .expect("the first run's place and bytes are free again");
+        drop(second);
+        assert_eq!(queue.state().runs, 1);
+        assert_eq!(queue.state().bytes, 60);
+    }
+}
