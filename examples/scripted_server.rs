@@ -8,6 +8,8 @@
 //! - `log`: a file; every line received on stdin is appended to it as it arrives;
 //! - `eol`: the line ending of the replies this program builds (default `"\n"`);
 //! - `start`: steps run before stdin is read;
+//! - `churn_ms`: send `notifications/tools/list_changed` every this many milliseconds, from
+//!   the client's `notifications/initialized` until a `calm` step;
 //! - `on`: steps per request, keyed `"tools/call:NAME"`, then by method (`"initialize"`,
 //!   `"tools/list"`, `"tools/call"`); a request with no entry gets the default answer
 //!   (initialize echoes the client's version, tools/list sends `tools`, ping `{}`, anything
@@ -20,7 +22,8 @@
 //!   N `x` characters, `"$deep*N"` a schema N objects deep, `"$tools*N"` N tools (`tool_0`...),
 //!   `"$heavy_tools*N"` N tools (`heavy_0`...) whose schemas take real work to compile
 //!   (patterns, nesting, unions),
-//!   `"$CURSOR"` a `nextCursor` new for each request, and `"$ANSWERS"` the answers received to this request's `ask`s;
+//!   `"$CURSOR"` a `nextCursor` new for each request, `"$ANSWERS"` the answers received to this request's `ask`s,
+//!   and `$LISTED` inside a string the number of `tools/list` requests answered before this one;
 //! - `{"error": {"code": .., "message": ..}}`: an error response;
 //! - `{"raw": "TEXT"}`: TEXT as is (no newline added); `$ID` becomes the request's id;
 //! - `{"fill": N}`: N bytes of `x`, no newline, written in 1 MiB pieces;
@@ -29,6 +32,7 @@
 //! - `{"ask": {"method": .., "params": ..}}`: a request to the client; waits up to 5 s for
 //!   its answer and keeps it for `$ANSWERS`;
 //! - `{"set_tools": [...]}`: later `tools/list` answers send these tools instead;
+//! - `{"calm": true}`: stop the `churn_ms` notifications;
 //! - `{"sleep_ms": N}`, `{"hang": true}` (never answer), `{"exit": CODE}`.
 
 // A test fixture: a bad scenario file fails it loudly.
@@ -36,6 +40,7 @@
 
 use std::collections::HashMap;
 use std::io::{BufRead, Write};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Sender, channel};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -50,6 +55,10 @@ struct Script {
     out: Mutex<std::io::Stdout>,
     waiters: Waiters,
     eol: String,
+    /// `tools/list` requests answered so far (`$LISTED`).
+    listed: AtomicU64,
+    /// Set by a `calm` step: the `churn_ms` notifications stop.
+    calm: AtomicBool,
 }
 
 impl Script {
@@ -140,6 +149,7 @@ impl Script {
                     let answer = rx.recv_timeout(Duration::from_secs(5));
                     answers.push(answer.unwrap_or(json!("no answer within 5 s")));
                 }
+                "calm" => self.calm.store(true, Ordering::SeqCst),
                 "set_tools" => {
                     *self.tools.lock().unwrap_or_else(|p| p.into_inner()) = arg.clone();
                 }
@@ -162,6 +172,11 @@ impl Script {
             }),
             "tools/list" => {
                 let tools = self.tools.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                let listed = self.listed.fetch_add(1, Ordering::SeqCst);
+                let tools: Value = serde_json::from_str(
+                    &tools.to_string().replace("$LISTED", &listed.to_string()),
+                )
+                .unwrap();
                 json!({ "tools": tools })
             }
             "ping" => json!({}),
@@ -250,6 +265,22 @@ fn heavy_tool(i: usize) -> Value {
     })
 }
 
+/// With `churn_ms` in the scenario: send `list_changed` that often until a `calm` step.
+fn churn(script: &Arc<Script>) {
+    let Some(every) = script.scenario["churn_ms"].as_u64() else {
+        return;
+    };
+    let script = script.clone();
+    std::thread::spawn(move || {
+        while !script.calm.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(every));
+            script.write(
+                b"{\"jsonrpc\": \"2.0\", \"method\": \"notifications/tools/list_changed\"}\n",
+            );
+        }
+    });
+}
+
 fn main() {
     let path = std::env::args()
         .nth(1)
@@ -268,8 +299,11 @@ fn main() {
         out: Mutex::new(std::io::stdout()),
         waiters: Arc::default(),
         tools: Mutex::new(scenario.get("tools").cloned().unwrap_or(json!([]))),
+        listed: AtomicU64::new(0),
+        calm: AtomicBool::new(false),
         scenario,
     });
+
     if let Some(start) = script.scenario["start"].as_array() {
         script.run(start, &Value::Null);
     }
@@ -291,6 +325,8 @@ fn main() {
             if let Some(tx) = waiter {
                 let _ = tx.send(message);
             }
+        } else if message["method"] == "notifications/initialized" {
+            churn(&script);
         } else if message.get("id").is_some() {
             let script = script.clone();
             std::thread::spawn(move || script.handle(message));

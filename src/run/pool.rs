@@ -42,7 +42,15 @@
 //! A slot whose sandbox fails to start waits before it tries again (from
 //! [`RETRY_FIRST`] doubling up to [`RETRY_MAX`]), so a host that cannot start sandboxes is
 //! not kept busy; runs then start cold and report the failure themselves.
+//!
+//! Sandboxes thrown away for a catalog change are replaced at once; when the next change
+//! throws sandboxes away too, with no take between (a wrapped server announcing a new tool
+//! list in a loop), the slots wait for the catalog to rest before each next start, from a
+//! second (or the time a start takes) doubling up to [`CHURN_REST_MAX`] (pool/churn.rs):
+//! such a catalog is stale again before any run could take a sandbox holding it, so the
+//! starts would serve nothing.
 
+mod churn;
 mod slot;
 
 use std::collections::VecDeque;
@@ -93,6 +101,10 @@ pub const REFILL_WAIT: Duration = Duration::from_millis(500);
 pub const RETRY_FIRST: Duration = Duration::from_millis(250);
 /// Longest wait between two failed starts of one slot.
 pub const RETRY_MAX: Duration = Duration::from_secs(30);
+/// Longest time the catalog must stay unchanged before the pool, whose sandboxes were thrown
+/// away for one catalog change after another, starts again; a sandbox that stayed current
+/// this long while ready ends such a streak.
+pub const CHURN_REST_MAX: Duration = Duration::from_secs(10);
 
 /// Counts of what a pool did since it was made (for logs, tests and the benchmark).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -166,11 +178,17 @@ struct Shared {
     room: tokio::sync::Notify,
     ids: AtomicU64,
     counters: Counters,
+    /// The streak of catalog changes that threw sandboxes away, for all slots.
+    churn: Mutex<churn::Churn>,
 }
 
 impl Shared {
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn churn(&self) -> std::sync::MutexGuard<'_, churn::Churn> {
+        self.churn.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn unlist(&self, id: u64) {
@@ -227,6 +245,7 @@ impl Pool {
             room: tokio::sync::Notify::new(),
             ids: AtomicU64::new(0),
             counters: Counters::default(),
+            churn: Mutex::default(),
         });
         let closed = watch::Sender::new(false);
         let mut slots = JoinSet::new();

@@ -53,6 +53,8 @@ mod misbehaving_servers;
 mod pattern_limits;
 /// The warm pool: one run per pooled sandbox, dead and stale members replaced.
 mod pool;
+/// The warm pool under a catalog that keeps changing: it stops starting until the catalog rests.
+mod pool_churn;
 /// The warm pool's members that stall or stay silent: refills raced, silent members replaced.
 mod pool_members;
 /// The warm pool's CPU priority: background while a sandbox waits, normal for its run.

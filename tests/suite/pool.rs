@@ -71,7 +71,7 @@ impl Served {
     }
 
     /// `serve` on `backend` with `args`, wrapping the server `server` (its command line).
-    fn wrapping(backend: &str, args: &[&str], server: &[String]) -> Self {
+    pub(super) fn wrapping(backend: &str, args: &[&str], server: &[String]) -> Self {
         let python = venv_python().expect("venv python");
         let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/clients/pool_driver.py");
         let tag = format!("{}-{:?}", std::process::id(), std::thread::current().id())
@@ -127,24 +127,24 @@ impl Served {
     }
 
     /// Call run_python with `code`; the whole reply (structured, is_error, meta).
-    fn run(&mut self, code: &str) -> Value {
+    pub(super) fn run(&mut self, code: &str) -> Value {
         let stdin = self.stdin.as_mut().expect("the client is still connected");
         writeln!(stdin, "{}", Value::from(code)).expect("write the driver");
         stdin.flush().expect("flush");
         self.reply()
     }
 
-    fn log_text(&self) -> String {
+    pub(super) fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
     /// How often serve's log holds `what`.
-    fn logged(&self, what: &str) -> usize {
+    pub(super) fn logged(&self, what: &str) -> usize {
         self.log_text().matches(what).count()
     }
 
     /// Wait until serve has logged `what` at least `count` times.
-    fn wait_logged(&self, what: &str, count: usize) {
+    pub(super) fn wait_logged(&self, what: &str, count: usize) {
         let start = Instant::now();
         while self.logged(what) < count {
             assert!(
@@ -367,7 +367,7 @@ pub(super) fn stdout(reply: &Value) -> &str {
     })
 }
 
-fn pooled(reply: &Value) -> bool {
+pub(super) fn pooled(reply: &Value) -> bool {
     reply["meta"]["mcp-code-mode/pooled"] == true
 }
 

@@ -1,13 +1,16 @@
-//! The pool's background side: a slot keeps one sandbox started ahead, a race's other
+//! The pool's background side: a slot keeps one sandbox started ahead (pausing while the
+//! catalog keeps changing, churn.rs), a race's other
 //! sandbox joins the pool, and an idle sandbox waits for its take, its death, a catalog
 //! change or the pool's close.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
 use tokio::sync::{oneshot, watch};
 
+use super::churn::catalog_rests;
 use super::{
     FINISH_LIMIT, Idle, Member, READY_LIMIT, REFILL_WAIT, RETRY_FIRST, RETRY_MAX, Shared,
     hand_to_waiter,
@@ -94,9 +97,13 @@ pub(super) async fn adopted(
             return;
         }
     };
+    let version = member.version;
     let member = {
         let mut state = shared.state();
         let Some(member) = hand_to_waiter(&mut state, member) else {
+            if bridge.catalog_version() == version {
+                shared.churn().taken();
+            }
             shared.counters.adopted.fetch_add(1, Ordering::SeqCst);
             tracing::info!("a race's other sandbox handed to a waiting run");
             return;
@@ -159,6 +166,7 @@ async fn idle_until_used(
 ) -> Went {
     let Member { mut held, version } = member;
     if bridge.catalog_version() != version {
+        shared.churn().stale(version, Duration::ZERO);
         shared.counters.stale.fetch_add(1, Ordering::SeqCst);
         tracing::info!("pooled sandbox thrown away: the catalog changed");
         held.close().await;
@@ -184,6 +192,7 @@ async fn idle_until_used(
         return Went::Full;
     };
     tracing::info!(idle, "pooled sandbox ready");
+    let listed = Instant::now();
     let next = tokio::select! {
         asked = &mut asked => match asked {
             Ok(reply) => Next::Taken(reply),
@@ -195,6 +204,9 @@ async fn idle_until_used(
     };
     match next {
         Next::Taken(reply) => {
+            if bridge.catalog_version() == version {
+                shared.churn().taken();
+            }
             let (ended, run_over) = oneshot::channel();
             held.ended = Some(ended);
             if let Err(member) = reply.send(Member { held, version }) {
@@ -207,6 +219,7 @@ async fn idle_until_used(
             tracing::info!("pooled sandbox thrown away: it died while idle");
         }
         Next::Stale => {
+            shared.churn().stale(version, listed.elapsed());
             shared.counters.stale.fetch_add(1, Ordering::SeqCst);
             tracing::info!("pooled sandbox thrown away: the catalog changed");
         }
@@ -236,15 +249,33 @@ pub(super) async fn slot(
         if *closed.borrow() {
             return;
         }
-        // The version is read before the catalog goes into `start` (see catalog_changed).
-        let version = bridge.catalog_version();
         // One start at a time, and only while the idle sandboxes and the starts under way
-        // are fewer than the pool's size (a race's other sandbox may have joined).
+        // are fewer than the pool's size (a race's other sandbox may have joined). After
+        // sandboxes thrown away for one catalog change after another, also only once the
+        // catalog has rested and not changed since (churn.rs); asked at this slot's turn,
+        // since starts of other slots may have been thrown away while it waited for it.
+        let mut rested = None;
         let one_at_a_time = loop {
             let permit = tokio::select! {
                 permit = shared.starting.acquire() => permit,
                 () = closing(&mut closed) => return,
             };
+            let rest = shared.churn().rest();
+            if let Some(rest) = rest
+                && rested != Some(bridge.catalog_version())
+            {
+                drop(permit);
+                tracing::info!(
+                    "the catalog keeps changing: the pool starts its next sandbox once it has not changed for {} ms",
+                    rest.as_millis()
+                );
+                tokio::select! {
+                    () = catalog_rests(&mut catalog, rest) => {}
+                    () = closing(&mut closed) => return,
+                }
+                rested = Some(bridge.catalog_version());
+                continue;
+            }
             let room = shared.room.notified();
             tokio::pin!(room);
             room.as_mut().enable();
@@ -261,6 +292,11 @@ pub(super) async fn slot(
                 () = closing(&mut closed) => return,
             }
         };
+        // The version is read before the catalog goes into `start` (see catalog_changed),
+        // and after the wait for this slot's turn, so a catalog change during that wait
+        // does not make the start stale before it began.
+        let version = bridge.catalog_version();
+        let begun = Instant::now();
         let start = start_member(
             &bridge,
             backend.as_ref(),
@@ -285,12 +321,16 @@ pub(super) async fn slot(
         let member = match started {
             Ok(held) => {
                 retry = RETRY_FIRST;
+                shared.churn().started(begun.elapsed());
                 shared.counters.ready.fetch_add(1, Ordering::SeqCst);
                 let member = Member { held, version };
                 match shared.start_ended(Some(member)) {
                     Some(member) => member,
                     None => {
                         tracing::info!("pooled sandbox ready, handed to a waiting run");
+                        if bridge.catalog_version() == version {
+                            shared.churn().taken();
+                        }
                         continue;
                     }
                 }
