@@ -52,6 +52,10 @@
 //! }
 //! ```
 
+// `unsafe` lives only in the launcher crate (its own crate, with its `// SAFETY:` notes);
+// none here, and no `#[allow]` can let one in.
+#![forbid(unsafe_code)]
+
 // The data flow: serve → run → sandbox → bridge (docs in each module).
 /// The host-side checks on every tool call, and the wrapped servers behind them.
 pub mod bridge;

@@ -167,7 +167,9 @@ struct Counter<'s> {
     marking: HashSet<(usize, usize)>,
     depth: usize,
     /// What the count looks up in the schema instead of walking it.
-    index: &'s SchemaIndex<'s>,
+    index: &'s SchemaIndex,
+    /// The schema indexed: where the index's answers are found.
+    root: &'s Value,
     /// The resource the subschema being counted belongs to: where its references resolve.
     resource: &'s Value,
     /// Property names as string nodes (`propertyNames` applies to them), kept until the
@@ -187,7 +189,7 @@ impl<'s> Counter<'s> {
         root: &'s Value,
         limit: u64,
         patterns: &'s PatternCosts,
-        index: &'s SchemaIndex<'s>,
+        index: &'s SchemaIndex,
     ) -> Self {
         Counter {
             limit,
@@ -198,6 +200,7 @@ impl<'s> Counter<'s> {
             marking: HashSet::new(),
             depth: 0,
             index,
+            root,
             resource: root,
             names: Vec::new(),
         }

@@ -5,9 +5,12 @@
 //!
 //! The index answers exactly what walking the schema at each reference would: which resource
 //! a `$id` base names, which subschema declares an anchor inside a resource (or anywhere),
-//! and how each `enum` and `const` compares its values ([`super::values::Shape`]). It holds
-//! references into the schema and numbers, never a copy of the schema's values: a
-//! [`CountedSchema`] owns the schema and its index together.
+//! and how each `enum` and `const` compares its values ([`super::values::Shape`]). It owns
+//! all it holds and borrows nothing: numbers, node addresses (the schema is never changed
+//! once indexed, and its root is boxed, so its nodes do not move), the names of `$id`s and
+//! anchors, and the path from the root of each subschema a lookup answers with, followed in
+//! the schema when the lookup is made (a map lookup per level). A [`CountedSchema`] owns the
+//! schema and its index together.
 
 use std::collections::HashMap;
 
@@ -17,25 +20,25 @@ use super::refs::{Target, is_resource};
 use super::values::Shape;
 use super::{Counter, PatternCosts, TooCostly};
 
-self_cell::self_cell!(
-    /// A tool's inputSchema (as compiled) with its [`SchemaIndex`], built once per tool
-    /// when the catalog is built; what [`CountedSchema::weighed_evaluations`] counts against.
-    pub(crate) struct CountedSchema {
-        owner: Value,
-        #[covariant]
-        dependent: SchemaIndex,
-    }
-);
+/// A tool's inputSchema (as compiled) with its [`SchemaIndex`], built once per tool when the
+/// catalog is built; what [`CountedSchema::weighed_evaluations`] counts against.
+pub(crate) struct CountedSchema {
+    /// Boxed so that the root keeps its address (the index knows it by it) when this moves.
+    schema: Box<Value>,
+    index: SchemaIndex,
+}
 
 impl CountedSchema {
     /// Own `schema` and index it: one walk of the schema, linear in its nodes.
     pub(crate) fn index(schema: Value) -> Self {
-        Self::new(schema, |root| SchemaIndex::of(root))
+        let schema = Box::new(schema);
+        let index = SchemaIndex::of(&schema);
+        Self { schema, index }
     }
 
     /// The schema as compiled.
     pub(crate) fn schema(&self) -> &Value {
-        self.borrow_owner()
+        &self.schema
     }
 
     /// The work checking `instance` against this schema takes, or [`TooCostly`] as soon as it
@@ -48,23 +51,67 @@ impl CountedSchema {
         limit: u64,
         patterns: &PatternCosts,
     ) -> Result<u64, TooCostly> {
-        self.with_dependent(|root, index| {
-            Counter::new(root, limit, patterns, index).count(root, instance)
-        })
+        let root = &*self.schema;
+        Counter::new(root, limit, patterns, &self.index).count(root, instance)
     }
 
     /// Whether a small check against this schema may run on the async runtime
     /// ([`super::inline_safe`]).
     pub(crate) fn inline_safe(&self) -> bool {
-        self.with_dependent(super::inline_safe)
+        super::inline_safe(&self.schema, &self.index)
     }
 }
 
-/// The resources a `$id` base names: one, or more than one (the count cannot tell which the
-/// validator takes).
-#[derive(Debug, Clone, Copy)]
-enum Named<'s> {
-    One(&'s Value),
+/// One step from a node to one of its values: a key of an object, an index of an array.
+#[derive(Debug, Clone)]
+enum Key<S> {
+    Name(S),
+    Item(usize),
+}
+
+/// Where a subschema lies: the steps from the root down to it.
+#[derive(Debug, Clone)]
+struct Place(Box<[Key<Box<str>>]>);
+
+impl Place {
+    /// The place the walk's `path` leads to.
+    fn of(path: &[Key<&str>]) -> Self {
+        Place(
+            path.iter()
+                .map(|key| match key {
+                    Key::Name(name) => Key::Name(Box::from(*name)),
+                    Key::Item(i) => Key::Item(*i),
+                })
+                .collect(),
+        )
+    }
+
+    /// The subschema at this place in `root`, and the one `resource` steps down on the way
+    /// (the root for 0). Every place the index holds is in the schema it indexed; were one
+    /// not, the count would refuse the check ([`TooCostly::Unplaced`]) rather than guess.
+    fn find<'s>(&self, root: &'s Value, resource: usize) -> Result<Target<'s>, TooCostly> {
+        let mut at = root;
+        let mut found_resource = root;
+        for (depth, key) in self.0.iter().enumerate() {
+            at = match (at, key) {
+                (Value::Object(map), Key::Name(name)) => map.get(&**name),
+                (Value::Array(items), Key::Item(i)) => items.get(*i),
+                _ => None,
+            }
+            .ok_or(TooCostly::Unplaced)?;
+            if depth + 1 == resource {
+                found_resource = at;
+            }
+        }
+        Ok((at, found_resource))
+    }
+}
+
+/// The resources a `$id` base names: one (its address and place), or more than one (the
+/// count cannot tell which the validator takes).
+#[derive(Debug)]
+enum Named {
+    One(usize, Place),
     Several,
 }
 
@@ -80,23 +127,28 @@ struct Document {
 
 /// What [`Counter`] looks up in the schema instead of walking it, built by
 /// [`SchemaIndex::of`]. Subschemas are known by their address (the schema is never changed
-/// once indexed, so its nodes do not move).
+/// once indexed, so its nodes do not move) and found by their [`Place`].
 #[derive(Debug)]
-pub(crate) struct SchemaIndex<'s> {
+pub(crate) struct SchemaIndex {
     /// A `$id` without its fragment → the subschemas declaring it.
-    whole: HashMap<&'s str, Named<'s>>,
+    whole: HashMap<Box<str>, Named>,
     /// The last path segment of a `$id` without its fragment → the subschemas declaring it.
-    last: HashMap<&'s str, Named<'s>>,
+    last: HashMap<Box<str>, Named>,
     /// The root and every subschema with a `$id`, by address.
     documents: HashMap<usize, Document>,
-    /// (address of the declarer's resource or 0, anchor name) → the subschemas declaring that
+    /// Address of the declarer's resource or 0 → anchor name → the subschemas declaring that
     /// anchor there, with their positions in the walk, in walk order.
-    anchors: HashMap<(usize, &'s str), Vec<(usize, &'s Value)>>,
-    /// Anchor name → the first subschema anywhere declaring it, and its resource.
-    anywhere: HashMap<&'s str, Target<'s>>,
+    anchors: HashMap<usize, Declarers>,
+    /// Anchor name → the first subschema anywhere declaring it, and the steps from the root
+    /// to its resource (0: the root).
+    anywhere: HashMap<Box<str>, (Place, usize)>,
     /// Address of an `enum`'s or a `const`'s value → how it compares its values.
     shapes: HashMap<usize, Shape>,
 }
+
+/// Anchor name → the subschemas declaring it in one resource, with their positions in the
+/// walk, in walk order.
+type Declarers = HashMap<Box<str>, Vec<(usize, Place)>>;
 
 /// The address `value` is known by in the index.
 fn address(value: &Value) -> usize {
@@ -112,18 +164,24 @@ enum Want {
     ItemSizes,
 }
 
-/// One step of the walk: a node entered (with its resource and what its size is wanted
-/// for), or left (with the position it was entered at).
+/// The nearest subschema with its own `$id` at or above a node, and its depth in the walk's
+/// path.
+type Resource<'s> = Option<(&'s Value, usize)>;
+
+/// One step of the walk: a node entered (with the key it is reached by, its resource and
+/// what its size is wanted for), or a container left (with the position it was entered at,
+/// and whether its size is wanted).
 enum Step<'s> {
-    Enter(&'s Value, Option<&'s Value>, Want),
-    Leave(&'s Value, usize, Option<&'s Value>),
+    Enter(&'s Value, Option<Key<&'s str>>, Resource<'s>, Want),
+    Leave(&'s Value, usize, Resource<'s>, bool),
 }
 
-impl<'s> SchemaIndex<'s> {
+impl SchemaIndex {
     /// Index `root` in one walk. The walk visits nodes in the order the count's lookups
     /// used to search them (a stack: each node's values pushed in order, the last popped
-    /// first), so "the first subschema declaring an anchor" is the same one.
-    pub(crate) fn of(root: &'s Value) -> Self {
+    /// first), so "the first subschema declaring an anchor" is the same one. The index knows
+    /// `root`'s nodes by address: it answers for `root` as long as it is not moved or changed.
+    pub(crate) fn of(root: &Value) -> Self {
         let mut index = SchemaIndex {
             whole: HashMap::new(),
             last: HashMap::new(),
@@ -133,20 +191,25 @@ impl<'s> SchemaIndex<'s> {
             shapes: HashMap::new(),
         };
         // `enum`/`const` values met ((value, is_const)), and the sizes of their containers.
-        let mut compared: Vec<(&'s Value, bool)> = Vec::new();
+        let mut compared: Vec<(&Value, bool)> = Vec::new();
         let mut sizes: HashMap<usize, u64> = HashMap::new();
+        // The keys from the root to the container being walked.
+        let mut path: Vec<Key<&str>> = Vec::new();
         let mut position = 0usize;
-        let mut stack = vec![Step::Enter(root, None, Want::Nothing)];
+        let mut stack = vec![Step::Enter(root, None, None, Want::Nothing)];
         while let Some(step) = stack.pop() {
-            let (v, resource, want) = match step {
-                Step::Enter(v, resource, want) => (v, resource, want),
-                Step::Leave(v, first, resource) => {
+            let (v, key, resource, want) = match step {
+                Step::Enter(v, key, resource, want) => (v, key, resource, want),
+                Step::Leave(v, first, resource, sized) => {
+                    path.pop();
                     let end = position;
-                    sizes.insert(address(v), u64::try_from(end - first).unwrap_or(u64::MAX));
+                    if sized {
+                        sizes.insert(address(v), u64::try_from(end - first).unwrap_or(u64::MAX));
+                    }
                     let is_document =
                         std::ptr::eq(v, root) || v.get("$id").is_some_and(Value::is_string);
                     if is_document {
-                        let resource = resource.map_or(0, address);
+                        let resource = resource.map_or(0, |(r, _)| address(r));
                         index.documents.insert(
                             address(v),
                             Document {
@@ -163,15 +226,22 @@ impl<'s> SchemaIndex<'s> {
             tests::walked(1);
             let first = position;
             position += 1;
+            if matches!(v, Value::Object(_) | Value::Array(_)) {
+                // The root is reached by no key: its leave pops nothing.
+                path.extend(key);
+            }
+            // A subschema with its own `$id` is its own resource and its subtree's.
+            let resource = if is_resource(v) {
+                Some((v, path.len()))
+            } else {
+                resource
+            };
+            if matches!(v, Value::Object(_) | Value::Array(_)) {
+                stack.push(Step::Leave(v, first, resource, want == Want::Size));
+            }
             match v {
                 Value::Object(map) => {
-                    let resource = if is_resource(v) { Some(v) } else { resource };
-                    let is_document =
-                        std::ptr::eq(v, root) || map.get("$id").is_some_and(Value::is_string);
-                    if is_document || want == Want::Size {
-                        stack.push(Step::Leave(v, first, resource));
-                    }
-                    index.declarations(v, map, resource, first, root);
+                    index.declarations(v, map, resource, first, &path);
                     if let Some(values @ Value::Array(_)) = map.get("enum") {
                         compared.push((values, false));
                     }
@@ -182,19 +252,21 @@ impl<'s> SchemaIndex<'s> {
                             ("enum", Value::Array(_)) => Want::ItemSizes,
                             _ => Want::Nothing,
                         };
-                        stack.push(Step::Enter(sub, resource, want));
+                        stack.push(Step::Enter(sub, Some(Key::Name(key)), resource, want));
                     }
                 }
                 Value::Array(items) => {
-                    if want == Want::Size {
-                        stack.push(Step::Leave(v, first, resource));
-                    }
                     let want = if want == Want::ItemSizes {
                         Want::Size
                     } else {
                         Want::Nothing
                     };
-                    stack.extend(items.iter().map(|i| Step::Enter(i, resource, want)));
+                    stack.extend(
+                        items
+                            .iter()
+                            .enumerate()
+                            .map(|(i, item)| Step::Enter(item, Some(Key::Item(i)), resource, want)),
+                    );
                 }
                 _ => {}
             }
@@ -212,33 +284,18 @@ impl<'s> SchemaIndex<'s> {
         index
     }
 
-    /// Note what the object `v` (`map`, at walk position `position`, in `resource`)
-    /// declares: its `$id`, and the anchors it names.
+    /// Note what the object `v` (`map`, at walk position `position` and path `path`, in
+    /// `resource`) declares: its `$id`, and the anchors it names.
     fn declarations(
         &mut self,
-        v: &'s Value,
-        map: &'s serde_json::Map<String, Value>,
-        resource: Option<&'s Value>,
+        v: &Value,
+        map: &serde_json::Map<String, Value>,
+        resource: Resource<'_>,
         position: usize,
-        root: &'s Value,
+        path: &[Key<&str>],
     ) {
         let id = map.get("$id").and_then(Value::as_str);
-        if let Some(id) = id {
-            let without_fragment = id.split('#').next().unwrap_or(id);
-            let last = without_fragment
-                .rsplit('/')
-                .next()
-                .unwrap_or(without_fragment);
-            for (names, key) in [(&mut self.whole, without_fragment), (&mut self.last, last)] {
-                let named = names.entry(key).or_insert(Named::One(v));
-                if let Named::One(other) = named
-                    && !std::ptr::eq(*other, v)
-                {
-                    *named = Named::Several;
-                }
-            }
-        }
-        let mut declared: Vec<&'s str> = Vec::with_capacity(3);
+        let mut declared: Vec<&str> = Vec::with_capacity(3);
         for name in [
             map.get("$anchor").and_then(Value::as_str),
             map.get("$dynamicAnchor").and_then(Value::as_str),
@@ -251,46 +308,99 @@ impl<'s> SchemaIndex<'s> {
                 declared.push(name);
             }
         }
+        if id.is_none() && declared.is_empty() {
+            return;
+        }
+        let place = Place::of(path);
+        if let Some(id) = id {
+            let without_fragment = id.split('#').next().unwrap_or(id);
+            let last = without_fragment
+                .rsplit('/')
+                .next()
+                .unwrap_or(without_fragment);
+            for (names, key) in [(&mut self.whole, without_fragment), (&mut self.last, last)] {
+                match names.get_mut(key) {
+                    None => {
+                        names.insert(key.into(), Named::One(address(v), place.clone()));
+                    }
+                    Some(named @ Named::One(..)) => {
+                        if !matches!(named, Named::One(other, _) if *other == address(v)) {
+                            *named = Named::Several;
+                        }
+                    }
+                    Some(Named::Several) => {}
+                }
+            }
+        }
+        let (resource_address, resource_depth) =
+            resource.map_or((0, 0), |(r, depth)| (address(r), depth));
         for name in declared {
             self.anchors
-                .entry((resource.map_or(0, address), name))
+                .entry(resource_address)
                 .or_default()
-                .push((position, v));
-            self.anywhere
-                .entry(name)
-                .or_insert((v, resource.unwrap_or(root)));
+                .entry(name.into())
+                .or_default()
+                .push((position, place.clone()));
+            if !self.anywhere.contains_key(name) {
+                self.anywhere
+                    .insert(name.into(), (place.clone(), resource_depth));
+            }
         }
     }
 
-    /// The one resource whose `$id` `base` names: its whole value (without fragment) first,
-    /// else its last path segment; `Ok(None)` when none does.
-    pub(super) fn named(&self, base: &str) -> Result<Option<&'s Value>, TooCostly> {
+    /// The one resource of `root` (the schema indexed) whose `$id` `base` names: its whole
+    /// value (without fragment) first, else its last path segment; `Ok(None)` when none does.
+    pub(super) fn named<'s>(
+        &self,
+        root: &'s Value,
+        base: &str,
+    ) -> Result<Option<&'s Value>, TooCostly> {
         let wanted = base.rsplit('/').next().unwrap_or(base);
         match self.whole.get(base).or_else(|| self.last.get(wanted)) {
             None => Ok(None),
-            Some(Named::One(found)) => Ok(Some(found)),
+            Some(Named::One(_, place)) => Ok(Some(place.find(root, 0)?.0)),
             Some(Named::Several) => Err(TooCostly::Unplaced),
         }
     }
 
     /// The first subschema (in walk order) of `document`'s subtree declaring the anchor
     /// `name`, searching `document`'s own resource only (subschemas of a resource nested in
-    /// it, their own `$id`, are theirs). `document` is the root or a subschema with a `$id`:
-    /// the only places a count resolves from.
-    pub(super) fn anchor(&self, document: &Value, name: &str) -> Option<&'s Value> {
-        let document = self.documents.get(&address(document))?;
-        let declarers = self.anchors.get(&(document.resource, name))?;
+    /// it, their own `$id`, are theirs). `document` is the root of `root` (the schema
+    /// indexed) or a subschema of it with a `$id`: the only places a count resolves from.
+    pub(super) fn anchor<'s>(
+        &self,
+        root: &'s Value,
+        document: &Value,
+        name: &str,
+    ) -> Result<Option<&'s Value>, TooCostly> {
+        let Some(document) = self.documents.get(&address(document)) else {
+            return Ok(None);
+        };
+        let Some(declarers) = self
+            .anchors
+            .get(&document.resource)
+            .and_then(|names| names.get(name))
+        else {
+            return Ok(None);
+        };
         let at = declarers.partition_point(|(position, _)| *position < document.first);
-        declarers
-            .get(at)
-            .filter(|(position, _)| *position < document.end)
-            .map(|(_, found)| *found)
+        match declarers.get(at) {
+            Some((position, place)) if *position < document.end => Ok(Some(place.find(root, 0)?.0)),
+            _ => Ok(None),
+        }
     }
 
-    /// The first subschema anywhere in the schema declaring the anchor `name`, and its
-    /// resource.
-    pub(super) fn anywhere(&self, name: &str) -> Option<Target<'s>> {
-        self.anywhere.get(name).copied()
+    /// The first subschema anywhere in `root` (the schema indexed) declaring the anchor
+    /// `name`, and its resource.
+    pub(super) fn anywhere<'s>(
+        &self,
+        root: &'s Value,
+        name: &str,
+    ) -> Result<Option<Target<'s>>, TooCostly> {
+        self.anywhere
+            .get(name)
+            .map(|(place, resource)| place.find(root, *resource))
+            .transpose()
     }
 
     /// How the `enum` or `const` whose value is `value` compares its values.
@@ -394,12 +504,12 @@ pub(super) mod tests {
             counted.weighed_evaluations(&json!({"w": "s"}), 1_000_000, &patterns),
             Err(TooCostly::Evaluations(1_000_000))
         );
-        let index = counted.borrow_dependent();
-        let frag = &counted.schema()["$defs"]["frag"];
+        let root = counted.schema();
+        let frag = &root["$defs"]["frag"];
         assert!(std::ptr::eq(
-            index.anchor(frag, "b").unwrap(),
+            counted.index.anchor(root, frag, "b").unwrap().unwrap(),
             &frag["$defs"]["b"]
         ));
-        assert!(index.anchor(frag, "a").is_none());
+        assert_eq!(counted.index.anchor(root, frag, "a"), Ok(None));
     }
 }

@@ -61,7 +61,7 @@ const NAME_MAPS: [&str; 5] = [
 /// walks). Decided once per schema, when the catalog is built
 /// ([`super::CountedSchema::inline_safe`]). Errs towards `false`: a keyword-like key anywhere
 /// but among the names of [`NAME_MAPS`] counts, inside `enum` or `default` values too.
-pub(super) fn inline_safe<'s>(root: &'s Value, index: &SchemaIndex<'s>) -> bool {
+pub(super) fn inline_safe(root: &Value, index: &SchemaIndex) -> bool {
     let no_patterns = PatternCosts::default();
     let counter = Counter::new(root, 0, &no_patterns, index);
     // (value, whether its keys are names)

@@ -37,7 +37,7 @@ impl<'s> Counter<'s> {
         let document = if base.is_empty() {
             self.resource
         } else {
-            match self.index.named(base)? {
+            match self.index.named(self.root, base)? {
                 Some(document) => document,
                 None => return Ok(None),
             }
@@ -51,13 +51,13 @@ impl<'s> Counter<'s> {
                 &super::super::schema::percent_decode(fragment),
             ));
         }
-        if let Some(found) = self.index.anchor(document, fragment) {
+        if let Some(found) = self.index.anchor(self.root, document, fragment)? {
             return Ok(Some((found, document)));
         }
         // A dynamic reference resolves through the resources the evaluation passed: any
         // resource of the schema may declare the anchor it lands on.
         if keyword != "$ref"
-            && let Some(found) = self.index.anywhere(fragment)
+            && let Some(found) = self.index.anywhere(self.root, fragment)?
         {
             return Ok(Some(found));
         }
