@@ -44,8 +44,13 @@ fn of_server(server: &Option<String>) -> String {
 /// name the code called.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum Refusal {
-    /// No kept tool has this Python name (shown cut to 64 characters).
-    #[error("there is no tool called {}; TOOLS lists the tools", cap(.name, 64))]
+    /// No kept tool has this Python name (shown cut to 64 characters). The sandbox's
+    /// `TOOLS` is the catalog its run started with, so the text also says that a server
+    /// may have removed the tool since (a catalog change mid-run is checked here, not there).
+    #[error(
+        "there is no tool called {}; TOOLS lists the tools as they were when this run started, and a server may have removed this one since",
+        cap(.name, 64)
+    )]
     NoSuchTool {
         /// The name the code called.
         name: String,
@@ -264,7 +269,7 @@ mod tests {
                     name: "x".repeat(100),
                 },
                 format!(
-                    "there is no tool called {}…; TOOLS lists the tools",
+                    "there is no tool called {}…; TOOLS lists the tools as they were when this run started, and a server may have removed this one since",
                     "x".repeat(63)
                 ),
             ),
