@@ -401,16 +401,26 @@ fn a_global_defined_in_one_pooled_run_is_absent_in_the_next(backend: &str) {
     assert_eq!(stdout(&second), "False False\n", "{second}");
 }
 
-/// Prints the run's namespace numbers (pid, cgroup, mnt, net, ipc, uts, user), the source of
-/// its /etc/hostname mount (Docker: names the container) or `-`, and the start time of the
-/// sandbox's pid 1 in clock ticks since boot (`/proc/1/stat` field 22, proc(5)).
-const NAMESPACES: &str = "import os\nprint(' '.join(os.readlink('/proc/self/ns/' + n) for n in ('pid', 'cgroup', 'mnt', 'net', 'ipc', 'uts', 'user')), ''.join(l.split()[3] for l in open('/proc/self/mountinfo') if ' /etc/hostname ' in l) or '-', open('/proc/1/stat').read().rsplit(')', 1)[1].split()[19])";
+/// Code that prints the run's namespace numbers (pid, cgroup, mnt, net, ipc, uts, user), the
+/// source of its /etc/hostname mount (Docker: names the container) or `-`, and the pid of
+/// the last of `forks` children it forks (each exits at once and is reaped): a pid-counter
+/// marker of the run's pid namespace.
+fn namespaces(forks: usize) -> String {
+    format!(
+        "import os\ndef child():\n    pid = os.fork()\n    if pid == 0:\n        os._exit(0)\n    os.waitpid(pid, 0)\n    return pid\nlast = [child() for _ in range({forks})][-1]\nprint(' '.join(os.readlink('/proc/self/ns/' + n) for n in ('pid', 'cgroup', 'mnt', 'net', 'ipc', 'uts', 'user')), ''.join(l.split()[3] for l in open('/proc/self/mountinfo') if ' /etc/hostname ' in l) or '-', last)"
+    )
+}
+
+/// How many children the first run forks: the margin by which a fresh sandbox's first
+/// child pid stays below the first run's last, however its start-up differs.
+const FIRST_FORKS: usize = 16;
 
 fn the_next_pooled_run_has_its_own_pid_namespace_and_cgroup(backend: &str) {
-    let (first, second) = two_pooled_runs(backend, NAMESPACES, NAMESPACES);
+    let (first, second) = two_pooled_runs(backend, &namespaces(FIRST_FORKS), &namespaces(1));
     let first: Vec<&str> = stdout(&first).split_whitespace().collect();
     let second: Vec<&str> = stdout(&second).split_whitespace().collect();
     assert_eq!(first.len(), 9, "{first:?}");
+    assert_eq!(second.len(), 9, "{second:?}");
     if backend == "docker" {
         // A container's namespace numbers are freed with it and the kernel hands them out
         // again, so two containers one after another can show the same ones; the source of
@@ -422,17 +432,26 @@ fn the_next_pooled_run_has_its_own_pid_namespace_and_cgroup(backend: &str) {
         return;
     }
     // A namespace number names a namespace only while it lives: once the first sandbox is
-    // gone the kernel may give the same number to the next one. Paired with the start time
-    // of the sandbox's pid 1 (the process that created the namespaces), it names one
-    // namespace for good; a sandbox used twice shows the same pair.
-    let started = (first[8], second[8]);
-    for (a, b) in first.iter().zip(&second).take(7) {
-        assert_ne!(
-            (a, started.0),
-            (b, started.1),
-            "one namespace for two runs: {first:?} {second:?}"
-        );
-    }
+    // gone the kernel may give the same numbers to the next one, so they cannot tell two
+    // sandboxes apart (nor can pid 1's start time: the sandbox's time namespace makes it
+    // the same in every sandbox). Pids can: within one pid namespace they only grow (until
+    // pid_max wraps, far beyond these few forks), so in a sandbox used twice the second
+    // run's child has a pid above the first run's last child; a fresh sandbox, whose pid
+    // namespace and cgroup the launcher creates together with all its others, starts
+    // counting again and gives its first child a pid below the first run's last of
+    // FIRST_FORKS. The numbers are printed as a hint.
+    let pid = |run: &[&str]| -> u32 {
+        run[8]
+            .parse()
+            .unwrap_or_else(|_| panic!("no child pid in {run:?}"))
+    };
+    assert!(
+        pid(&second) < pid(&first),
+        "one pid namespace for two runs: the second run's child has pid {}, above the \
+         first run's last child {}: {first:?} {second:?}",
+        pid(&second),
+        pid(&first)
+    );
 }
 
 fn a_pool_member_killed_while_idle_is_replaced_and_the_run_succeeds(backend: &str) {
