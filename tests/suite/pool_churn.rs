@@ -50,15 +50,18 @@ fn a_catalog_that_keeps_changing_stops_the_pool_starting_sandboxes_until_it_rest
         );
         std::thread::sleep(Duration::from_millis(100));
     }
-    // Five more seconds of changes start nothing.
+    // Five more seconds of changes start at most one sandbox: the pool's rest grows with each
+    // start thrown away, but a gap between two re-lists that happens to outlast it may still
+    // let one start through (without the rest, the pool starts one after every change).
     let relisted = served.logged(RELISTED);
     let thrown = served.logged(STALE);
+    let mut started = std::collections::BTreeSet::new();
     let window = Instant::now();
     while window.elapsed() < Duration::from_secs(5) {
-        let now = served.sandboxes();
+        started.extend(served.sandboxes());
         assert!(
-            now.is_empty(),
-            "the pool started {now:?} while the catalog kept changing"
+            started.len() <= 1,
+            "the pool started {started:?} while the catalog kept changing"
         );
         std::thread::sleep(Duration::from_millis(100));
     }
@@ -67,7 +70,7 @@ fn a_catalog_that_keeps_changing_stops_the_pool_starting_sandboxes_until_it_rest
         "the catalog went on changing meanwhile; serve's log:\n{}",
         served.log_text()
     );
-    assert_eq!(served.logged(STALE), thrown, "{}", served.log_text());
+    assert!(served.logged(STALE) <= thrown + 1, "{}", served.log_text());
     // A run meanwhile is served (by a sandbox of its own) and stops the changes.
     let calmed = served.run("print(await calm({}))");
     assert_eq!(stdout(&calmed), "calm\n", "{calmed}");
