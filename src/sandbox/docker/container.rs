@@ -134,6 +134,7 @@ impl Engine {
                     removed: false,
                     exit: None,
                     oom: false,
+                    inspected: false,
                     removals,
                 };
                 let sandbox = steps(&mut control, body, &started).await;
@@ -264,6 +265,8 @@ struct DockerControl {
     exit: Option<i32>,
     /// The engine said OOMKilled.
     oom: bool,
+    /// The engine was asked whether it OOMKilled the container.
+    inspected: bool,
     /// Where a drop leaves the container's removal.
     removals: Removals,
 }
@@ -297,12 +300,20 @@ impl SandboxControl for DockerControl {
     fn wait(&mut self) -> BoxFuture<'_, Ending> {
         Box::pin(async move {
             if !self.removed {
-                self.exit = self.exit_status().await;
-                if let Ok(inspected) = self.docker.inspect_container(&self.name, None).await {
-                    self.oom = inspected
-                        .state
-                        .and_then(|state| state.oom_killed)
-                        .unwrap_or(false);
+                // A wait cut short (the run's exit grace) may already have the status, and
+                // may have removed the container without knowing it: asking again would
+                // then get no status and lose the one the engine gave.
+                if self.exit.is_none() {
+                    self.exit = self.exit_status().await;
+                }
+                if !self.inspected {
+                    if let Ok(inspected) = self.docker.inspect_container(&self.name, None).await {
+                        self.oom = inspected
+                            .state
+                            .and_then(|state| state.oom_killed)
+                            .unwrap_or(false);
+                    }
+                    self.inspected = true;
                 }
                 self.removed = remove_over_api(&self.docker, &self.name).await;
             }
