@@ -14,6 +14,7 @@ use std::time::Instant;
 use serde_json::Value;
 
 use super::refusal::{CallError, Refusal};
+use super::upstream::ticket::WriteTicket;
 use super::{Bridge, CallBudget};
 use crate::governance::approval::{
     Answer, ApprovalRequest, Approver, MAX_SHOWN_ARGS_CHARS, Unavailable,
@@ -92,8 +93,11 @@ pub(super) struct Asked<'a> {
 pub(super) struct CallTrace {
     /// The server and the MCP name of a known tool.
     pub(super) target: Option<(String, String)>,
-    /// The call went out to its server.
+    /// The call passed every check and was handed to its server's connection.
     pub(super) sent: bool,
+    /// Whether the request was then written to the server (with `--audit` only): settled
+    /// when the record is made, so a request not written by then never is.
+    pub(super) ticket: Option<WriteTicket>,
     /// The approval step, when there was one.
     pub(super) approval: Option<Approval>,
     /// Bytes of the result's text and its `isError`, when the server answered.
@@ -139,10 +143,10 @@ impl PendingRecord<'_> {
             server,
             tool,
             args: log.args_field(self.args),
-            verdict: if self.trace.sent {
-                Verdict::Sent
-            } else {
-                Verdict::Refused
+            verdict: match (self.trace.sent, &self.trace.ticket) {
+                (false, _) => Verdict::Refused,
+                (true, Some(ticket)) if !ticket.settle() => Verdict::Withdrawn,
+                (true, _) => Verdict::Sent,
             },
             reason,
             approval,

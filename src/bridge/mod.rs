@@ -27,6 +27,8 @@ pub(crate) mod upstream;
 pub(crate) use governed::millis;
 pub(crate) use json_len::json_len;
 
+/// The audit log [`Bridge::with_audit`] writes to (docs/audit-log.md).
+pub use crate::governance::audit::{ArgsMode, AuditLog, AuditOptions};
 pub use budget::{CallBudget, Taint};
 pub use catalog::names::python_name;
 pub use catalog::{
@@ -49,10 +51,10 @@ use rmcp::model::Tool;
 
 use serde_json::Value;
 
-use crate::governance::audit::AuditLog;
 use crate::limits::{CALL_TIMEOUT, MAX_ARGS_BYTES, MAX_RESULT_BYTES};
 use catalog::CheckError;
 use governed::CallTrace;
+use upstream::ticket::WriteTicket;
 use upstream::{CallOutcome, ToolsChanged, Upstream, UpstreamError};
 
 /// One wrapped server to open: how to start it and which of its tools to keep.
@@ -526,7 +528,13 @@ impl Bridge {
         let timeout = self.timeout_of(tool.server);
         let restarts = upstream.restarts();
         trace.sent = true;
-        let outcome = upstream.call(&tool.mcp_name, map.clone(), timeout).await;
+        // Only the audit record reads the ticket (sent or withdrawn).
+        if self.audit.is_some() {
+            trace.ticket = Some(WriteTicket::default());
+        }
+        let outcome = upstream
+            .call(&tool.mcp_name, map.clone(), timeout, trace.ticket.as_ref())
+            .await;
         if upstream.restarts() != restarts {
             // A restarted server is a new process: what sandboxes were started with is stale.
             self.catalog_changed();

@@ -382,12 +382,18 @@ pub struct RunStart {
     pub code: Option<String>,
 }
 
-/// What became of a call: `sent` to its server, or `refused` by the bridge (with `reason`).
+/// What became of a call: `sent` to its server, `withdrawn` before it reached it, or
+/// `refused` by the bridge (with `reason`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
-    /// The call went out to its wrapped server.
+    /// The call went out to its wrapped server: its request was written to the server's
+    /// stdin (or its HTTP POST started).
     Sent,
+    /// The call passed every check, but its request never reached the server: the call
+    /// ended (its timeout, the run's end) while the request still waited in `serve`'s write
+    /// queue, or the connection failed first; `reason` says how the call ended.
+    Withdrawn,
     /// The bridge refused it before it went out.
     Refused,
 }
@@ -437,7 +443,7 @@ pub struct CallRecord {
     /// The arguments, as `--audit-args` says (absent with `off`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub args: Option<Value>,
-    /// `sent` or `refused`.
+    /// `sent`, `withdrawn` or `refused`.
     pub verdict: Verdict,
     /// Why it was refused, or why a sent call failed (the `ToolError` the code saw;
     /// absent for a result, and for an `isError` result, whose text is the server's).
@@ -486,7 +492,8 @@ pub struct RunEnd {
     /// traceback is not recorded.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stopped_reason: Option<String>,
-    /// Calls sent to wrapped servers.
+    /// Calls that passed every check and were handed to their servers' connections (`sent`
+    /// and `withdrawn`).
     pub calls: u32,
     /// From `run_start` to the result, in milliseconds.
     pub duration_ms: u64,

@@ -1,13 +1,14 @@
 //! Remote servers over Streamable HTTP: a Python SDK server on 127.0.0.1
 //! (`tests/clients/http_server.py`) that wants a bearer token, configured as a client writes
-//! it (`url`, `headers` with `${VAR}`), behind the same bridge checks as a local server.
+//! it (`url`, `headers` with `${VAR}`), behind the same bridge checks as a local server
+//! (and recorded in the audit log the same way).
 
 use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use mcp_code_mode::bridge::{Bridge, CallBudget, CallError};
+use mcp_code_mode::bridge::{AuditLog, AuditOptions, Bridge, CallBudget, CallError};
 use mcp_code_mode::config::{Context, parse};
 use serde_json::json;
 
@@ -88,9 +89,13 @@ async fn a_remote_server_is_called_through_the_same_checks() {
         );
         return;
     };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let audit = dir.path().join("audit.jsonl");
+    let log = AuditLog::open(AuditOptions::new(&audit)).expect("the audit log opens");
     let bridge = open(server.port, Some(TOKEN), r#", "private": ["greet"]"#)
         .await
-        .expect("the remote server opens");
+        .expect("the remote server opens")
+        .with_audit(std::sync::Arc::new(log));
     let budget = CallBudget::new(10);
     // Schema checks happen before the server sees the call.
     let Err(CallError::Refused(why)) = bridge
@@ -124,6 +129,14 @@ async fn a_remote_server_is_called_through_the_same_checks() {
     let why = why.to_string();
     assert!(why.contains("private tool was called"), "{why}");
     assert_eq!(budget.used(), 2, "refused calls spend nothing");
+    // The calls the server answered were POSTed: the audit log says sent, not withdrawn.
+    let verdicts: Vec<String> = std::fs::read_to_string(&audit)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter_map(|r| r["verdict"].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(verdicts, ["refused", "sent", "sent", "refused"]);
     bridge.close().await;
 }
 

@@ -15,7 +15,7 @@ use serde_json::json;
 use super::misbehaving_servers::{entry, in_own_process_of, peak_rss_kib, report};
 
 /// Seconds the server stops reading its stdin when `block` is called.
-const PAUSE_SECS: u64 = 5;
+pub(super) const PAUSE_SECS: u64 = 5;
 
 /// The server: logs every line it reads to the file `argv[1]`; `block` stops it reading
 /// for [`PAUSE_SECS`]; `flood` sends `n` `roots/list` requests without reading its stdin
@@ -68,7 +68,9 @@ fn spec(log: &std::path::Path) -> ServerSpec {
     }
 }
 
-async fn open(log: &std::path::Path, call_timeout: Duration) -> Bridge {
+/// A bridge wrapping the deaf server (logging what it reads to `log`), each call given
+/// `call_timeout`.
+pub(super) async fn open(log: &std::path::Path, call_timeout: Duration) -> Bridge {
     Bridge::open(vec![entry(spec(log))], false)
         .await
         .unwrap_or_else(|e| panic!("the bridge did not open: {e}"))
@@ -76,13 +78,13 @@ async fn open(log: &std::path::Path, call_timeout: Duration) -> Bridge {
 }
 
 /// A `sink` call with `tag` and about 15 KiB of padding (arguments may be 16 KiB).
-async fn sink(bridge: &Bridge, tag: String) -> Result<String, CallError> {
+pub(super) async fn sink(bridge: &Bridge, tag: String) -> Result<String, CallError> {
     let args = json!({"tag": tag, "pad": "p".repeat(15_000)});
     bridge.call(&CallBudget::new(200), "sink", &args).await
 }
 
 /// The tags of the `sink` calls the server read.
-fn sinks_read(log: &str) -> Vec<String> {
+pub(super) fn sinks_read(log: &str) -> Vec<String> {
     log.lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
         .filter(|m| m["method"] == "tools/call" && m["params"]["name"] == "sink")

@@ -13,6 +13,9 @@
 //! answers at once. Everything else is rmcp's: headers, sessions, status codes, redirects
 //! (same origin, 307/308 only, as rmcp's own client), and the body and event size bounds
 //! ([`super::remote::MAX_RESPONSE_BYTES`]), which hold before anything is parsed.
+//!
+//! A call's request is marked sent (its [`WriteTicket`]) as its POST starts; one whose call
+//! already ended, recorded as withdrawn, is not POSTed.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -20,7 +23,7 @@ use std::sync::Arc;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use http::{HeaderName, HeaderValue};
-use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
+use rmcp::model::{ClientJsonRpcMessage, GetExtensions, ServerJsonRpcMessage};
 use rmcp::transport::streamable_http_client::{
     SseError, StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
     StreamableHttpResponseLimits,
@@ -30,6 +33,7 @@ use sse_stream::Sse;
 
 use super::raw_http::{RawHttp, SessionEndpoint};
 use super::repair::{Decoded, PendingMap, decode, expect_answer, unparsable_line};
+use super::ticket::WriteTicket;
 
 /// Redirects followed for one request at most.
 const MAX_REDIRECTS: usize = 10;
@@ -206,6 +210,15 @@ impl StreamableHttpClient for LenientHttpClient {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         limits: StreamableHttpResponseLimits,
     ) -> HttpResult<StreamableHttpPostResponse> {
+        if let ClientJsonRpcMessage::Request(request) = &message
+            && let Some(ticket) = request.request.extensions().get::<WriteTicket>()
+            && !ticket.mark_written()
+        {
+            // Its call is over and recorded as withdrawn: it must not reach the server.
+            return Err(StreamableHttpError::Io(std::io::Error::other(
+                "the call ended before its request was sent",
+            )));
+        }
         if let Ok(value) = serde_json::to_value(&message) {
             expect_answer(&self.pending, &value);
         }

@@ -41,6 +41,7 @@ mod repair;
 pub(crate) mod result;
 mod stderr_tail;
 mod tasks;
+pub(crate) mod ticket;
 pub(crate) mod tied;
 mod tools_changed;
 mod transport;
@@ -359,12 +360,14 @@ impl Upstream {
     /// When the timeout passes, the request is dropped, and rmcp sends
     /// `notifications/cancelled` for it. A tool whose `taskSupport` is `"required"` is
     /// called as a task ([`tasks`]); dropping that call (a timeout, a cancelled run) sends
-    /// `tasks/cancel` for its task.
+    /// `tasks/cancel` for its task. `ticket`, when given, goes with the request (not a
+    /// task's) and is marked when the request is handed to the server ([`ticket`]).
     pub(crate) async fn call(
         &self,
         tool: &str,
         args: serde_json::Map<String, serde_json::Value>,
         timeout: Duration,
+        ticket: Option<&ticket::WriteTicket>,
     ) -> CallOutcome {
         let deadline = tokio::time::Instant::now() + timeout;
         let (peer, reason, raw) = match tokio::time::timeout_at(deadline, self.peer()).await {
@@ -375,6 +378,11 @@ impl Upstream {
         let as_task = self.task_support(tool) == crate::mcp_tasks::TaskSupport::Required;
         let answer = async {
             if as_task {
+                // A task's requests go beside rmcp's and carry no ticket: a call made as a
+                // task is recorded sent, as before the write queue told the two apart.
+                if let Some(ticket) = ticket {
+                    ticket.mark_written();
+                }
                 let ttl = deadline.saturating_duration_since(tokio::time::Instant::now());
                 let call = tasks::call_as_task(&raw, &self.spec.name, tool, args, ttl);
                 return tokio::time::timeout_at(deadline, call)
@@ -382,7 +390,13 @@ impl Upstream {
                     .unwrap_or(CallOutcome::TimedOut);
             }
             let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(args);
-            match tokio::time::timeout_at(deadline, peer.call_tool(params)).await {
+            let call = async {
+                match ticket {
+                    Some(ticket) => ticket::call_tool(&peer, params, ticket).await,
+                    None => peer.call_tool(params).await,
+                }
+            };
+            match tokio::time::timeout_at(deadline, call).await {
                 Err(_) => CallOutcome::TimedOut,
                 Ok(Ok(result)) => CallOutcome::Result(result),
                 Ok(Err(rmcp::ServiceError::McpError(e))) => {

@@ -15,13 +15,14 @@
 //!   rmcp accepts and fails at once a request whose answer cannot be read.
 //!
 //! What is written to the server goes through its bounded [`WriteQueue`], where a request
-//! still waiting when its `notifications/cancelled` comes is withdrawn unsent; the server's
+//! still waiting when its `notifications/cancelled` comes is withdrawn unsent (a call's
+//! request takes its [`WriteTicket`] along, for the audit log's verdict); the server's
 //! own requests reach rmcp only while few wait for an answer ([`Unanswered`]).
 
 use std::sync::{Arc, Mutex};
 
 use rmcp::model::{
-    ClientJsonRpcMessage, ClientNotification, JsonRpcMessage, ServerJsonRpcMessage,
+    ClientJsonRpcMessage, ClientNotification, GetExtensions, JsonRpcMessage, ServerJsonRpcMessage,
     ServerNotification,
 };
 use rmcp::service::RoleClient;
@@ -35,6 +36,7 @@ use super::line_decode::{
 };
 use super::repair::{Decoded, PendingMap, expect_answer, expect_request};
 use super::tasks::{LineWriter, RawRequests, TaskTools};
+use super::ticket::WriteTicket;
 use super::unanswered::Unanswered;
 use super::write_queue::{Line, Sent, WriteQueue};
 use crate::lines::{LineRead, continue_line};
@@ -472,7 +474,11 @@ fn queued_line(
     let (mut line, kind) = if let JsonRpcMessage::Request(request) = item {
         expect_request(pending, &request.id, request.request.method());
         let line = serde_json::to_vec(item)?;
-        (line, Line::Request(Some(request.id.clone())))
+        let id = request.id.clone();
+        match request.request.extensions().get::<WriteTicket>() {
+            Some(ticket) => (line, Line::Call(id, ticket.clone())),
+            None => (line, Line::Request(Some(id))),
+        }
     } else {
         let value = serde_json::to_value(item)?;
         expect_answer(pending, &value);

@@ -8,7 +8,10 @@
 //!   deadline) is withdrawn: the `notifications/cancelled` rmcp sends for it takes it out
 //!   of the queue and is itself not written, so the server sees neither. Only a request
 //!   already handed to the pipe gets the notification. A line whose sender stops waiting
-//!   (its [`Sent`] is dropped) is withdrawn the same way;
+//!   (its [`Sent`] is dropped) is withdrawn the same way. A call's request carries its
+//!   [`WriteTicket`] (`ticket.rs`): the writer marks it as it takes the line to write it, and
+//!   skips the line when the call's audit record already settled it as withdrawn (the
+//!   record may come before the notification);
 //! - the queue holds at most [`MAX_QUEUED_MESSAGES`] messages and [`MAX_QUEUED_BYTES`]
 //!   bytes (a message of any size is let into an empty queue). Past that, an answer or
 //!   notification is dropped (one warning until the queue empties again: a server that
@@ -27,6 +30,7 @@ use rmcp::model::RequestId;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::{Notify, oneshot};
 
+use super::ticket::WriteTicket;
 use super::transport::CloseReason;
 
 /// Most messages waiting to be written to one server.
@@ -35,12 +39,19 @@ pub(super) const MAX_QUEUED_MESSAGES: usize = 1024;
 /// each, four runs at once, fit).
 pub(super) const MAX_QUEUED_BYTES: usize = 16 * 1024 * 1024;
 
+/// Ids of requests skipped because their call gave them up remembered at most, so that
+/// their `notifications/cancelled` is not written either.
+const MAX_SKIPPED: usize = MAX_QUEUED_MESSAGES;
+
 /// What a line is, which decides what happens to it past the bound.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub(super) enum Line {
     /// A request of ours, with its id when a later `notifications/cancelled` may withdraw
     /// it. Past the bound it fails and the server is marked failed.
     Request(Option<RequestId>),
+    /// A call's request with its ticket: a [`Line::Request`] that is marked when the writer
+    /// takes it, and never written once its call settled the ticket as withdrawn.
+    Call(RequestId, WriteTicket),
     /// An answer to the server's request or a notification: dropped past the bound.
     Other,
 }
@@ -68,11 +79,16 @@ struct State {
     stopped: bool,
     /// Whether dropping an answer was logged since the queue was last empty.
     overflow_logged: bool,
+    /// Requests skipped unwritten because their call gave them up (oldest first, at most
+    /// [`MAX_SKIPPED`]): their `notifications/cancelled` is withdrawn too.
+    skipped: VecDeque<RequestId>,
 }
 
 struct Entry {
     seq: u64,
     request: Option<RequestId>,
+    /// The call's ticket, marked when the writer takes the line.
+    ticket: Option<WriteTicket>,
     line: Vec<u8>,
     /// Told how the write went; dropped unanswered when the entry is withdrawn.
     done: oneshot::Sender<io::Result<()>>,
@@ -127,7 +143,7 @@ impl WriteQueue {
                     }
                     Sent::ready(Ok(()))
                 }
-                Line::Request(_) => {
+                Line::Request(_) | Line::Call(..) => {
                     drop(state);
                     let why = format!(
                         "the server {server:?} does not read its input ({count} messages, {kib} KiB wait to be written to it)"
@@ -138,17 +154,26 @@ impl WriteQueue {
                 }
             };
         }
+        let (request, ticket) = match kind {
+            Line::Request(id) => (id, None),
+            Line::Call(id, ticket) => {
+                if ticket.is_withdrawn() {
+                    // Its call is already over and recorded as withdrawn.
+                    state.skip(id);
+                    return Sent::ready(Ok(()));
+                }
+                (Some(id), Some(ticket))
+            }
+            Line::Other => (None, None),
+        };
         let seq = state.next_seq;
         state.next_seq += 1;
         state.bytes += line.len();
         let (done, rx) = oneshot::channel();
-        let request = match kind {
-            Line::Request(id) => id,
-            Line::Other => None,
-        };
         state.entries.push_back(Entry {
             seq,
             request,
+            ticket,
             line,
             done,
         });
@@ -167,18 +192,25 @@ impl WriteQueue {
     }
 
     /// Take the request `id` out of the queue if it was not handed to the server yet;
-    /// whether it was (then it is never written).
+    /// whether it was not (then it is never written). A request the writer skipped because
+    /// its call gave it up counts as taken out.
     pub(super) fn withdraw_request(&self, id: &RequestId) -> bool {
         let mut state = self.shared.lock();
-        let Some(at) = state
+        if let Some(at) = state
             .entries
             .iter()
             .position(|e| e.request.as_ref() == Some(id))
-        else {
-            return false;
-        };
-        state.remove(at);
-        true
+        {
+            state.remove(at);
+            return true;
+        }
+        match state.skipped.iter().position(|s| s == id) {
+            Some(at) => {
+                state.skipped.remove(at);
+                true
+            }
+            None => false,
+        }
     }
 
     /// Stop writing: queued lines are dropped unwritten (their senders learn the connection
@@ -227,12 +259,29 @@ impl State {
         }
     }
 
-    /// The next line to write, or `None` once writing has stopped.
+    /// Remember that the request `id` was skipped unwritten.
+    fn skip(&mut self, id: RequestId) {
+        if self.skipped.len() >= MAX_SKIPPED {
+            self.skipped.pop_front();
+        }
+        self.skipped.push_back(id);
+    }
+
+    /// The next line to write, its call's ticket marked as written (a line whose call gave
+    /// it up is skipped), or `None` once writing has stopped.
     fn pop(&mut self) -> Option<Option<Entry>> {
-        if let Some(entry) = self.entries.pop_front() {
+        while let Some(entry) = self.entries.pop_front() {
             self.bytes -= entry.line.len();
             if self.entries.is_empty() {
                 self.overflow_logged = false;
+            }
+            if let Some(ticket) = &entry.ticket
+                && !ticket.mark_written()
+            {
+                if let Some(id) = entry.request {
+                    self.skip(id);
+                }
+                continue;
             }
             return Some(Some(entry));
         }

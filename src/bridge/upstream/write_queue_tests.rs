@@ -1,4 +1,5 @@
 use super::*;
+use crate::bridge::upstream::ticket::WriteTicket;
 use tokio::io::AsyncReadExt;
 
 /// A queue writing into a pipe of `capacity` bytes nobody reads yet.
@@ -123,4 +124,38 @@ async fn stopping_drops_what_waits_and_ends_the_input() {
         .expect("the writing task ends")
         .expect("it did not panic");
     assert!(queue.send(line("late", 10), Line::Other).await.is_err());
+}
+
+#[tokio::test]
+async fn a_call_settled_as_withdrawn_is_skipped_and_so_is_its_cancel() {
+    let (queue, mut theirs, _) = queue(1024);
+    let (held, waiting) = (WriteTicket::default(), WriteTicket::default());
+    let held_id = RequestId::Number(1);
+    let waiting_id = RequestId::Number(2);
+    // The first is taken and written into the pipe; the second waits behind it.
+    let _a = queue.send(
+        line("held", 4096),
+        Line::Call(held_id.clone(), held.clone()),
+    );
+    let b = queue.send(
+        line("waiting", 100),
+        Line::Call(waiting_id.clone(), waiting.clone()),
+    );
+    settle().await;
+    // The calls end before any cancel comes: the record settles each ticket.
+    assert!(held.settle(), "a request in the pipe is sent");
+    assert!(!waiting.settle(), "a queued request is withdrawn");
+    // The writer skips the withdrawn one once the pipe drains, and its cancel goes too.
+    let got = received(&mut theirs).await;
+    assert!(got.starts_with("held:"), "{got:.40}");
+    assert!(!got.contains("waiting"), "a withdrawn request was written");
+    assert!(b.await.is_ok(), "a skipped line's write ends quietly");
+    assert!(
+        queue.withdraw_request(&waiting_id),
+        "its cancel is not written"
+    );
+    assert!(
+        !queue.withdraw_request(&held_id),
+        "the written one's cancel is"
+    );
 }

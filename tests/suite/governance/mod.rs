@@ -9,7 +9,8 @@
 //! first); `task_approvals` (run_python called as a task, asked with the related task while
 //! the task is `input_required`); `read_only`; `audit_log` (sent, refused and approved calls,
 //! `--audit-args` and `--audit-code`, a replay, a SIGKILLed `serve`, `--audit-required` on a
-//! full disk); `config_file`.
+//! full disk); `config_file`; `withdrawn_calls` (a call whose request never left `serve`'s
+//! write queue is recorded `withdrawn`, one the server read `sent`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -26,6 +27,7 @@ mod audit_log;
 mod config_file;
 mod read_only;
 mod task_approvals;
+mod withdrawn_calls;
 
 /// The annotated scenario (its `log` in a temp dir of its own), and a fresh temp dir with an
 /// audit log path there.
