@@ -23,7 +23,7 @@ const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":9,"method":"initialize","param
 
 /// `serve --pool 0` on the toy server, spoken to in raw lines: the child (killed when dropped),
 /// its stdin, and its stdout read by line.
-fn serve_toy() -> (Child, ChildStdin, BufReader<ChildStdout>) {
+pub(super) fn serve_toy() -> (Child, ChildStdin, BufReader<ChildStdout>) {
     let toy = example("toy_server");
     let mut serve = spawn_serve([
         "serve".as_ref(),

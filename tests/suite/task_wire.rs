@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout};
 
-use super::common::{example, spawn_serve};
+use super::bad_requests::serve_toy;
 
 /// `serve --pool 0` on the toy server, spoken to in raw lines by a client of one protocol
 /// version.
@@ -55,17 +55,11 @@ impl Session {
     }
 
     fn spawn(meta: Option<Value>) -> Self {
-        let toy = example("toy_server");
-        let mut serve = spawn_serve([
-            "serve".as_ref(),
-            "--pool".as_ref(),
-            "0".as_ref(),
-            toy.as_os_str(),
-        ]);
+        let (serve, stdin, stdout) = serve_toy();
         Self {
-            stdin: serve.stdin.take().unwrap(),
-            stdout: BufReader::new(serve.stdout.take().unwrap()),
             _serve: serve,
+            stdin,
+            stdout,
             meta,
         }
     }
