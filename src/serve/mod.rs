@@ -338,12 +338,17 @@ impl CodeModeServer {
     }
 
     async fn run_in_slots(&self, code: &str, steering: &Steering) -> (CallToolResult, RunOutcome) {
-        // A run that must wait takes a place in the bounded queue first, or is refused.
+        // A run takes its slots at once when both are free; one that must wait takes a place
+        // in the bounded queue first, or is refused.
         let place = match self
             .queue
-            .unless_free([&self.session.slots, &self.slots], code.len())
+            .admit([&self.session.slots, &self.slots], code.len())
         {
-            Ok(place) => place,
+            Ok(queue::Admission::Now(session, process)) => {
+                let _slots = (session, process);
+                return self.run_in_slot(code, steering).await;
+            }
+            Ok(queue::Admission::Wait(place)) => place,
             Err(full) => return (queue::refusal(&full), RunOutcome::queue_full),
         };
         // The semaphores are never closed, so acquiring only waits; a run cancelled while
@@ -363,6 +368,11 @@ impl CodeModeServer {
             slots = slots => slots,
         };
         drop(place);
+        self.run_in_slot(code, steering).await
+    }
+
+    /// Run `code` in a sandbox, its slots held by the caller.
+    async fn run_in_slot(&self, code: &str, steering: &Steering) -> (CallToolResult, RunOutcome) {
         let _running = self.metrics.sandbox_running();
         match self.pool.run_steered(code, &self.options, steering).await {
             Ok(mut report) => {

@@ -12,7 +12,7 @@
 use std::sync::{Arc, Mutex};
 
 use rmcp::model::{CallToolResult, ContentBlock};
-use tokio::sync::Semaphore;
+use tokio::sync::{Semaphore, SemaphorePermit};
 
 /// Runs that may wait for a slot at once, by default (`--max-queued-runs`).
 pub const DEFAULT_MAX_QUEUED_RUNS: usize = 64;
@@ -86,6 +86,15 @@ impl Drop for Place {
     }
 }
 
+/// How a run gets its slots: [`RunQueue::admit`]'s answer.
+#[derive(Debug)]
+pub(super) enum Admission<'a> {
+    /// Both slots were free and are now the run's: the session's permit, the process's.
+    Now(SemaphorePermit<'a>, SemaphorePermit<'a>),
+    /// The run waits for its slots, holding this place in the queue meanwhile.
+    Wait(Place),
+}
+
 impl RunQueue {
     /// A queue bounded by `limits`.
     pub(super) fn new(limits: QueueLimits) -> Arc<Self> {
@@ -99,20 +108,25 @@ impl RunQueue {
         self.waiting.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// No place when every one of `slots` has a permit free now (the run will not wait),
-    /// else [`Self::enter`].
+    /// Both of `slots` (the session's, then the process's) taken at once when each has a
+    /// permit free, so the run never waits and is never counted; else, with neither held, a
+    /// place from [`Self::enter`]. Taking the permits here, rather than checking that some
+    /// are free and acquiring them later, leaves no gap in which another run takes them and
+    /// this one waits uncounted.
     ///
     /// # Errors
     /// [`QueueFull`] as [`Self::enter`].
-    pub(super) fn unless_free(
+    pub(super) fn admit<'a>(
         self: &Arc<Self>,
-        slots: [&Semaphore; 2],
+        slots: [&'a Semaphore; 2],
         bytes: usize,
-    ) -> Result<Option<Place>, QueueFull> {
-        if slots.iter().all(|s| s.available_permits() > 0) {
-            return Ok(None);
+    ) -> Result<Admission<'a>, QueueFull> {
+        if let Ok(session) = slots[0].try_acquire()
+            && let Ok(process) = slots[1].try_acquire()
+        {
+            return Ok(Admission::Now(session, process));
         }
-        self.enter(bytes).map(Some)
+        self.enter(bytes).map(Admission::Wait)
     }
 
     /// A place for a run holding `bytes` of code, unless the queue already holds
@@ -181,5 +195,31 @@ mod tests {
         drop(second);
         assert_eq!(queue.state().runs, 1);
         assert_eq!(queue.state().bytes, 60);
+    }
+
+    #[test]
+    fn a_run_admitted_at_once_holds_its_slots_so_the_next_one_waits_in_the_queue() {
+        let queue = RunQueue::new(QueueLimits::default());
+        let (session, process) = (Semaphore::new(4), Semaphore::new(1));
+        let first = queue.admit([&session, &process], 10).expect("room");
+        assert!(matches!(first, Admission::Now(..)), "{first:?}");
+        assert_eq!(
+            process.available_permits(),
+            0,
+            "the first run holds its slot"
+        );
+        let second = queue.admit([&session, &process], 10).expect("room");
+        assert!(matches!(second, Admission::Wait(_)), "{second:?}");
+        assert_eq!(
+            session.available_permits(),
+            3,
+            "a run that waits holds no session slot meanwhile"
+        );
+        let waiting = queue.state();
+        assert_eq!((waiting.runs, waiting.bytes), (1, 10));
+        drop(waiting);
+        drop((first, second));
+        assert_eq!(queue.state().runs, 0);
+        assert_eq!(process.available_permits(), 1);
     }
 }
