@@ -249,6 +249,14 @@ struct ExecArgs {
 pub(crate) fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(matches!(cli.command, Command::Serve(_)));
+    // Descriptors our own parent leaked without O_CLOEXEC (a pipe, a socket) would pass on
+    // to every wrapped server, launcher and docker client we start; ours are close-on-exec
+    // already, and those a child should get are handed to it at its spawn.
+    if let Err(e) = launcher::fds::close_on_exec_above_stdio() {
+        tracing::warn!(
+            "could not mark inherited descriptors close-on-exec, so the processes started here inherit them: {e}"
+        );
+    }
     // Before any thread or child exists: this may re-execute us inside a systemd scope.
     if let Some(mode) = cli.command.systemd_scope()
         && let Err(e) = scope::enter(mode)

@@ -39,6 +39,37 @@ pub fn close_all_but_stdio(keep: Option<RawFd>) -> Result<(), FdError> {
     }
 }
 
+/// Marks every descriptor from 3 up close-on-exec, so that no child this process starts
+/// (a wrapped server, a launcher, the docker client) inherits one it was not handed on
+/// purpose. For `serve` and `exec` at their start: descriptors their own parent leaked
+/// without O_CLOEXEC (a pipe, a socket, a file) stay usable here but reach no child.
+/// Descriptors a child is meant to get are set up for it at its spawn (`pass_fd`, stdio).
+///
+/// close_range(2) with CLOSE_RANGE_CLOEXEC; where the kernel lacks that flag (EINVAL,
+/// Linux 5.9 and 5.10) or close_range itself (ENOSYS), fcntl(F_SETFD) on each descriptor
+/// listed in /proc/self/fd.
+///
+/// # Errors
+/// The error of close_range other than EINVAL and ENOSYS, of reading /proc/self/fd, or
+/// of an fcntl other than EBADF (the listing's own descriptor, closed once it is read).
+pub fn close_on_exec_above_stdio() -> std::io::Result<()> {
+    match sys::cloexec_from(FIRST_CLOSED) {
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EINVAL | libc::ENOSYS)) => {}
+        done => return done,
+    }
+    let open: Vec<RawFd> = std::fs::read_dir("/proc/self/fd")?
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse().ok())
+        .filter(|&fd: &RawFd| fd >= FIRST_CLOSED as RawFd)
+        .collect();
+    for fd in open {
+        match sys::set_cloexec(fd) {
+            Err(e) if e.raw_os_error() != Some(libc::EBADF) => return Err(e),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 /// In the outer launcher, after the clone: point fds 0 and 1 at /dev/null. The sandbox
 /// holds its own copies of the protocol pipes, so the host sees end-of-file as soon as the
 /// sandbox closes them, not only when the outer launcher exits.
@@ -72,6 +103,28 @@ mod tests {
                 (0..3).all(sys::is_open),
             ) {
                 (false, false, true, true) => 0,
+                _ => 1,
+            }
+        });
+        assert_eq!(exit, Exit::Code(0));
+    }
+
+    #[test]
+    fn descriptors_above_stdio_are_marked_close_on_exec_and_stay_open() {
+        let exit = in_child(|| {
+            // A descriptor a careless parent left without O_CLOEXEC.
+            let leaked = std::fs::File::open("/dev/null").unwrap().into_raw_fd();
+            sys::clear_cloexec(leaked).unwrap();
+            let before = sys::is_cloexec(leaked);
+            let stderr = sys::is_cloexec(2);
+            close_on_exec_above_stdio().unwrap();
+            match (
+                before,
+                sys::is_cloexec(leaked),
+                sys::is_open(leaked),
+                sys::is_cloexec(2) == stderr,
+            ) {
+                (false, true, true, true) => 0,
                 _ => 1,
             }
         });

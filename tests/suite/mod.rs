@@ -35,6 +35,8 @@ mod host_ids;
 mod http_connections;
 /// `serve --http`: Streamable HTTP clients, token, Origin, sessions, metrics, shutdown.
 mod http_serving;
+/// Descriptors serve inherited without O_CLOEXEC reach none of its children.
+mod inherited_fds;
 /// A wrapped server's large lines are read while other work goes on.
 mod large_lines;
 /// Which layer of the native sandbox denies what.

@@ -357,6 +357,21 @@ pub(crate) fn is_open(fd: RawFd) -> bool {
     unsafe { libc::fcntl(fd, libc::F_GETFD) != -1 }
 }
 
+/// Whether `fd` is open and close-on-exec (F_GETFD).
+#[cfg(test)]
+pub(crate) fn is_cloexec(fd: RawFd) -> bool {
+    // SAFETY: F_GETFD only reads descriptor flags; an invalid fd yields -1 (EBADF).
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
+    flags != -1 && flags & libc::FD_CLOEXEC != 0
+}
+
+/// fcntl(F_SETFD, 0) on `fd`: inherited across execve again, as a careless parent leaves it.
+#[cfg(test)]
+pub(crate) fn clear_cloexec(fd: RawFd) -> io::Result<()> {
+    // SAFETY: F_SETFD only changes the descriptor's flags; an invalid fd yields EBADF.
+    check(unsafe { libc::fcntl(fd, libc::F_SETFD, 0) }).map(drop)
+}
+
 /// prctl(PR_SET_NO_NEW_PRIVS, 1): execve can never grant privileges again (irreversible).
 pub(crate) fn set_no_new_privs() -> io::Result<()> {
     // SAFETY: plain integer arguments.
@@ -614,6 +629,22 @@ pub(crate) fn own_fd(fd: RawFd) -> OwnedFd {
     // SAFETY: the caller guarantees `fd` is open and that nothing else in this process
     // owns it, so exactly one OwnedFd closes it.
     unsafe { OwnedFd::from_raw_fd(fd) }
+}
+
+/// close_range(2) from `first` to the highest possible descriptor with
+/// CLOSE_RANGE_CLOEXEC (Linux >= 5.11): every one stays open here and is closed at execve.
+pub(crate) fn cloexec_from(first: u32) -> io::Result<()> {
+    // SAFETY: CLOSE_RANGE_CLOEXEC only sets the close-on-exec flag of descriptors; nothing
+    // is closed, so no OwnedFd of this process is affected.
+    check_long(unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            first,
+            u32::MAX,
+            libc::CLOSE_RANGE_CLOEXEC,
+        )
+    })
+    .map(drop)
 }
 
 /// close_range(2) from `first` to `last` inclusive.
