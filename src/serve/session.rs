@@ -77,11 +77,6 @@ impl Seats {
         self.max
     }
 
-    /// Whether every seat is taken.
-    pub(super) fn full(&self) -> bool {
-        self.seats.available_permits() == 0
-    }
-
     /// A new session with `runs` run slots, holding a seat until its last clone is dropped;
     /// `None` when every seat is taken.
     pub(super) fn seat(&self, runs: usize) -> Option<Session> {
@@ -122,7 +117,6 @@ mod tests {
         let first = seats.seat(1).expect("a first seat");
         let _second = seats.seat(1).expect("a second seat");
         assert!(seats.seat(1).is_none());
-        assert!(seats.full());
         drop(first);
         assert!(seats.seat(1).is_some());
     }

@@ -107,6 +107,8 @@ struct Shared {
     server: CodeModeServer,
     token: Option<BearerToken>,
     seats: Seats,
+    /// Run slots of each session (`--session-runs`).
+    session_runs: usize,
     ready: AtomicBool,
     stopping: AtomicBool,
 }
@@ -133,6 +135,7 @@ pub(crate) async fn serve_http(
         server: server.clone(),
         token: options.token.clone(),
         seats: seats.clone(),
+        session_runs: options.session_runs,
         ready: AtomicBool::new(false),
         stopping: AtomicBool::new(false),
     });
@@ -241,7 +244,13 @@ fn mcp_service(
     let runs = options.session_runs;
     StreamableHttpService::new(
         move || {
-            let session = seats.seat(runs).ok_or_else(|| {
+            // The seat the guard took for this request; a seat of its own when rmcp asks
+            // outside a request that opens a session (e.g. for a tool's schema).
+            let reserved = RESERVED_SEAT
+                .try_with(|seat| seat.borrow_mut().take())
+                .ok()
+                .flatten();
+            let session = reserved.or_else(|| seats.seat(runs)).ok_or_else(|| {
                 std::io::Error::other(format!("the session cap ({}) is reached", seats.max()))
             })?;
             let server = base.for_http_session(session);
@@ -276,14 +285,40 @@ async fn guard(State(shared): State<Arc<Shared>>, request: Request, next: Next) 
         if shared.stopping.load(Ordering::SeqCst) {
             return unavailable("shutting down; open the session on another replica");
         }
-        if shared.seats.full() {
+        // The seat is taken here, not only checked: requests opening sessions at once would
+        // otherwise all pass a check and the last ones be refused inside rmcp, as a 500 that
+        // rmcp logs at ERROR.
+        let Some(seat) = shared.seats.seat(shared.session_runs) else {
             metrics.refused(RefusalReason::session_cap);
+            tracing::warn!(
+                "a new session was refused: the session cap ({}) is reached (--max-sessions)",
+                shared.seats.max()
+            );
             return unavailable(&format!(
                 "the session cap ({}) is reached; close a session or try later",
                 shared.seats.max()
             ));
-        }
+        };
+        // rmcp's service factory, called while this request is handled, takes the seat; a
+        // request that opens no session after all (refused by rmcp) frees it at the end.
+        let seat = std::cell::RefCell::new(Some(seat));
+        return RESERVED_SEAT
+            .scope(seat, finish(shared, request, next))
+            .await;
     }
+    finish(shared, request, next).await
+}
+
+tokio::task_local! {
+    /// The seat [`guard`] took for the request that opens a session, until rmcp's service
+    /// factory takes it (in the request's own task).
+    static RESERVED_SEAT: std::cell::RefCell<Option<super::session::Session>>;
+}
+
+/// The guard's part after the token and session checks: rmcp's service, with its refusals
+/// counted and its `202` for a closed session made `204`.
+async fn finish(shared: Arc<Shared>, request: Request, next: Next) -> Response {
+    let metrics = shared.server.metrics();
     let closes_session = request.method() == Method::DELETE && request.uri().path() == MCP_PATH;
     let response = next.run(request).await;
     let response = match response.status() {

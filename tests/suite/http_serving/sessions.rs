@@ -125,6 +125,37 @@ fn the_session_cap_answers_503_past_it_and_a_session_closed_with_204_frees_its_s
     );
 }
 
+/// Sessions opened at once past the cap: each gets the documented 503 (none a 500 from
+/// inside rmcp, which a seat only checked for, not taken, let through), and the log says
+/// each refusal as a warning, with no ERROR line.
+#[test]
+fn sessions_opened_at_once_past_the_cap_get_503_and_the_log_warns_without_an_error() {
+    let served = Served::start(&["--max-sessions", "2"], None);
+    let statuses: Vec<u16> = std::thread::scope(|scope| {
+        let opening: Vec<_> = (0..12)
+            .map(|_| scope.spawn(|| served.initialize(&[]).0))
+            .collect();
+        opening.into_iter().map(|t| t.join().unwrap()).collect()
+    });
+    let log = served.log();
+    assert_eq!(
+        statuses.iter().filter(|s| **s == 200).count(),
+        2,
+        "{statuses:?}\n{log}"
+    );
+    assert!(
+        statuses.iter().all(|s| *s == 200 || *s == 503),
+        "{statuses:?}\n{log}"
+    );
+    let refusal = "a new session was refused: the session cap (2) is reached";
+    let warned = log
+        .lines()
+        .filter(|line| line.contains("WARN") && line.contains(refusal))
+        .count();
+    assert_eq!(warned, 10, "{log}");
+    assert!(!log.contains("ERROR"), "{log}");
+}
+
 #[test]
 fn an_idle_session_expires_and_frees_its_seat() {
     let served = Served::start(&["--session-idle", "1", "--max-sessions", "1"], None);
