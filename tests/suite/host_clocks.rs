@@ -1,6 +1,8 @@
 //! The sandbox's clocks: the monotonic and boot clocks tell nothing of the host's uptime.
 //!
-//! Tests: `a_native_runs_boot_and_monotonic_clocks_start_near_zero`.
+//! Tests: `a_native_runs_boot_and_monotonic_clocks_start_near_zero`,
+//! `a_native_sandboxs_pid_1_started_within_its_clocks_first_second` (and its pooled twin in
+//! pool.rs).
 
 use super::common::{backend_ready, exec, require};
 
@@ -45,4 +47,31 @@ fn a_native_runs_boot_and_monotonic_clocks_start_near_zero() {
             "a clock read {clock} s inside, the host's uptime is {host} s"
         );
     }
+}
+
+/// Prints the start time of the sandbox's pid 1 (`/proc/1/stat` field 22, clock ticks since
+/// the boot clock's zero, proc(5)) and the ticks per second.
+pub(super) const PID_1_START: &str = "import os\nprint(open('/proc/1/stat').read().rsplit(')', 1)[1].split()[19], os.sysconf('SC_CLK_TCK'))";
+
+/// Whether `printed` (from [`PID_1_START`]) says pid 1 started within the first second of
+/// its clocks: not before zero, which proc(5) shows wrapped to about 2^64 ns.
+pub(super) fn started_in_the_first_second(printed: &str) -> bool {
+    let numbers: Vec<u64> = printed
+        .split_whitespace()
+        .map(|v| v.parse().expect("a number"))
+        .collect();
+    numbers.len() == 2 && numbers[0] < numbers[1]
+}
+
+/// ENV, pid 1's start time: the sandbox's pid 1 exists before its time namespace does, so the
+/// launcher puts the namespace's zero at the second pid 1 started (launcher/src/time_ns.rs);
+/// a zero at the namespace's making read pid 1's start as negative whenever the two fell in
+/// different seconds.
+#[test]
+fn a_native_sandboxs_pid_1_started_within_its_clocks_first_second() {
+    if !backend_ready("native") {
+        return;
+    }
+    let run = exec(PID_1_START, &[]);
+    assert!(started_in_the_first_second(run.printed()), "{run:?}");
 }

@@ -53,6 +53,24 @@ pub(super) fn pooled(reply: &Value) -> bool {
     reply["meta"]["mcp-code-mode/pooled"] == true
 }
 
+/// A pooled sandbox waits long between its pid 1's start and its run (and its start at a
+/// low CPU weight can take seconds), yet pid 1's start reads within its clocks' first
+/// second (host_clocks.rs says why). Native only: Docker gives no time namespace.
+#[test]
+fn a_pooled_native_sandboxs_pid_1_started_within_its_clocks_first_second() {
+    if !ready("native") {
+        return;
+    }
+    let mut served = Served::start("native", &["--pool", "1"]);
+    served.wait_ready(1);
+    let reply = served.run(super::host_clocks::PID_1_START);
+    assert!(pooled(&reply), "{reply}");
+    assert!(
+        super::host_clocks::started_in_the_first_second(stdout(&reply)),
+        "{reply}"
+    );
+}
+
 /// Two runs of `first` then `second`, each in a pooled sandbox of a pool of one.
 fn two_pooled_runs(backend: &str, first: &str, second: &str) -> (Value, Value) {
     let mut served = Served::start(backend, &["--pool", "1"]);

@@ -647,6 +647,18 @@ pub(crate) fn cloexec_from(first: u32) -> io::Result<()> {
     .map(drop)
 }
 
+/// sysconf(_SC_CLK_TCK): clock ticks per second, the unit of `/proc/PID/stat`'s times.
+pub(crate) fn clock_ticks_per_second() -> io::Result<i64> {
+    // SAFETY: sysconf takes an integer name and reads no memory of ours.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if hz <= 0 {
+        return Err(io::Error::other("sysconf(_SC_CLK_TCK) gave no tick rate"));
+    }
+    // c_long is i64 here but i32 on 32-bit targets.
+    #[allow(clippy::useless_conversion)]
+    Ok(i64::from(hz))
+}
+
 /// close_range(2) from `first` to `last` inclusive.
 pub(crate) fn close_range(first: u32, last: u32) -> io::Result<()> {
     // SAFETY: closing descriptors has no memory-safety effect; the caller keeps no OwnedFd
