@@ -327,6 +327,8 @@ impl CodeModeServer {
     /// Run `code` once a slot is free, steered by `steering`.
     async fn run(&self, code: &str, steering: &Steering) -> CallToolResult {
         let begun = std::time::Instant::now();
+        // The session is not idle while this run waits, runs or asks its questions.
+        let _busy = self.session.activity.run();
         self.in_flight
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let result = self.run_in_slots(code, steering).await;

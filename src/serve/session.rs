@@ -1,5 +1,5 @@
-//! What belongs to one MCP session: its private-data taint, its run slots, and its seat
-//! under the session cap.
+//! What belongs to one MCP session: its private-data taint, its run slots, its runs in
+//! flight (for `--session-idle`) and its seat under the session cap.
 //!
 //! On stdio the one session is the process. Over Streamable HTTP each session (one
 //! `Mcp-Session-Id`, MCP 2025-11-25 basic/transports "Session Management") gets its own
@@ -8,7 +8,8 @@
 //! a slot of its session ([`DEFAULT_SESSION_RUNS`] by default) and then for one of the
 //! process ([`crate::limits::MAX_CONCURRENT_RUNS`]).
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
@@ -30,6 +31,8 @@ pub struct Session {
     pub taint: Taint,
     /// This session's run slots.
     pub slots: Arc<Semaphore>,
+    /// This session's runs in flight and when it was last used.
+    pub activity: Arc<Activity>,
     _seat: Option<Arc<Seat>>,
 }
 
@@ -49,8 +52,72 @@ impl Session {
             id: uuid::Uuid::new_v4().to_string(),
             taint: Taint::default(),
             slots: Arc::new(Semaphore::new(runs.max(1))),
+            activity: Arc::default(),
             _seat: None,
         }
+    }
+}
+
+/// When a session was last used and how many of its runs are in flight: a session with a
+/// run going (waiting for a slot, running, or asking an approval question) is not idle, and
+/// its idle time starts when its last run ends (`serve --http --session-idle`).
+#[derive(Debug)]
+pub struct Activity {
+    state: Mutex<ActivityState>,
+}
+
+#[derive(Debug)]
+struct ActivityState {
+    runs: usize,
+    last: Instant,
+}
+
+impl Default for Activity {
+    fn default() -> Self {
+        Self {
+            state: Mutex::new(ActivityState {
+                runs: 0,
+                last: Instant::now(),
+            }),
+        }
+    }
+}
+
+impl Activity {
+    /// Note a request of the session now.
+    pub fn touch(&self) {
+        self.state().last = Instant::now();
+    }
+
+    /// Count a run in flight until the returned guard is dropped; the drop counts as use.
+    pub fn run(self: &Arc<Self>) -> RunInFlight {
+        self.state().runs += 1;
+        RunInFlight(self.clone())
+    }
+
+    /// `None` while a run is in flight, else when the session was last used.
+    pub fn idle_since(&self) -> Option<Instant> {
+        let state = self.state();
+        (state.runs == 0).then_some(state.last)
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, ActivityState> {
+        // The state is two plain fields, whole after any panic.
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// A run counted by [`Activity::run`]; dropping it ends the count and notes the use.
+#[derive(Debug)]
+pub struct RunInFlight(Arc<Activity>);
+
+impl Drop for RunInFlight {
+    fn drop(&mut self) {
+        let mut state = self.0.state();
+        state.runs -= 1;
+        state.last = Instant::now();
     }
 }
 
@@ -86,6 +153,7 @@ impl Seats {
             id: uuid::Uuid::new_v4().to_string(),
             taint: Taint::default(),
             slots: Arc::new(Semaphore::new(runs.max(1))),
+            activity: Arc::default(),
             _seat: Some(Arc::new(Seat {
                 _permit: permit,
                 metrics: self.metrics.clone(),

@@ -23,8 +23,8 @@
 //!    `Origin` header: any `Origin` not listed with `--http-allow-origin` is `403` (the
 //!    transport spec's rule against DNS rebinding); a body over the cap is `413`.
 //!
-//! Sessions end when the client sends `DELETE`, after `--session-idle` without a request,
-//! or at shutdown. Protocol versions that have no sessions (2026-07-28) are not offered:
+//! Sessions end when the client sends `DELETE`, after `--session-idle` without a request
+//! and without a run in flight ([`idle`]), or at shutdown. Protocol versions that have no sessions (2026-07-28) are not offered:
 //! the taint needs a session to live in.
 //!
 //! Shutdown ([`serve_http`]'s `shutdown` future, SIGTERM in `serve`): report not ready,
@@ -36,6 +36,7 @@
 pub(crate) mod args;
 mod auth;
 mod body_deadline;
+mod idle;
 mod listen;
 pub(crate) mod tasks;
 
@@ -57,6 +58,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use self::auth::{BearerToken, Verdict};
+use self::idle::IdleSessions;
 pub(crate) use self::listen::{
     ConnectionLimits, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_MAX_CONNECTIONS,
 };
@@ -111,6 +113,10 @@ struct Shared {
     session_runs: usize,
     ready: AtomicBool,
     stopping: AtomicBool,
+    /// Each open session's activity, for `--session-idle`.
+    idle: Arc<IdleSessions>,
+    session_idle: Duration,
+    manager: Arc<LocalSessionManager>,
 }
 
 /// Serve `server` over Streamable HTTP until `shutdown` resolves, then shut down
@@ -131,6 +137,7 @@ pub(crate) async fn serve_http(
         .with_context(|| format!("failed to listen on {}", options.addr))?;
     let local = listener.local_addr()?;
     let seats = Seats::new(options.max_sessions, server.metrics().clone());
+    let manager = Arc::new(session_manager());
     let shared = Arc::new(Shared {
         server: server.clone(),
         token: options.token.clone(),
@@ -138,9 +145,11 @@ pub(crate) async fn serve_http(
         session_runs: options.session_runs,
         ready: AtomicBool::new(false),
         stopping: AtomicBool::new(false),
+        idle: Arc::default(),
+        session_idle: options.session_idle,
+        manager: manager.clone(),
     });
     let sessions = CancellationToken::new();
-    let manager = Arc::new(session_manager(&options));
     let tasks = Arc::new(SessionTasks::new(manager.clone(), options.max_body_bytes));
     let mcp = mcp_service(&server, &options, &local, seats, manager, sessions.clone());
     // The tasks layer is inside the guard: a task request passes the token and session
@@ -211,12 +220,12 @@ pub(crate) async fn serve_http(
     Ok(())
 }
 
-/// rmcp's session store, sessions closed after `--session-idle` without a request.
-fn session_manager(options: &HttpOptions) -> LocalSessionManager {
+/// rmcp's session store, without rmcp's idle timeout: [`idle`] closes idle sessions.
+fn session_manager() -> LocalSessionManager {
     let mut manager = LocalSessionManager::default();
     manager.session_config = {
         let mut c = SessionConfig::default();
-        c.keep_alive = Some(options.session_idle);
+        c.keep_alive = None;
         c
     };
     manager
@@ -301,10 +310,31 @@ async fn guard(State(shared): State<Arc<Shared>>, request: Request, next: Next) 
         };
         // rmcp's service factory, called while this request is handled, takes the seat; a
         // request that opens no session after all (refused by rmcp) frees it at the end.
+        let activity = seat.activity.clone();
         let seat = std::cell::RefCell::new(Some(seat));
-        return RESERVED_SEAT
-            .scope(seat, finish(shared, request, next))
+        let response = RESERVED_SEAT
+            .scope(seat, finish(shared.clone(), request, next))
             .await;
+        if let Some(id) = response
+            .headers()
+            .get("mcp-session-id")
+            .and_then(|id| id.to_str().ok())
+        {
+            shared.idle.watch(
+                id.to_owned(),
+                activity,
+                shared.manager.clone(),
+                shared.session_idle,
+            );
+        }
+        return response;
+    }
+    if let Some(id) = request
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|id| id.to_str().ok())
+    {
+        shared.idle.touch(id);
     }
     finish(shared, request, next).await
 }

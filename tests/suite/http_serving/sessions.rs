@@ -183,3 +183,24 @@ fn an_idle_session_expires_and_frees_its_seat() {
     let (status, text) = served.initialize(&[]);
     assert_eq!(status, 200, "{text}");
 }
+
+#[test]
+fn a_session_whose_run_outlasts_the_idle_time_is_kept_until_the_run_ends() {
+    if !native_client_ready() {
+        return;
+    }
+    // The SDK's call sends no progress token, so nothing flows while the run sleeps: the
+    // run in flight alone keeps the session, and the next call finds it open.
+    let served = Served::start(&["--session-idle", "2", "--pool", "0"], None);
+    let out = served.client(
+        "calls",
+        &[
+            "import time\ntime.sleep(5)\nprint('slept')",
+            "print('next')",
+        ],
+    );
+    assert_eq!(out["calls"][0]["stdout"], "slept\n", "{out}");
+    assert_eq!(out["calls"][1]["stdout"], "next\n", "{out}");
+    let log = served.log();
+    assert!(!log.contains("cancelled"), "{log}");
+}
