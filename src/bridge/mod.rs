@@ -533,7 +533,7 @@ impl Bridge {
             trace.ticket = Some(WriteTicket::default());
         }
         let outcome = upstream
-            .call(&tool.mcp_name, map.clone(), timeout, trace.ticket.as_ref())
+            .call(&tool.mcp_name, map, timeout, trace.ticket.as_ref())
             .await;
         if upstream.restarts() != restarts {
             // A restarted server is a new process: what sandboxes were started with is stale.

@@ -110,8 +110,8 @@ pub const CANCELLED: &str = "the run was cancelled by the client; the sandbox wa
 #[derive(Debug, Clone, Default)]
 pub struct Steering {
     /// Cancelled: a run not started yet never starts; a running sandbox is killed at once,
-    /// the calls it has in flight are dropped (rmcp then sends `notifications/cancelled`
-    /// to their servers), and nothing it sends later reaches a server.
+    /// the calls it has in flight are dropped (their servers are then sent
+    /// `notifications/cancelled`), and nothing it sends later reaches a server.
     pub cancel: CancellationToken,
     /// Where [`RunEvent`]s go, if anyone listens.
     pub events: Option<mpsc::UnboundedSender<RunEvent>>,

@@ -20,9 +20,10 @@
 //! catalog is not read again: tools stay as listed at startup. The private-data taint lives
 //! in the client's session, so a restart never resets it.
 //!
-//! A call that times out is dropped, and rmcp then sends `notifications/cancelled` for it
-//! (tested); a request still waiting in the write queue then is withdrawn instead, never
-//! written (`write_queue.rs`). Requests the server makes are answered: ping, `roots/list` (no roots),
+//! A plain call to a stdio server is written beside rmcp's service loop (`raw_call.rs`);
+//! other requests go through rmcp. A call that times out is dropped, and
+//! `notifications/cancelled` is sent for it (tested); a request still waiting in the write
+//! queue then is withdrawn instead, never written (`write_queue.rs`). Requests the server makes are answered: ping, `roots/list` (no roots),
 //! sampling refused, elicitation declined, anything else "method not found"; one rmcp
 //! cannot read is refused by the transport. An `initialize` answer with an older or an
 //! unknown protocol version is accepted (an unknown one with a warning).
@@ -35,6 +36,7 @@ mod lenient_http;
 mod line_decode;
 pub(crate) mod listing;
 pub(crate) mod plain;
+mod raw_call;
 mod raw_http;
 mod remote;
 mod repair;
@@ -63,6 +65,7 @@ use rmcp::{ClientHandler, ServiceExt};
 use tokio::process::Child;
 
 use self::listing::{Connection, list_all};
+use self::raw_call::RawCalls;
 use self::stderr_tail::StderrTail;
 use self::tasks::{RawRequests, TaskTools};
 pub(crate) use self::tools_changed::ToolsChanged;
@@ -204,6 +207,9 @@ struct Live {
     process: Option<Process>,
     /// Requests sent beside rmcp's (tasks).
     raw: RawRequests,
+    /// Plain tool calls sent beside rmcp's (raw_call.rs): a local server whose protocol has
+    /// `initialize`; `None` sends them through rmcp.
+    calls: Option<RawCalls>,
 }
 
 /// The server process, watched by a task that records how it ended; dropping this kills it.
@@ -260,6 +266,14 @@ fn describe_exit(server: &str, status: std::io::Result<std::process::ExitStatus>
         Err(e) => format!("the server {server:?} ended (failed to wait for it: {e})"),
     }
 }
+
+/// What a call needs of the live session: [`Upstream::peer`].
+type Peered = (
+    rmcp::Peer<RoleClient>,
+    CloseReason,
+    RawRequests,
+    Option<RawCalls>,
+);
 
 /// One wrapped server and its (re)startable session.
 pub(crate) struct Upstream {
@@ -357,20 +371,23 @@ impl Upstream {
     ///
     /// The call races its answer against the end of the connection: when the server exits,
     /// closes its stdout or breaks the transport, the call fails within [`CLOSE_GRACE`].
-    /// When the timeout passes, the request is dropped, and rmcp sends
-    /// `notifications/cancelled` for it. A tool whose `taskSupport` is `"required"` is
+    /// When the timeout passes, the request is dropped, and the server is sent
+    /// `notifications/cancelled` for it (or the request is withdrawn unwritten). A tool whose `taskSupport` is `"required"` is
     /// called as a task ([`tasks`]); dropping that call (a timeout, a cancelled run) sends
-    /// `tasks/cancel` for its task. `ticket`, when given, goes with the request (not a
-    /// task's) and is marked when the request is handed to the server ([`ticket`]).
+    /// `tasks/cancel` for its task. Any other call to a local server whose protocol has
+    /// `initialize` is written beside rmcp ([`raw_call`]), with the same cancellation.
+    /// `ticket`, when given, goes with the request (not a task's) and is marked when the
+    /// request is handed to the server ([`ticket`]).
     pub(crate) async fn call(
         &self,
         tool: &str,
-        args: serde_json::Map<String, serde_json::Value>,
+        args: &serde_json::Map<String, serde_json::Value>,
         timeout: Duration,
         ticket: Option<&ticket::WriteTicket>,
     ) -> CallOutcome {
         let deadline = tokio::time::Instant::now() + timeout;
-        let (peer, reason, raw) = match tokio::time::timeout_at(deadline, self.peer()).await {
+        let (peer, reason, raw, calls) = match tokio::time::timeout_at(deadline, self.peer()).await
+        {
             Ok(Ok(live)) => live,
             Ok(Err(why)) => return CallOutcome::Broken(why),
             Err(_) => return CallOutcome::TimedOut,
@@ -384,12 +401,17 @@ impl Upstream {
                     ticket.mark_written();
                 }
                 let ttl = deadline.saturating_duration_since(tokio::time::Instant::now());
-                let call = tasks::call_as_task(&raw, &self.spec.name, tool, args, ttl);
+                let call = tasks::call_as_task(&raw, &self.spec.name, tool, args.clone(), ttl);
                 return tokio::time::timeout_at(deadline, call)
                     .await
                     .unwrap_or(CallOutcome::TimedOut);
             }
-            let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(args);
+            if let Some(calls) = &calls {
+                return tokio::time::timeout_at(deadline, calls.call(tool, args, ticket))
+                    .await
+                    .unwrap_or(CallOutcome::TimedOut);
+            }
+            let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(args.clone());
             let call = async {
                 match ticket {
                     Some(ticket) => ticket::call_tool(&peer, params, ticket).await,
@@ -425,9 +447,9 @@ impl Upstream {
         }
     }
 
-    /// The live session's peer, close signal and raw requests, restarting a dead server
-    /// first.
-    async fn peer(&self) -> Result<(rmcp::Peer<RoleClient>, CloseReason, RawRequests), String> {
+    /// The live session's peer, close signal, raw requests and raw calls, restarting a dead
+    /// server first.
+    async fn peer(&self) -> Result<Peered, String> {
         let mut live = self.live.lock().await;
         let dead = live
             .as_ref()
@@ -467,7 +489,10 @@ impl Upstream {
             }
         }
         live.as_ref()
-            .map(|l| (l.session.peer().clone(), l.reason.clone(), l.raw.clone()))
+            .map(|l| {
+                let peer = l.session.peer().clone();
+                (peer, l.reason.clone(), l.raw.clone(), l.calls.clone())
+            })
             .ok_or_else(|| "the server is not running".to_owned())
     }
 
@@ -534,6 +559,7 @@ async fn connect(
                     reason: CloseReason::default(),
                     process: None,
                     raw,
+                    calls: None,
                 }
             });
     }
@@ -585,7 +611,8 @@ async fn connect(
     let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
         return Err(session_error(spec, "start", "no stdio pipes".into(), &tail));
     };
-    let (transport, reason, raw) = line_transport(&spec.name, stdout, stdin, task_tools.clone());
+    let (transport, reason, raw, calls) =
+        line_transport(&spec.name, stdout, stdin, task_tools.clone());
     let process = Process::watch(child, spec.name.clone(), reason.clone());
     let client = BridgeClient {
         server: spec.name.clone(),
@@ -628,11 +655,17 @@ async fn connect(
             return Err(session_error(spec, "initialize", why, &tail));
         }
     };
+    // Under a protocol without `initialize`, rmcp puts the client's metadata in every
+    // request: calls then go through rmcp.
+    let has_initialize = session
+        .peer_info()
+        .is_some_and(|info| info.protocol_version.has_initialize());
     Ok(Live {
         session,
         reason,
         process: Some(process),
         raw,
+        calls: has_initialize.then_some(calls),
     })
 }
 

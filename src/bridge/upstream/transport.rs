@@ -17,7 +17,9 @@
 //! What is written to the server goes through its bounded [`WriteQueue`], where a request
 //! still waiting when its `notifications/cancelled` comes is withdrawn unsent (a call's
 //! request takes its [`WriteTicket`] along, for the audit log's verdict); the server's
-//! own requests reach rmcp only while few wait for an answer ([`Unanswered`]).
+//! own requests reach rmcp only while few wait for an answer ([`Unanswered`]). An answer to a
+//! plain call written beside rmcp ([`RawCalls`]) is read and repaired like any other and
+//! handed to its caller instead of to rmcp.
 
 use std::sync::{Arc, Mutex};
 
@@ -34,6 +36,7 @@ use super::line_decode::{
     INLINE_DECODE_BYTES, InFlight, LineOutcome, LineReader, MAX_NOTIFICATION_BYTES,
     read_off_thread, trimmed,
 };
+use super::raw_call::RawCalls;
 use super::repair::{Decoded, PendingMap, expect_answer, expect_request};
 use super::tasks::{LineWriter, RawRequests, TaskTools};
 use super::ticket::WriteTicket;
@@ -157,15 +160,15 @@ impl<R> Drop for LineTransport<R> {
     }
 }
 
-/// Build the transport: also the [`RawRequests`] of the connection (answered beside rmcp),
-/// with the task support of the tools its `tools/list` answers name recorded in
-/// `task_tools`.
+/// Build the transport: also the [`RawRequests`] and [`RawCalls`] of the connection
+/// (answered beside rmcp), with the task support of the tools its `tools/list` answers name
+/// recorded in `task_tools`.
 pub(super) fn line_transport<R, W>(
     server: &str,
     reader: R,
     writer: W,
     task_tools: TaskTools,
-) -> (LineTransport<R>, CloseReason, RawRequests)
+) -> (LineTransport<R>, CloseReason, RawRequests, RawCalls)
 where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
@@ -175,6 +178,7 @@ where
     let (queue, writing) = WriteQueue::start(server, writer, reason.clone());
     let unanswered = Arc::new(Unanswered::default());
     let raw = RawRequests::new(Replier(queue.clone()));
+    let calls = RawCalls::new(queue.clone(), pending.clone());
     let incoming = Incoming {
         server: server.to_owned(),
         reader: BufReader::with_capacity(64 * 1024, reader),
@@ -187,6 +191,7 @@ where
             task_tools,
         },
         _raw: CloseRaw(raw.clone()),
+        calls: CloseCalls(calls.clone()),
         in_flight: None,
         reason: reason.clone(),
         unanswered: unanswered.clone(),
@@ -201,6 +206,7 @@ where
         },
         reason,
         raw,
+        calls,
     )
 }
 
@@ -208,6 +214,15 @@ where
 struct CloseRaw(RawRequests);
 
 impl Drop for CloseRaw {
+    fn drop(&mut self) {
+        self.0.close();
+    }
+}
+
+/// Raw calls waiting for answers fail when this is dropped (with the reader).
+struct CloseCalls(RawCalls);
+
+impl Drop for CloseCalls {
     fn drop(&mut self) {
         self.0.close();
     }
@@ -226,6 +241,9 @@ struct Incoming<R> {
     lines: LineReader,
     /// Tells the requests waiting beside rmcp when the reader goes.
     _raw: CloseRaw,
+    /// The plain calls sent beside rmcp, whose answers are taken here; told when the
+    /// reader goes.
+    calls: CloseCalls,
     /// A large line being read on a blocking thread (`line_decode.rs`); the next line is
     /// read only once it is done, so messages keep their order.
     in_flight: Option<InFlight>,
@@ -374,7 +392,11 @@ impl<R: AsyncRead + Unpin> Incoming<R> {
         };
         let server = &self.server;
         match decoded {
-            Decoded::Message(message) => return self.admit(*message),
+            Decoded::Message(message) => {
+                // An answer to a raw call goes to its caller, not to rmcp.
+                let message = self.calls.0.take(*message)?;
+                return self.admit(message);
+            }
             Decoded::Refuse(id, why) => {
                 tracing::warn!(server = %server, "refused a request of the server: {why}");
                 self.replier.refuse(id, &why);
@@ -497,7 +519,7 @@ mod tests {
     async fn an_endless_line_ends_the_connection_with_bounded_memory() {
         let (mut w, r) = tokio::io::duplex(1 << 16);
         let (_sink, _) = tokio::io::duplex(16);
-        let (mut t, reason, _raw) = line_transport("flood", r, _sink, TaskTools::default());
+        let (mut t, reason, _raw, _calls) = line_transport("flood", r, _sink, TaskTools::default());
         tokio::spawn(async move {
             let chunk = vec![b'x'; 1 << 20];
             for _ in 0..40 {

@@ -6,7 +6,8 @@
 //! for good, and nothing reaches the server after its caller gave up:
 //! - a request still queued when its call ends (the call timeout, a cancelled run, the
 //!   deadline) is withdrawn: the `notifications/cancelled` rmcp sends for it takes it out
-//!   of the queue and is itself not written, so the server sees neither. Only a request
+//!   of the queue and is itself not written, so the server sees neither (a plain call
+//!   written beside rmcp, `raw_call.rs`, withdraws its request itself, the same way). Only a request
 //!   already handed to the pipe gets the notification. A line whose sender stops waiting
 //!   (its [`Sent`] is dropped) is withdrawn the same way. A call's request carries its
 //!   [`WriteTicket`] (`ticket.rs`): the writer marks it as it takes the line to write it, and
@@ -342,6 +343,14 @@ impl Sent {
     /// Keep the line queued whatever becomes of this (a fire-and-forget answer).
     pub(super) fn detach(mut self) {
         self.withdraw = None;
+    }
+
+    /// This write, still awaitable, but never withdrawn by being dropped: its sender
+    /// withdraws it by its request id ([`WriteQueue::withdraw_request`]) when it gives up,
+    /// which also tells whether it was written.
+    pub(super) fn kept(mut self) -> Self {
+        self.withdraw = None;
+        self
     }
 }
 
