@@ -1,11 +1,13 @@
 //! Sessions: each has its own private-data taint, run slots and session id in the audit log;
 //! the session cap answers 503 past it, and a closed or expired session frees its seat.
 
+use std::io::{Read, Write};
+use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::{Served, sample, session_id};
+use super::{INITIALIZE, Served, sample, session_id};
 use crate::suite::common::native_client_ready;
 
 #[test]
@@ -125,18 +127,46 @@ fn the_session_cap_answers_503_past_it_and_a_session_closed_with_204_frees_its_s
     );
 }
 
-/// Sessions opened at once past the cap: each gets the documented 503 (none a 500 from
-/// inside rmcp, which a seat only checked for, not taken, let through), and the log says
-/// each refusal as a warning, with no ERROR line.
+/// Sessions opened at once past the cap: each gets the documented 503, and the log says each
+/// refusal as a warning, with no ERROR line. Every request's headers are sent before any
+/// body, so all of them pass the guard before rmcp, which reads the body first, asks for a
+/// session: a guard that only checked for a free seat let them all through, and rmcp's
+/// factory refused the last ones as a 500, logged at ERROR.
 #[test]
 fn sessions_opened_at_once_past_the_cap_get_503_and_the_log_warns_without_an_error() {
     let served = Served::start(&["--max-sessions", "2"], None);
-    let statuses: Vec<u16> = std::thread::scope(|scope| {
-        let opening: Vec<_> = (0..12)
-            .map(|_| scope.spawn(|| served.initialize(&[]).0))
-            .collect();
-        opening.into_iter().map(|t| t.join().unwrap()).collect()
-    });
+    let mut streams: Vec<TcpStream> = (0..12)
+        .map(|_| {
+            let mut stream = TcpStream::connect(served.addr()).unwrap();
+            stream
+                .set_read_timeout(Some(Duration::from_secs(30)))
+                .unwrap();
+            let head = format!(
+                "POST /mcp HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\n\r\n",
+                served.addr(),
+                INITIALIZE.len()
+            );
+            stream.write_all(head.as_bytes()).unwrap();
+            stream
+        })
+        .collect();
+    // Every request is past the guard and waits for its body.
+    std::thread::sleep(Duration::from_millis(500));
+    for stream in &mut streams {
+        stream.write_all(INITIALIZE.as_bytes()).unwrap();
+    }
+    let statuses: Vec<u16> = streams
+        .iter_mut()
+        .map(|stream| {
+            let mut response = String::new();
+            let _ = stream.read_to_string(&mut response);
+            response
+                .split_whitespace()
+                .nth(1)
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(0)
+        })
+        .collect();
     let log = served.log();
     assert_eq!(
         statuses.iter().filter(|s| **s == 200).count(),
