@@ -4,6 +4,10 @@
 //! structured log field) cannot move the operator's terminal cursor, retitle its window or
 //! colour what follows. See docs/threat-model.md, "Forged host errors".
 //!
+//! Every URL in that text is shown without its userinfo, query and fragment (README,
+//! "Wrapped servers": a remote server's URL may hold a key there): rmcp's own error lines
+//! quote reqwest's errors, which carry the whole request URL.
+//!
 //! Logs are therefore written without ANSI colours: a colour sequence of our own would be
 //! escaped like anyone else's.
 
@@ -11,10 +15,12 @@ use std::io::{self, Write};
 
 use tracing_subscriber::fmt::MakeWriter;
 
+use crate::bridge::upstream::plain::shown_url;
 use crate::sandbox::escape_controls;
 
 /// A `MakeWriter` for tracing-subscriber whose writers escape every control character but
-/// newline and tab (C0, DEL, C1: ECMA-48) before it reaches stderr. Each `write` call is
+/// newline and tab (C0, DEL, C1: ECMA-48) and cut every URL to [`shown_url`] before the
+/// text reaches stderr. Each `write` call is
 /// escaped on its own; tracing's fmt layer writes each event in one call, so a multi-byte
 /// character is never split across calls in practice, and one that is split is written as
 /// U+FFFD rather than as raw bytes.
@@ -29,13 +35,14 @@ impl<'a> MakeWriter<'a> for EscapedStderr {
     }
 }
 
-/// The writer [`EscapedStderr`] makes: escapes control characters, then writes to `W`.
+/// The writer [`EscapedStderr`] makes: cuts URLs and escapes control characters, then writes
+/// to `W`.
 #[derive(Debug)]
 pub(crate) struct EscapingWriter<W: Write>(pub W);
 
 impl<W: Write> Write for EscapingWriter<W> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let text = escape_controls(&String::from_utf8_lossy(buf));
+        let text = escape_controls(&redact_urls(&String::from_utf8_lossy(buf)));
         self.0.write_all(text.as_bytes())?;
         Ok(buf.len())
     }
@@ -52,9 +59,53 @@ pub(crate) fn error_line(message: &str) {
     let _ = writeln!(writer, "mcp-code-mode: {message}");
 }
 
+/// `text` with each `scheme://…` URL in it shown as [`shown_url`] shows it. A URL runs from
+/// its scheme to the first space, quote, bracket or other character that cannot be in one
+/// unescaped (RFC 3986), so a URL quoted in `url: "…"` or `(…)` ends at its quote.
+fn redact_urls(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.contains("://") {
+        return text.into();
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("://") {
+        let start = rest[..at]
+            .rfind(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.')))
+            .map_or(0, |i| i + 1);
+        let len = rest[at..]
+            .find(|c: char| {
+                c.is_whitespace()
+                    || c.is_control()
+                    || matches!(
+                        c,
+                        '"' | '\'' | '<' | '>' | '(' | ')' | '`' | '{' | '}' | '|' | '\\' | '^'
+                    )
+            })
+            .unwrap_or(rest.len() - at);
+        let end = at + len;
+        out.push_str(&rest[..start]);
+        out.push_str(&shown_url(&rest[start..end]));
+        rest = &rest[end..];
+    }
+    out.push_str(rest);
+    out.into()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_logged_url_loses_its_userinfo_query_and_fragment() {
+        let line = r#"ERROR worker quit: reqwest::Error { url: "http://u:pw@127.0.0.1:9/mcp?key=SECRET#f", source: x } (url (https://h/p?key=SECRET)) at https://h/a b"#;
+        let mut out = EscapingWriter(Vec::new());
+        out.write_all(line.as_bytes()).unwrap();
+        let text = String::from_utf8(out.0).unwrap();
+        assert_eq!(
+            text,
+            r#"ERROR worker quit: reqwest::Error { url: "http://127.0.0.1:9/mcp", source: x } (url (https://h/p)) at https://h/a b"#
+        );
+    }
 
     #[test]
     fn escape_sequences_reach_the_writer_as_text() {

@@ -177,3 +177,34 @@ async fn a_legacy_sse_entry_fails_with_a_reason() {
     };
     assert!(e.to_string().contains("legacy HTTP+SSE"), "{e}");
 }
+
+#[test]
+fn a_remote_servers_key_in_its_url_query_never_reaches_the_log() {
+    // A port nothing listens on: rmcp's own ERROR line quotes reqwest's error, whose URL
+    // carries the query and userinfo.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("servers.json");
+    let url = format!("http://user:PASSWORD@127.0.0.1:{port}/mcp?key=SECRET#frag");
+    let entry = json!({"mcpServers": {"remote": {"type": "http", "url": url, "timeout": 10}}});
+    std::fs::write(&config, entry.to_string()).unwrap();
+    let out = Command::new(super::common::bin())
+        .args(["exec", "--config"])
+        .arg(&config)
+        .args(["--code", "print(1)"])
+        .env("MCP_CODE_MODE_LOG", "info")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!("http://127.0.0.1:{port}/mcp")),
+        "the server's URL is named: {stderr}"
+    );
+    assert!(!stderr.contains("SECRET"), "{stderr}");
+    assert!(!stderr.contains("PASSWORD"), "{stderr}");
+    assert!(!stderr.contains("frag"), "{stderr}");
+}

@@ -7,7 +7,8 @@
 //! (`?api_key=…`). Neither belongs in text the model reads or an unauthenticated endpoint
 //! serves, so these texts say what happened ("could not write to its stdin", "could not
 //! connect to http://host:port/path") and show a URL only through [`shown_url`]. serve's log
-//! keeps rmcp's full text (logged where the error is met).
+//! keeps rmcp's full text (logged where the error is met), its URLs cut to [`shown_url`] by
+//! the log writer (`crate::stderr_log`).
 
 use rmcp::ServiceError;
 use rmcp::service::ClientInitializeError;
