@@ -5,7 +5,8 @@
 //! `server_startup::serve_answers_initialize_within_its_startup_timeout_when_a_wrapped_server_hangs`.
 //!
 //! Index: a client that closes its input while a wrapped server starts ends serve and the
-//! server; a signal while a wrapped server starts ends serve and the server; a client that
+//! server; a signal while a wrapped server starts ends serve and the server; a wrapped server
+//! that serve ends takes the children it started along (its process group); a client that
 //! closes its input while the catalog builds ends serve within a fraction of the build (the
 //! build runs off the runtime thread and stops when nobody waits for it).
 
@@ -138,6 +139,40 @@ fn a_signal_while_a_wrapped_server_starts_ends_serve_and_the_server() {
         assert_eq!(code, Some(expected), "SIG{name}");
         drop(stdin);
     }
+}
+
+#[test]
+fn a_wrapped_server_that_serve_ends_takes_the_children_it_started_along() {
+    // A shell that starts a child (a background job: the shell's process group, no setsid),
+    // as `npx` starts `node`, then becomes the never-answering server itself.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let marker = format!("kid{}", std::process::id() % 1_000_000);
+    let server = silent_server(dir.path(), &marker);
+    let (mut serve, stdin) = serve_initialized([
+        "serve".as_ref(),
+        "--pool".as_ref(),
+        "0".as_ref(),
+        "--startup-timeout".as_ref(),
+        STARTUP_TIMEOUT_SECS.as_ref(),
+        "--".as_ref(),
+        "sh".as_ref(),
+        "-c".as_ref(),
+        "\"$0\" 1000 & exec \"$0\" 1000".as_ref(),
+        server.as_os_str(),
+    ]);
+    let start = Instant::now();
+    while processes_named(&marker).len() < 2 {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the wrapped server and its child never both ran: {:?}",
+            processes_named(&marker)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(stdin);
+    let code = exits_in_time(&mut serve, "stdin closed");
+    assert_no_server_left(&marker, "stdin closed");
+    assert_eq!(code, Some(0), "a client that went away is a normal end");
 }
 
 /// serve wrapping `scripted_server` on `scenario` (a file), with the client's `initialize`

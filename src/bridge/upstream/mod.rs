@@ -212,7 +212,7 @@ struct Live {
     calls: Option<RawCalls>,
 }
 
-/// The server process, watched by a task that records how it ended; dropping this kills it.
+/// The server (leader of a [`tied::ProcessGroup`]), watched until it ends; dropping this kills it.
 struct Process {
     kill: Option<tokio::sync::oneshot::Sender<()>>,
     watcher: tokio::task::JoinHandle<()>,
@@ -223,6 +223,7 @@ impl Process {
     /// even when a child of the server still holds its stdout open).
     fn watch(mut child: Child, server: String, reason: CloseReason) -> Self {
         let (kill, killed) = tokio::sync::oneshot::channel::<()>();
+        let group = tied::ProcessGroup::led_by(child.id());
         let watcher = tokio::spawn(async move {
             let status = tokio::select! {
                 status = child.wait() => status,
@@ -231,6 +232,7 @@ impl Process {
                     child.wait().await
                 }
             };
+            drop(group);
             reason.set_exit(describe_exit(&server, status));
         });
         Self {

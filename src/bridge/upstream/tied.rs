@@ -1,7 +1,9 @@
 //! The command that starts a wrapped stdio server tied to `serve`'s life: through this very
 //! program's `__tied` mode (`launcher::tied`), which arms SIGKILL for `serve`'s death and
 //! execs the server in place, so a server that ignores the end of its input and SIGTERM still
-//! ends with a `serve` that was killed (README "Wrapped servers").
+//! ends with a `serve` that was killed (README "Wrapped servers"). Each server leads a
+//! process group of its own, so that ending the server ends the children it started too
+//! ([`ProcessGroup`]).
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -37,9 +39,11 @@ pub(super) fn resolve(program: &Path, path: Option<&str>, cwd: &Path) -> Option<
 
 /// The command for `program args`: `THIS_PROGRAM __tied SERVE_PID PROGRAM ARGS` when this
 /// program has the mode ([`enable`]) and its path is readable, else `program args` itself.
+/// Either way the process is the leader of a new process group (its id is the process's
+/// pid), which the terminal's SIGINT does not reach: `serve` ends it.
 pub(super) fn command(program: &Path, args: &[String]) -> Command {
     let exe = std::env::current_exe().ok();
-    match exe.filter(|_| TIED_MODE.load(Ordering::Relaxed)) {
+    let mut command = match exe.filter(|_| TIED_MODE.load(Ordering::Relaxed)) {
         Some(exe) => {
             let mut command = Command::new(exe);
             command
@@ -53,6 +57,34 @@ pub(super) fn command(program: &Path, args: &[String]) -> Command {
             let mut command = Command::new(program);
             command.args(args);
             command
+        }
+    };
+    command.process_group(0);
+    command
+}
+
+/// The process group a wrapped server leads (see [`command`]); dropping this SIGKILLs every
+/// process still in it: the server's children (`npx`'s `node`, a shell wrapper's program),
+/// which would otherwise outlive the server, one group per start attempt. A child that
+/// left the group (`setsid`, `setpgid`) is not reached.
+pub(super) struct ProcessGroup(Option<nix::unistd::Pid>);
+
+impl ProcessGroup {
+    /// The group led by the process `pid` (`None`: a process already reaped, no group).
+    pub(super) fn led_by(pid: Option<u32>) -> Self {
+        Self(
+            pid.and_then(|p| i32::try_from(p).ok())
+                .map(nix::unistd::Pid::from_raw),
+        )
+    }
+}
+
+impl Drop for ProcessGroup {
+    fn drop(&mut self) {
+        // A group's id stays taken while any process is in it, so after the leader was
+        // reaped this reaches only its leftover members (ESRCH when none are left).
+        if let Some(group) = self.0 {
+            let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
         }
     }
 }

@@ -1,6 +1,7 @@
 //! Servers that die or hang: a death mid-call or during initialize, a kill, a child holding
 //! stdout open, a hanging call timed out and cancelled, requests during a call, older protocol
-//! versions; a server that ignores EOF and SIGTERM dies with a SIGKILLed `serve`.
+//! versions; a server that ignores EOF and SIGTERM dies with a SIGKILLed `serve`; a server
+//! given up at startup is ended with the children it started.
 
 use std::time::{Duration, Instant};
 
@@ -8,6 +9,7 @@ use mcp_code_mode::bridge::{Bridge, BridgeError, RESTART_COOLDOWN};
 use serde_json::{Value, json};
 
 use super::{PROMPTLY, Scenario, call, entry, open, open_spec, refusal, timed};
+use crate::suite::common::processes_named;
 
 fn pid_of(text: &str, field: &str) -> u32 {
     let v: Value = serde_json::from_str(text).expect("pid result");
@@ -74,8 +76,9 @@ async fn a_server_whose_child_keeps_its_stdout_open_still_fails_the_call_when_it
     let mut spec = scenario.spec();
     spec.args = vec![
         "-c".into(),
-        // A background job's stdin is /dev/null; fd 3 carries the real one across.
-        "exec 3<&0; \"$0\" \"$1\" <&3 3<&- & wait".into(),
+        // A background job's stdin is /dev/null; fd 3 carries the real one across. setsid
+        // takes the server out of sh's process group, which is killed when sh dies.
+        "exec 3<&0; setsid \"$0\" \"$1\" <&3 3<&- & wait".into(),
         spec.command.clone(),
         scenario.path.display().to_string(),
     ];
@@ -109,6 +112,47 @@ async fn a_server_that_dies_during_initialize_is_a_clear_startup_error() {
         started.elapsed() < Duration::from_secs(5),
         "{:?}",
         started.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn a_server_given_up_at_startup_is_ended_with_the_children_it_started() {
+    // A shell that starts a child (a background job: its process group, no setsid), as `npx`
+    // starts `node`, writes the child's pid, and never answers `initialize`.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let marker = format!("mute{}", std::process::id() % 1_000_000);
+    let child = dir.path().join(&marker);
+    std::os::unix::fs::symlink("/bin/sleep", &child).expect("link sleep");
+    let pid_file = dir.path().join("child.pid");
+    let mut spec = Scenario::load("process").spec();
+    spec.command = "sh".into();
+    spec.args = vec![
+        "-c".into(),
+        "\"$0\" 1000 & echo $! > \"$1\"; exec sleep 1000".into(),
+        child.display().to_string(),
+        pid_file.display().to_string(),
+    ];
+    spec.startup_timeout = Some(Duration::from_secs(1));
+    let Err(e) = Bridge::open(vec![entry(spec)], false).await else {
+        panic!("the bridge opened");
+    };
+    assert!(e.to_string().contains("no answer within 1 s"), "{e}");
+    let pid: u32 = std::fs::read_to_string(&pid_file)
+        .expect("the server started its child")
+        .trim()
+        .parse()
+        .expect("a pid");
+    let given_up = Instant::now();
+    while processes_named(&marker).contains(&pid) && given_up.elapsed() < PROMPTLY {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let left = processes_named(&marker);
+    for pid in &left {
+        kill9(*pid);
+    }
+    assert!(
+        left.is_empty(),
+        "the child {left:?} outlived its server by {PROMPTLY:?}"
     );
 }
 
@@ -217,7 +261,7 @@ fn a_wrapped_server_that_ignores_eof_and_sigterm_dies_with_a_killed_serve() {
         .expect("start serve");
     let start = Instant::now();
     let pids = loop {
-        let pids = crate::suite::common::processes_named(&marker);
+        let pids = processes_named(&marker);
         if !pids.is_empty() {
             break pids;
         }
@@ -230,11 +274,10 @@ fn a_wrapped_server_that_ignores_eof_and_sigterm_dies_with_a_killed_serve() {
     serve.kill().expect("SIGKILL serve");
     serve.wait().expect("reap serve");
     let killed = Instant::now();
-    while !crate::suite::common::processes_named(&marker).is_empty() && killed.elapsed() < PROMPTLY
-    {
+    while !processes_named(&marker).is_empty() && killed.elapsed() < PROMPTLY {
         std::thread::sleep(Duration::from_millis(50));
     }
-    let left = crate::suite::common::processes_named(&marker);
+    let left = processes_named(&marker);
     for pid in &left {
         let _ = Command::new("kill")
             .args(["-KILL", &pid.to_string()])
