@@ -16,6 +16,7 @@ pub(crate) use arguments::run_python_code;
 mod catalog_changes;
 mod client_input;
 pub(crate) mod http;
+mod in_flight;
 mod metrics;
 mod progress;
 pub mod queue;

@@ -13,6 +13,9 @@
 //!   client waiting, or answer without the id. A too long line is skipped as it arrives,
 //!   never held whole. A blank line is skipped, as rmcp skips it.
 //!
+//! - a request whose id is already in use by a request in flight gets `-32600` and never
+//!   runs ([`super::in_flight`]).
+//!
 //! Every other line passes unchanged. The end of the client's input (or a read error)
 //! cancels every run at once, so the service ends without waiting for them.
 
@@ -25,6 +28,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::CodeModeServer;
+use super::in_flight::InFlight;
 use super::stdio_client::StdioClient;
 use super::tasks::{Tasks, is_task_message, patch_answer};
 use super::unreadable::{INVALID_REQUEST, Refusal, error_answer, invalid, parse};
@@ -56,6 +60,7 @@ where
     let (rmcp_out, from_rmcp) = tokio::io::duplex(PIPE_BYTES);
     let (replies, replied) = mpsc::unbounded_channel();
     let tasks = Tasks::new(&server);
+    let in_flight = InFlight::default();
     let disconnected = server.disconnected.clone();
     // Both end with this future, also when it is dropped (a signal ends the service).
     let _reader = AbortOnDrop(tokio::spawn(read_client(
@@ -63,9 +68,12 @@ where
         to_rmcp,
         tasks,
         replies,
+        in_flight.clone(),
         disconnected.clone(),
     )));
-    let mut writer = AbortOnDrop(tokio::spawn(write_client(output, from_rmcp, replied)));
+    let mut writer = AbortOnDrop(tokio::spawn(write_client(
+        output, from_rmcp, replied, in_flight,
+    )));
     let outcome = async {
         let service = server.serve((rmcp_in, rmcp_out)).await?;
         service.waiting().await?;
@@ -86,8 +94,12 @@ impl Drop for AbortOnDrop {
     }
 }
 
+/// A line for the client from this layer, and whether it answers a request in flight (a
+/// refusal answers one that never was, though it may carry the id of one that is).
+type Reply = (Value, bool);
+
 /// Answer a refused client line (a notification gets none, JSON-RPC 2.0 section 4.1).
-fn refuse(replies: &mpsc::UnboundedSender<Value>, refusal: Refusal) {
+fn refuse(replies: &mpsc::UnboundedSender<Reply>, refusal: Refusal) {
     let code = &refusal.answer["error"]["code"];
     if refusal.notification {
         tracing::warn!(
@@ -100,14 +112,15 @@ fn refuse(replies: &mpsc::UnboundedSender<Value>, refusal: Refusal) {
         "a client line is no JSON-RPC message serve reads ({}); answered {code}",
         refusal.why
     );
-    let _ = replies.send(refusal.answer);
+    let _ = replies.send((refusal.answer, false));
 }
 
 async fn read_client<R: AsyncRead + Unpin>(
     input: R,
     mut to_rmcp: DuplexStream,
     tasks: Tasks,
-    replies: mpsc::UnboundedSender<Value>,
+    replies: mpsc::UnboundedSender<Reply>,
+    in_flight: InFlight,
     disconnected: CancellationToken,
 ) {
     let mut reader = BufReader::with_capacity(64 * 1024, input);
@@ -128,10 +141,19 @@ async fn read_client<R: AsyncRead + Unpin>(
                         continue;
                     }
                 };
+                if let Some(answer) = in_flight.refusal(&message) {
+                    tracing::warn!(
+                        "a client request reuses the id {} of a request in flight; answered -32600",
+                        answer["id"]
+                    );
+                    let _ = replies.send((answer, false));
+                    continue;
+                }
                 if is_task_message(&message) && tasks.claims(&message) {
+                    in_flight.passed_on(&message);
                     let replies = replies.clone();
                     tasks.handle(&message, move |answer| {
-                        let _ = replies.send(answer);
+                        let _ = replies.send((answer, true));
                     });
                     continue;
                 }
@@ -139,6 +161,7 @@ async fn read_client<R: AsyncRead + Unpin>(
                     refuse(&replies, refusal);
                     continue;
                 }
+                in_flight.passed_on(&message);
                 line.push(b'\n');
                 if to_rmcp.write_all(&line).await.is_err() {
                     break;
@@ -154,7 +177,7 @@ async fn read_client<R: AsyncRead + Unpin>(
                 if skip_rest_of_line(&mut reader).await.is_err() {
                     break;
                 }
-                let _ = replies.send(answer);
+                let _ = replies.send((answer, false));
             }
             Ok(LineRead::Eof { .. }) | Err(_) => break,
         }
@@ -185,7 +208,8 @@ async fn skip_rest_of_line<R: AsyncRead + Unpin>(reader: &mut BufReader<R>) -> s
 async fn write_client<W: AsyncWrite + Unpin>(
     mut output: W,
     from_rmcp: DuplexStream,
-    mut replies: mpsc::UnboundedReceiver<Value>,
+    mut replies: mpsc::UnboundedReceiver<Reply>,
+    in_flight: InFlight,
 ) {
     let mut rmcp = BufReader::new(from_rmcp);
     let mut line = Vec::new();
@@ -196,12 +220,16 @@ async fn write_client<W: AsyncWrite + Unpin>(
             read = rmcp.read_until(b'\n', &mut line) => match read {
                 Ok(0) | Err(_) => break,
                 Ok(_) => {
+                    in_flight.answered_line(&line);
                     let out = patch(&line);
                     line.clear();
                     out
                 }
             },
-            Some(reply) = replies.recv() => {
+            Some((reply, answers)) = replies.recv() => {
+                if answers {
+                    in_flight.answered(&reply);
+                }
                 let mut out = serde_json::to_vec(&reply).unwrap_or_default();
                 out.push(b'\n');
                 out

@@ -71,6 +71,8 @@ mod queued_runs;
 mod relisting;
 /// Remote servers over Streamable HTTP.
 mod remote_servers;
+/// A request id reused while its request is in flight is refused; the first run goes on.
+mod reused_ids;
 /// Runner ⇄ host protocol edge cases through `exec`.
 mod runner_edge_cases;
 /// runner.py against a scripted host.
