@@ -2,9 +2,9 @@
 //! and every tool call the code asked for (`--audit FILE`). The schema is in
 //! `docs/audit-log.md`; every record carries [`SCHEMA_VERSION`] as `v`.
 //!
-//! Durability: each record is serialised first and then written with one `write_all` on an
-//! unbuffered `O_APPEND` descriptor, by one thread in order (audit_writer.rs), so records
-//! never interleave; a run or call waits for its record's write (at most
+//! Durability: each record is serialised first and then written whole on an unbuffered
+//! `O_APPEND` descriptor, by one thread in order (audit_writer.rs), so records never
+//! interleave; a record a full disk cut short is ended with a `\n` before the next one; a run or call waits for its record's write (at most
 //! 2 s, `WRITE_WAIT`), so a crash or SIGKILL of `serve` loses at most the records being
 //! written. A torn last line (no `\n`) is closed with a `\n` when the log is opened again, so
 //! the next record starts on a line of its own; readers skip a line that does not parse.

@@ -1,5 +1,9 @@
-//! The audit log's writer: a thread of its own owns the file and writes each record with
-//! one `write_all`, in order. A log that stops taking records (a FIFO nobody reads once its
+//! The audit log's writer: a thread of its own owns the file and writes each record whole,
+//! in order ([`RecordSink`]: one `write` when the sink takes it all, counting the bytes each
+//! `write` took). A record cut short (a full disk takes part of it, then says `ENOSPC`)
+//! leaves its first part in the file with no `\n`; the next record written starts with that
+//! `\n`, so the fragment is one line of its own that readers skip, and the record after it
+//! is whole on its own line. A log that stops taking records (a FIFO nobody reads once its
 //! 64 KiB buffer is full, a hung network file system) then blocks only this thread, never
 //! the async runtime that serves runs, pings, cancels and signals.
 //!
@@ -8,7 +12,6 @@
 //! records are queued without waiting, at most [`MAX_QUEUED_BYTES`] in all (more are
 //! dropped, each counted as failed), until a write completes again.
 
-use std::fs::File;
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -57,12 +60,61 @@ impl Health {
         *failure = Some(why);
     }
 
+    /// A whole record was written: the log is healthy again (said once on stderr).
     fn written(&self) {
         self.stalled.store(false, Ordering::SeqCst);
         let mut failure = self.failure.lock().unwrap_or_else(|p| p.into_inner());
         if failure.take().is_some() {
             tracing::warn!(path = %self.path.display(), "the audit log is written again");
         }
+    }
+}
+
+/// The log's sink, and whether the last record written to it was cut short: its first part
+/// is in the sink without the `\n` that ends its line.
+struct RecordSink<W> {
+    sink: W,
+    /// A record was cut short after some of its bytes were taken; the next write owes `\n`.
+    torn: bool,
+}
+
+impl<W: Write> RecordSink<W> {
+    /// Write `line` (a record with its `\n`), preceded by the `\n` that ends a record cut
+    /// short before it, as one buffer; `write` is called again for what a short write left.
+    /// `Ok` only when the whole record was taken.
+    ///
+    /// # Errors
+    /// The sink's error (`WriteZero` when it takes nothing): the record is not written
+    /// whole; any part of it the sink took is remembered, so the next record ends its line.
+    fn write_record(&mut self, line: &[u8]) -> std::io::Result<()> {
+        let owed = usize::from(self.torn);
+        let joined;
+        let buf = if self.torn {
+            joined = [b"\n".as_slice(), line].concat();
+            joined.as_slice()
+        } else {
+            line
+        };
+        let mut taken = 0;
+        let outcome = loop {
+            if taken == buf.len() {
+                break Ok(());
+            }
+            match self.sink.write(&buf[taken..]) {
+                Ok(0) => {
+                    break Err(std::io::Error::new(
+                        std::io::ErrorKind::WriteZero,
+                        "the file took none of the record",
+                    ));
+                }
+                Ok(n) => taken += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => break Err(e),
+            }
+        };
+        // Torn: nothing was taken while a `\n` was owed, or only part of this record was.
+        self.torn = (taken == 0 && self.torn) || (taken > owed && taken < buf.len());
+        outcome
     }
 }
 
@@ -84,11 +136,15 @@ pub(super) struct Writer {
 }
 
 impl Writer {
-    /// Start the thread writing to `file` (the log at `path`).
+    /// Start the thread writing to `file` (the log at `path`; a file opened unbuffered, so
+    /// each `write` reaches the kernel).
     ///
     /// # Errors
     /// The system's error when the thread cannot be started.
-    pub(super) fn start(file: File, path: PathBuf) -> std::io::Result<Self> {
+    pub(super) fn start<W: Write + Send + 'static>(
+        file: W,
+        path: PathBuf,
+    ) -> std::io::Result<Self> {
         let health = Arc::new(Health {
             path,
             failure: Mutex::new(None),
@@ -102,9 +158,12 @@ impl Writer {
         std::thread::Builder::new()
             .name("audit-log".into())
             .spawn(move || {
-                let mut file = file;
+                let mut file = RecordSink {
+                    sink: file,
+                    torn: false,
+                };
                 for job in queue {
-                    let written = file.write_all(&job.line);
+                    let written = file.write_record(&job.line);
                     thread_queued.fetch_sub(job.line.len(), Ordering::SeqCst);
                     match &written {
                         Ok(()) => thread_health.written(),
@@ -210,4 +269,80 @@ fn cannot_write(path: &std::path::Path, error: &std::io::Error) -> String {
         "the audit log {} cannot be written: {error}",
         path.display()
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A sink that takes every byte while `room` is `None`, else at most `room` more bytes
+    /// and then fails `ENOSPC`, as a full disk does.
+    #[derive(Clone, Default)]
+    struct FullDisk {
+        taken: Arc<Mutex<Vec<u8>>>,
+        room: Arc<Mutex<Option<usize>>>,
+    }
+
+    impl Write for FullDisk {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            let mut room = self.room.lock().unwrap();
+            let n = room.map_or(buf.len(), |room| room.min(buf.len()));
+            if n == 0 {
+                return Err(std::io::Error::from_raw_os_error(libc::ENOSPC));
+            }
+            if let Some(room) = room.as_mut() {
+                *room -= n;
+            }
+            self.taken.lock().unwrap().extend_from_slice(&buf[..n]);
+            Ok(n)
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn record(n: u32) -> Vec<u8> {
+        format!("{{\"record\":{n},\"pad\":\"{}\"}}\n", "x".repeat(40)).into_bytes()
+    }
+
+    #[tokio::test]
+    async fn a_record_cut_short_by_a_full_disk_is_a_line_of_its_own_and_the_next_whole_record_is_readable()
+     {
+        let disk = FullDisk::default();
+        let writer = Writer::start(disk.clone(), "audit.jsonl".into()).unwrap();
+        let room = |room| *disk.room.lock().unwrap() = room;
+        writer.write(record(1)).await.unwrap();
+        room(Some(10));
+        assert!(
+            writer.write(record(2)).await.is_err(),
+            "record 2 was cut short"
+        );
+        assert!(
+            writer.write(record(3)).await.is_err(),
+            "no room for record 3"
+        );
+        // Room for the `\n` the fragment is owed and no more: still not healthy.
+        room(Some(1));
+        assert!(
+            writer.write(record(4)).await.is_err(),
+            "no room for record 4"
+        );
+        assert!(writer.health.failure().is_some());
+        room(None);
+        writer.write(record(5)).await.unwrap();
+        assert_eq!(writer.health.failure(), None, "a whole record was written");
+        assert_eq!(writer.health.failed_writes(), 3);
+        drop(writer);
+        let taken = String::from_utf8(disk.taken.lock().unwrap().clone()).unwrap();
+        let lines: Vec<&str> = taken.lines().collect();
+        let fragment = String::from_utf8(record(2)[..10].to_vec()).unwrap();
+        assert_eq!(lines.len(), 3, "{taken}");
+        assert_eq!(lines[1], fragment, "{taken}");
+        for (line, n) in [(lines[0], 1), (lines[2], 5)] {
+            let value: serde_json::Value = serde_json::from_str(line).expect(line);
+            assert_eq!(value["record"], n, "{taken}");
+        }
+        assert!(serde_json::from_str::<serde_json::Value>(lines[1]).is_err());
+    }
 }
