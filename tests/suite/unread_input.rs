@@ -19,7 +19,8 @@ pub(super) const PAUSE_SECS: u64 = 5;
 
 /// The server: logs every line it reads to the file `argv[1]`; `block` stops it reading
 /// for [`PAUSE_SECS`]; `flood` sends `n` `roots/list` requests without reading its stdin
-/// meanwhile; every call then answers `done`.
+/// meanwhile; every call then answers `done`. `tsink` must be called as a task
+/// (`taskSupport: "required"`): its task is completed at once and its result is `done`.
 const DEAF_SERVER: &str = r#"
 import json, sys, time
 log = open(sys.argv[1], "a", buffering=1)
@@ -28,6 +29,10 @@ def send(msg):
     out.write(json.dumps(msg).encode() + b"\n")
     out.flush()
 tools = [{"name": n, "inputSchema": {"type": "object"}} for n in ("block", "sink", "flood")]
+tools.append({"name": "tsink", "inputSchema": {"type": "object"}, "execution": {"taskSupport": "required"}})
+def task(status):
+    return {"taskId": "t1", "status": status, "createdAt": "2026-01-01T00:00:00Z",
+            "lastUpdatedAt": "2026-01-01T00:00:00Z", "ttl": 60000, "pollInterval": 50}
 for line in sys.stdin.buffer:
     log.write(line.decode("utf-8", "replace"))
     msg = json.loads(line)
@@ -39,6 +44,12 @@ for line in sys.stdin.buffer:
                   "serverInfo": {"name": "deaf", "version": "0"}}
     elif method == "tools/list":
         result = {"tools": tools}
+    elif method == "tools/call" and "task" in msg["params"]:
+        result = {"task": task("working")}
+    elif method == "tasks/get":
+        result = task("completed")
+    elif method == "tasks/result":
+        result = {"content": [{"type": "text", "text": "done"}]}
     elif method == "tools/call":
         name = msg["params"]["name"]
         if name == "block":
@@ -83,11 +94,14 @@ pub(super) async fn sink(bridge: &Bridge, tag: String) -> Result<String, CallErr
     bridge.call(&CallBudget::new(200), "sink", &args).await
 }
 
-/// The tags of the `sink` calls the server read.
+/// The tags of the `sink` and `tsink` calls the server read.
 pub(super) fn sinks_read(log: &str) -> Vec<String> {
     log.lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|m| m["method"] == "tools/call" && m["params"]["name"] == "sink")
+        .filter(|m| {
+            m["method"] == "tools/call"
+                && (m["params"]["name"] == "sink" || m["params"]["name"] == "tsink")
+        })
         .map(|m| {
             m["params"]["arguments"]["tag"]
                 .as_str()

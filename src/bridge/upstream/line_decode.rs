@@ -126,6 +126,7 @@ mod tests {
         fn write_line(
             &self,
             _line: Vec<u8>,
+            _kind: super::super::write_queue::Line,
         ) -> futures::future::BoxFuture<'static, std::io::Result<()>> {
             Box::pin(async { Ok(()) })
         }

@@ -378,8 +378,8 @@ impl Upstream {
     /// called as a task ([`tasks`]); dropping that call (a timeout, a cancelled run) sends
     /// `tasks/cancel` for its task. Any other call to a local server whose protocol has
     /// `initialize` is written beside rmcp ([`raw_call`]), with the same cancellation.
-    /// `ticket`, when given, goes with the request (not a task's) and is marked when the
-    /// request is handed to the server ([`ticket`]).
+    /// `ticket`, when given, goes with the request (a task's `tools/call` too) and is marked
+    /// when the request is handed to the server ([`ticket`]).
     pub(crate) async fn call(
         &self,
         tool: &str,
@@ -397,13 +397,11 @@ impl Upstream {
         let as_task = self.task_support(tool) == crate::mcp_tasks::TaskSupport::Required;
         let answer = async {
             if as_task {
-                // A task's requests go beside rmcp's and carry no ticket: a call made as a
-                // task is recorded sent, as before the write queue told the two apart.
-                if let Some(ticket) = ticket {
-                    ticket.mark_written();
-                }
+                // The ticket goes with the task-augmented `tools/call`; polls and the result
+                // are the call's own business once that reached the server.
                 let ttl = deadline.saturating_duration_since(tokio::time::Instant::now());
-                let call = tasks::call_as_task(&raw, &self.spec.name, tool, args.clone(), ttl);
+                let call =
+                    tasks::call_as_task(&raw, &self.spec.name, tool, args.clone(), ttl, ticket);
                 return tokio::time::timeout_at(deadline, call)
                     .await
                     .unwrap_or(CallOutcome::TimedOut);

@@ -30,13 +30,15 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use rmcp::model::CallToolResult;
+use rmcp::model::{CallToolResult, RequestId};
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
 use super::CallOutcome;
 use super::raw_http::RawHttp;
 use super::repair::{Pending, repair_result};
+use super::ticket::WriteTicket;
+use super::write_queue::Line;
 use crate::mcp_tasks::{self, CreateTaskResult, Task, TaskStatus, TaskSupport};
 
 /// Prefix of the ids of [`RawRequests`].
@@ -72,7 +74,10 @@ pub(super) fn record_task_support(tools: &TaskTools, result: &Value) {
 
 /// Writes one whole line on the server's stdin.
 pub(super) trait LineWriter: Send + Sync {
-    fn write_line(&self, line: Vec<u8>) -> BoxFuture<'static, std::io::Result<()>>;
+    /// Write `line` (a request of ours, its `\n` included) as `kind` says: a
+    /// [`Line::Call`] marks its ticket when the line is taken to be written, and is skipped
+    /// (resolving `Ok`) when its call gave it up first.
+    fn write_line(&self, line: Vec<u8>, kind: Line) -> BoxFuture<'static, std::io::Result<()>>;
 }
 
 /// What a raw request came to.
@@ -151,6 +156,18 @@ impl RawRequests {
     /// Send `method` with `params` and wait for its answer; `None` when the connection
     /// ended first.
     pub(super) async fn request(&self, method: &str, params: Value) -> Option<RawAnswer> {
+        self.send(method, params, None).await
+    }
+
+    /// [`Self::request`] for a call's request: `ticket` is marked when the request is
+    /// handed to the server (its line taken to be written, its POST started); `None`, and
+    /// nothing sent, when the call gave it up before that ([`WriteTicket::settle`]).
+    async fn send(
+        &self,
+        method: &str,
+        params: Value,
+        ticket: Option<&WriteTicket>,
+    ) -> Option<RawAnswer> {
         let id = format!(
             "{RAW_ID_PREFIX}{}",
             self.0.next.fetch_add(1, Ordering::SeqCst)
@@ -158,6 +175,7 @@ impl RawRequests {
         let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
         let writer = match &self.0.channel {
             Channel::Lines(writer) => writer,
+            Channel::Http(_) if ticket.is_some_and(|t| !t.mark_written()) => return None,
             // Dropping this future drops the POST, which ends its request.
             Channel::Http(http) => return Some(answer_of(&http.request(&id, &message).await)),
         };
@@ -167,7 +185,15 @@ impl RawRequests {
         let _forget = Forget(self, &id);
         let mut line = serde_json::to_vec(&message).ok()?;
         line.push(b'\n');
-        writer.write_line(line).await.ok()?;
+        let kind = match ticket {
+            Some(ticket) => Line::Call(RequestId::String(id.as_str().into()), ticket.clone()),
+            None => Line::Request(None),
+        };
+        writer.write_line(line, kind).await.ok()?;
+        if ticket.is_some_and(WriteTicket::is_withdrawn) {
+            // Skipped by the writer: it never reached the server, no answer comes.
+            return None;
+        }
         rx.await.ok()
     }
 }
@@ -272,11 +298,12 @@ async fn create(
     raw: &RawRequests,
     server: &str,
     params: Value,
+    ticket: Option<&WriteTicket>,
 ) -> Option<(RawAnswer, Option<CancelOnDrop>)> {
     let (tx, rx) = oneshot::channel();
-    let (raw, server) = (raw.clone(), server.to_owned());
+    let (raw, server, ticket) = (raw.clone(), server.to_owned(), ticket.cloned());
     tokio::spawn(async move {
-        let answer = raw.request("tools/call", params).await;
+        let answer = raw.send("tools/call", params, ticket.as_ref()).await;
         let guard = match &answer {
             Some(RawAnswer::Result(value)) => {
                 serde_json::from_value::<CreateTaskResult>(value.clone())
@@ -296,17 +323,19 @@ async fn create(
 }
 
 /// Call `tool` of `server` as a task through `raw`, asking the server to keep it for
-/// `ttl`. The caller bounds the time; dropping the future cancels the task.
+/// `ttl`. The caller bounds the time; dropping the future cancels the task. `ticket` goes
+/// with the task-augmented `tools/call` (the one request that makes the call `sent`).
 pub(super) async fn call_as_task(
     raw: &RawRequests,
     server: &str,
     tool: &str,
     args: serde_json::Map<String, Value>,
     ttl: Duration,
+    ticket: Option<&WriteTicket>,
 ) -> CallOutcome {
     let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
     let params = json!({"name": tool, "arguments": args, "task": {"ttl": ttl_ms}});
-    let (created, guard) = match create(raw, server, params).await {
+    let (created, guard) = match create(raw, server, params, ticket).await {
         None => return CallOutcome::Broken(String::new()),
         Some((RawAnswer::Error(message), _)) => return CallOutcome::Rejected(message),
         Some((RawAnswer::Result(value), guard)) => (value, guard),

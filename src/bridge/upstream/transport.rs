@@ -257,8 +257,9 @@ impl LineWriter for Replier {
     fn write_line(
         &self,
         line: Vec<u8>,
+        kind: Line,
     ) -> futures::future::BoxFuture<'static, std::io::Result<()>> {
-        Box::pin(self.0.send(line, Line::Request(None)))
+        Box::pin(self.0.send(line, kind))
     }
 }
 

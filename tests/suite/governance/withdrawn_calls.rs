@@ -6,6 +6,8 @@
 //! `block` stops it reading its stdin for a few seconds, so of the calls that follow only
 //! a pipe's worth (64 KiB) is written; the rest waits in the queue until its call ends.
 //! Once the server reads again, what it read must be exactly the calls recorded `sent`.
+//! `tsink` calls are made as tasks: their task-augmented `tools/call` is what is sent or
+//! withdrawn.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -26,9 +28,20 @@ async fn audited(read_log: &Path, audit: &Path, call_timeout: Duration) -> Bridg
     open(read_log, call_timeout).await.with_audit(Arc::new(log))
 }
 
+/// A `tsink` call (made as a task) with `tag`.
+async fn task_sink(bridge: &Bridge, tag: &str) -> Result<String, CallError> {
+    bridge
+        .call(&CallBudget::new(200), "tsink", &json!({"tag": tag}))
+        .await
+}
+
 /// `block` (the server stops reading), then eight `sink` calls of 15 KiB each (the pipe
-/// takes some, the rest wait in the write queue), then `late`, which waits behind them.
-async fn calls_behind_a_deaf_server(bridge: &Bridge) -> Vec<Result<String, CallError>> {
+/// takes some, the rest wait in the write queue), then `late` (a `tsink` call when
+/// `late_as_task`), which waits behind them.
+async fn calls_behind_a_deaf_server(
+    bridge: &Bridge,
+    late_as_task: bool,
+) -> Vec<Result<String, CallError>> {
     let (budget, no_args) = (CallBudget::new(200), json!({}));
     let block = bridge.call(&budget, "block", &no_args);
     let fills = async {
@@ -36,7 +49,11 @@ async fn calls_behind_a_deaf_server(bridge: &Bridge) -> Vec<Result<String, CallE
         let fills = (0..8).map(|i| sink(bridge, format!("fill{i}")));
         let late = async {
             tokio::time::sleep(Duration::from_millis(200)).await;
-            sink(bridge, "late".into()).await
+            if late_as_task {
+                task_sink(bridge, "late").await
+            } else {
+                sink(bridge, "late".into()).await
+            }
         };
         tokio::join!(futures::future::join_all(fills), late)
     };
@@ -50,7 +67,7 @@ fn call_records(audit: &Path) -> Vec<(String, String, String)> {
         .iter()
         .map(|c| {
             let name = match c["tool"].as_str() {
-                Some("sink") => c["args"]["tag"].as_str().unwrap_or_default(),
+                Some("sink" | "tsink") => c["args"]["tag"].as_str().unwrap_or_default(),
                 other => other.unwrap_or_default(),
             };
             let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
@@ -110,7 +127,24 @@ async fn a_call_timed_out_while_its_request_waits_to_be_written_is_recorded_with
     let (read_log, audit) = (dir.path().join("read.log"), dir.path().join("audit.jsonl"));
     let bridge = audited(&read_log, &audit, Duration::from_secs(1)).await;
     let started = Instant::now();
-    for outcome in calls_behind_a_deaf_server(&bridge).await {
+    for outcome in calls_behind_a_deaf_server(&bridge, false).await {
+        assert!(
+            matches!(&outcome, Err(CallError::Refused(r)) if r.to_string().contains("did not answer within 1 s")),
+            "expected a timeout, got {outcome:?}"
+        );
+    }
+    the_server_read_exactly_the_sent_calls(started, &read_log, &audit, "did not answer within 1 s")
+        .await;
+    bridge.close().await;
+}
+
+#[tokio::test]
+async fn a_task_call_timed_out_while_its_request_waits_to_be_written_is_recorded_withdrawn() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (read_log, audit) = (dir.path().join("read.log"), dir.path().join("audit.jsonl"));
+    let bridge = audited(&read_log, &audit, Duration::from_secs(1)).await;
+    let started = Instant::now();
+    for outcome in calls_behind_a_deaf_server(&bridge, true).await {
         assert!(
             matches!(&outcome, Err(CallError::Refused(r)) if r.to_string().contains("did not answer within 1 s")),
             "expected a timeout, got {outcome:?}"
@@ -130,7 +164,7 @@ async fn a_call_whose_run_ends_while_its_request_waits_to_be_written_is_recorded
     // The run ends (its deadline, a cancel) while every call waits: their futures go.
     let ended = tokio::time::timeout(
         Duration::from_millis(1500),
-        calls_behind_a_deaf_server(&bridge),
+        calls_behind_a_deaf_server(&bridge, false),
     )
     .await;
     assert!(ended.is_err(), "a call was over before the run: {ended:?}");
@@ -147,9 +181,11 @@ async fn a_call_the_server_answers_is_recorded_sent() {
         sink(&bridge, "answered".into()).await.expect("answered"),
         "done"
     );
+    assert_eq!(task_sink(&bridge, "task").await.expect("answered"), "done");
     let calls = call_records(&audit);
-    assert_eq!(calls, [("answered".into(), "sent".into(), String::new())]);
+    let sent = |tag: &str| (tag.to_owned(), "sent".to_owned(), String::new());
+    assert_eq!(calls, [sent("answered"), sent("task")]);
     let read = sinks_read(&std::fs::read_to_string(&read_log).unwrap_or_default());
-    assert_eq!(read, ["answered"]);
+    assert_eq!(read, ["answered", "task"]);
     bridge.close().await;
 }
