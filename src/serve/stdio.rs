@@ -94,13 +94,18 @@ impl Drop for AbortOnDrop {
     }
 }
 
-/// A line for the client from this layer, and whether it answers a request in flight (a
-/// refusal answers one that never was, though it may carry the id of one that is).
-type Reply = (Value, bool);
+/// A line for the client from this layer.
+enum Reply {
+    /// The answer to a request in flight (from the tasks layer).
+    Answer(Value),
+    /// A refusal of a request that never ran, though it may carry the id of one that is in
+    /// flight: its JSON text.
+    Refusal(String),
+}
 
 /// Answer a refused client line (a notification gets none, JSON-RPC 2.0 section 4.1).
 fn refuse(replies: &mpsc::UnboundedSender<Reply>, refusal: Refusal) {
-    let code = &refusal.answer["error"]["code"];
+    let code = refusal.answer.code();
     if refusal.notification {
         tracing::warn!(
             "a client notification is invalid ({}); not answered",
@@ -112,7 +117,7 @@ fn refuse(replies: &mpsc::UnboundedSender<Reply>, refusal: Refusal) {
         "a client line is no JSON-RPC message serve reads ({}); answered {code}",
         refusal.why
     );
-    let _ = replies.send((refusal.answer, false));
+    let _ = replies.send(Reply::Refusal(refusal.answer.line()));
 }
 
 async fn read_client<R: AsyncRead + Unpin>(
@@ -137,7 +142,7 @@ async fn read_client<R: AsyncRead + Unpin>(
                 let message = match parse(&line) {
                     Ok(message) => message,
                     Err(refusal) => {
-                        refuse(&replies, refusal);
+                        refuse(&replies, *refusal);
                         continue;
                     }
                 };
@@ -146,18 +151,18 @@ async fn read_client<R: AsyncRead + Unpin>(
                         "a client request reuses the id {} of a request in flight; answered -32600",
                         answer["id"]
                     );
-                    let _ = replies.send((answer, false));
+                    let _ = replies.send(Reply::Refusal(answer.to_string()));
                     continue;
                 }
                 if is_task_message(&message) && tasks.claims(&message) {
                     in_flight.passed_on(&message);
                     let replies = replies.clone();
                     tasks.handle(&message, move |answer| {
-                        let _ = replies.send((answer, true));
+                        let _ = replies.send(Reply::Answer(answer));
                     });
                     continue;
                 }
-                if let Some(refusal) = invalid(&message) {
+                if let Some(refusal) = invalid(&message, &line) {
                     refuse(&replies, refusal);
                     continue;
                 }
@@ -177,7 +182,7 @@ async fn read_client<R: AsyncRead + Unpin>(
                 if skip_rest_of_line(&mut reader).await.is_err() {
                     break;
                 }
-                let _ = replies.send((answer, false));
+                let _ = replies.send(Reply::Refusal(answer.line()));
             }
             Ok(LineRead::Eof { .. }) | Err(_) => break,
         }
@@ -226,11 +231,14 @@ async fn write_client<W: AsyncWrite + Unpin>(
                     out
                 }
             },
-            Some((reply, answers)) = replies.recv() => {
-                if answers {
-                    in_flight.answered(&reply);
-                }
-                let mut out = serde_json::to_vec(&reply).unwrap_or_default();
+            Some(reply) = replies.recv() => {
+                let mut out = match reply {
+                    Reply::Answer(answer) => {
+                        in_flight.answered(&answer);
+                        serde_json::to_vec(&answer).unwrap_or_default()
+                    }
+                    Reply::Refusal(text) => text.into_bytes(),
+                };
                 out.push(b'\n');
                 out
             }

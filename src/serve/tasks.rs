@@ -40,8 +40,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rmcp::model::{
-    CallToolResult, CustomNotification, ProgressToken, ProtocolVersion, ServerNotification,
-    ServerResult,
+    CallToolResult, CustomNotification, NumberOrString, ProgressToken, ProtocolVersion,
+    ServerNotification, ServerResult,
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -89,9 +89,14 @@ pub(super) struct Tasks {
 }
 
 /// Whether `message` (a JSON-RPC message from the client) is one [`Tasks::handle`] answers:
-/// a task method, or a `tools/call` carrying `task`.
+/// a task method, or a `tools/call` carrying `task`, with an id rmcp's ids can hold (a
+/// string or an i64; others are refused by [`super::unreadable::invalid`]).
 pub(super) fn is_task_message(message: &Value) -> bool {
-    if message.get("id").is_none() {
+    // An id rmcp could not hold (`1e20`, `[1]`) is refused as rmcp's requests are.
+    let Some(id) = message.get("id") else {
+        return false;
+    };
+    if NumberOrString::deserialize(id).is_err() {
         return false;
     }
     match message.get("method").and_then(Value::as_str) {
@@ -144,7 +149,11 @@ impl Tasks {
     /// whole JSON-RPC response: before returning, except for a `tasks/result` that must
     /// wait, which calls it later from a task of its own.
     pub(super) fn handle(&self, message: &Value, reply: impl FnOnce(Value) + Send + 'static) {
-        let id = message.get("id").cloned().unwrap_or(Value::Null);
+        // As rmcp answers: an integer written in float form (`1.0`) as the integer.
+        let id = message
+            .get("id")
+            .and_then(|id| NumberOrString::deserialize(id).ok())
+            .map_or(Value::Null, NumberOrString::into_json_value);
         let params = message.get("params").cloned().unwrap_or(Value::Null);
         let method = message.get("method").and_then(Value::as_str).unwrap_or("");
         let answer = match method {

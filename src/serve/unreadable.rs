@@ -13,9 +13,16 @@
 //!   side ([`top_level_id`]), which needs no valid text;
 //! - `-32600 Invalid Request` ([`invalid`]) for a JSON value that is no JSON-RPC 2.0 message
 //!   (not an object, `jsonrpc` other than `"2.0"`, an id that is neither a string nor an
-//!   integer, a `method` that is no string, a batch: MCP has none since 2025-06-18);
+//!   integer rmcp can hold, a `method` that is no string, a batch: MCP has none since
+//!   2025-06-18). rmcp holds a number id as an i64, so a request whose id is a number
+//!   outside -2^63..2^63-1 (`18446744073709551616`, `1e20`) is refused here, never run;
 //! - `-32602 Invalid params` for a request of a method rmcp knows whose `params` are missing
 //!   or of the wrong shape (rmcp would take it for an unknown method and say `-32601`).
+//!
+//! An answer's id is the request's id as the client wrote it: serde_json holds a number
+//! outside i64 and u64 (and one written with a fraction or an exponent) as an f64, which
+//! prints otherwise (`-9.999999999999999e18`), so such an id is copied from the request's
+//! text ([`ErrorAnswer::line`]).
 //!
 //! A refused notification (`jsonrpc` `"2.0"`, a string `method`, no `id`) gets no answer on stdio (section 4.1:
 //! a notification is never answered); over HTTP its POST gets `400` with the error.
@@ -23,9 +30,9 @@
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use rmcp::model::{ClientJsonRpcMessage, ClientRequest, JsonRpcMessage};
+use rmcp::model::{ClientJsonRpcMessage, ClientRequest, JsonRpcMessage, NumberOrString};
 
-use crate::bridge::upstream::json_scan::top_level_id;
+use crate::bridge::upstream::json_scan::{top_level_id, top_level_id_text};
 
 /// JSON-RPC 2.0 `Parse error`: invalid JSON was received.
 pub(super) const PARSE_ERROR: i64 = -32700;
@@ -99,11 +106,63 @@ fn is_typed(method: &str) -> bool {
     typed_methods().iter().any(|m| m == method)
 }
 
+/// serve's own JSON-RPC error response to a client message, with the message's id as the
+/// client wrote it.
+#[derive(Debug)]
+pub(super) struct ErrorAnswer {
+    /// The response: `jsonrpc`, `id` (a string, a number or `null`) and `error` (`code`,
+    /// `message`). A number id serde_json holds as an f64 is written from `id_text`.
+    pub(super) value: Value,
+    /// The id's text in the message, for a number id held as an f64.
+    id_text: Option<String>,
+}
+
+impl ErrorAnswer {
+    /// The response to the message `text`, whose `id` member is `id` (a string or number,
+    /// else the response says `null`).
+    fn new(id: Option<&Value>, text: &[u8], code: i64, message: &str) -> Self {
+        let id = id.filter(|id| id.is_string() || id.is_number());
+        // Only a number token that reads back as this very id is copied into the answer.
+        let id_text = id
+            .filter(|id| id.is_f64())
+            .and_then(|id| {
+                top_level_id_text(text)
+                    .filter(|raw| serde_json::from_slice::<Value>(raw).is_ok_and(|v| v == *id))
+            })
+            .and_then(|raw| std::str::from_utf8(raw).ok())
+            .map(str::to_owned);
+        Self {
+            value: json!({
+                "jsonrpc": "2.0",
+                "id": id.cloned().unwrap_or(Value::Null),
+                "error": {"code": code, "message": message},
+            }),
+            id_text,
+        }
+    }
+
+    /// The response's JSON-RPC error code.
+    pub(super) fn code(&self) -> &Value {
+        &self.value["error"]["code"]
+    }
+
+    /// The response as JSON text (no `\n`), its id as the client wrote it.
+    pub(super) fn line(&self) -> String {
+        match &self.id_text {
+            Some(id) => format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"error":{}}}"#,
+                self.value["error"]
+            ),
+            None => self.value.to_string(),
+        }
+    }
+}
+
 /// A client message refused: the error response and why (for the log).
 #[derive(Debug)]
 pub(super) struct Refusal {
     /// The whole JSON-RPC error response.
-    pub(super) answer: Value,
+    pub(super) answer: ErrorAnswer,
     /// Whether the message was a notification (`jsonrpc` `"2.0"`, a string `method`, no
     /// `id`), which stdio does not answer.
     pub(super) notification: bool,
@@ -112,53 +171,58 @@ pub(super) struct Refusal {
 }
 
 /// The JSON value of the message `text` (a UTF-8 byte order mark at its start is allowed,
-/// as rmcp allows it), or its `-32700 Parse error` refusal.
-pub(super) fn parse(text: &[u8]) -> Result<Value, Refusal> {
+/// as rmcp allows it), or its `-32700 Parse error` refusal (boxed: it is far larger than
+/// the value).
+pub(super) fn parse(text: &[u8]) -> Result<Value, Box<Refusal>> {
     let text = text.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(text);
     serde_json::from_slice::<Value>(text).map_err(|e| {
         let why = e.to_string();
-        Refusal {
+        Box::new(Refusal {
             answer: error_answer(text, PARSE_ERROR, &format!("Parse error: {why}")),
             notification: false,
             why,
-        }
+        })
     })
 }
 
-/// The `-32600 Invalid Request` or `-32602 Invalid params` refusal of `message` when it is no
-/// JSON-RPC message rmcp reads (see the module documentation), else `None`.
-pub(super) fn invalid(message: &Value) -> Option<Refusal> {
-    let error = match ClientJsonRpcMessage::deserialize(message) {
-        Ok(JsonRpcMessage::Request(request)) => match &request.request {
-            ClientRequest::CustomRequest(custom) if is_typed(&custom.method) => {
-                format!("{} needs params of its own shape", custom.method)
-            }
-            _ => return None,
-        },
-        Ok(_) => return None,
-        Err(e) => e.to_string(),
+/// The `-32600 Invalid Request` or `-32602 Invalid params` refusal of `message` (read from
+/// `text`) when it is no JSON-RPC message rmcp reads (see the module documentation), else
+/// `None`.
+pub(super) fn invalid(message: &Value, text: &[u8]) -> Option<Refusal> {
+    let id = message.get("id");
+    // rmcp cannot hold such an id, so it could never answer the request with it.
+    let unusable_id = id.filter(|id| id.is_number() && NumberOrString::deserialize(*id).is_err());
+    let error = if let Some(id) = unusable_id {
+        format!(
+            "the id {} is no integer from -2^63 to 2^63-1, the ids serve takes",
+            answer_id_text(id, text)
+        )
+    } else {
+        match ClientJsonRpcMessage::deserialize(message) {
+            Ok(JsonRpcMessage::Request(request)) => match &request.request {
+                ClientRequest::CustomRequest(custom) if is_typed(&custom.method) => {
+                    format!("{} needs params of its own shape", custom.method)
+                }
+                _ => return None,
+            },
+            Ok(_) => return None,
+            Err(e) => e.to_string(),
+        }
     };
     let method = message.get("method").and_then(Value::as_str);
-    let id = message
-        .get("id")
-        .filter(|id| id.is_string() || id.is_number());
     let envelope_ok = message.get("jsonrpc").and_then(Value::as_str) == Some("2.0")
         && method.is_some()
         && message
             .get("id")
-            .is_none_or(|id| id.is_string() || id.is_i64() || id.is_u64());
-    let (code, text) = match method {
+            .is_none_or(|id| NumberOrString::deserialize(id).is_ok());
+    let (code, message_text) = match method {
         Some(method) if envelope_ok && is_typed(method) => {
             (INVALID_PARAMS, format!("Invalid params: {method}: {error}"))
         }
         _ => (INVALID_REQUEST, format!("Invalid Request: {error}")),
     };
     Some(Refusal {
-        answer: json!({
-            "jsonrpc": "2.0",
-            "id": id.cloned().unwrap_or(Value::Null),
-            "error": {"code": code, "message": text},
-        }),
+        answer: ErrorAnswer::new(id, text, code, &message_text),
         notification: envelope_ok && message.get("id").is_none(),
         why: error,
     })
@@ -167,19 +231,27 @@ pub(super) fn invalid(message: &Value) -> Option<Refusal> {
 /// The JSON-RPC error response to the message `text` (or its first part, when it was too
 /// long to keep): `code` and `message`, with the message's id when the scanner reads a
 /// string or number id from `text`, else `null`.
-pub(super) fn error_answer(text: &[u8], code: i64, message: &str) -> Value {
-    let id = top_level_id(text)
-        .filter(|id| id.is_string() || id.is_number())
-        .unwrap_or(Value::Null);
-    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+pub(super) fn error_answer(text: &[u8], code: i64, message: &str) -> ErrorAnswer {
+    ErrorAnswer::new(top_level_id(text).as_ref(), text, code, message)
+}
+
+/// `id` as the message `text` wrote it, for a log line or an error message.
+fn answer_id_text(id: &Value, text: &[u8]) -> String {
+    let answer = ErrorAnswer::new(Some(id), text, 0, "");
+    answer.id_text.unwrap_or_else(|| id.to_string())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// [`invalid`] on `message` as serde_json writes it.
+    fn refuse(message: &Value) -> Option<Refusal> {
+        invalid(message, message.to_string().as_bytes())
+    }
+
     fn parse_refusal(text: &[u8]) -> Value {
-        parse(text).expect_err("should be refused").answer
+        parse(text).expect_err("should be refused").answer.value
     }
 
     #[test]
@@ -248,12 +320,12 @@ mod tests {
             (json!("just a string"), Value::Null),
         ];
         for (message, id) in cases {
-            let refusal = invalid(&message).unwrap_or_else(|| panic!("{message} passed"));
+            let refusal = refuse(&message).unwrap_or_else(|| panic!("{message} passed"));
             assert_eq!(
-                refusal.answer["error"]["code"], INVALID_REQUEST,
+                refusal.answer.value["error"]["code"], INVALID_REQUEST,
                 "{message}"
             );
-            assert_eq!(refusal.answer["id"], id, "{message}");
+            assert_eq!(refusal.answer.value["id"], id, "{message}");
             assert!(!refusal.notification, "{message}");
         }
     }
@@ -266,9 +338,12 @@ mod tests {
             json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"arguments": {}}}),
             json!({"jsonrpc": "2.0", "id": 2, "method": "initialize", "params": {}}),
         ] {
-            let refusal = invalid(&message).unwrap_or_else(|| panic!("{message} passed"));
-            assert_eq!(refusal.answer["error"]["code"], INVALID_PARAMS, "{message}");
-            assert_eq!(refusal.answer["id"], 2, "{message}");
+            let refusal = refuse(&message).unwrap_or_else(|| panic!("{message} passed"));
+            assert_eq!(
+                refusal.answer.value["error"]["code"], INVALID_PARAMS,
+                "{message}"
+            );
+            assert_eq!(refusal.answer.value["id"], 2, "{message}");
         }
     }
 
@@ -281,10 +356,10 @@ mod tests {
             json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
             json!({"jsonrpc": "2.0", "id": 1, "result": {}}),
         ] {
-            assert!(invalid(&message).is_none(), "{message}");
+            assert!(refuse(&message).is_none(), "{message}");
         }
         let bad = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": 5});
-        if let Some(refusal) = invalid(&bad) {
+        if let Some(refusal) = refuse(&bad) {
             assert!(refusal.notification, "{bad}");
         }
     }
@@ -317,8 +392,11 @@ mod tests {
                     if !matches!(request.request, ClientRequest::CustomRequest(_))
             );
             if !typed {
-                let refusal = invalid(&message).unwrap_or_else(|| panic!("{message} passed"));
-                assert_eq!(refusal.answer["error"]["code"], INVALID_PARAMS, "{message}");
+                let refusal = refuse(&message).unwrap_or_else(|| panic!("{message} passed"));
+                assert_eq!(
+                    refusal.answer.value["error"]["code"], INVALID_PARAMS,
+                    "{message}"
+                );
                 refused.push(method.as_str());
             }
         }
@@ -347,13 +425,58 @@ mod tests {
 
     #[test]
     fn the_answer_carries_the_id_when_it_can_be_read() {
-        let answer = error_answer(br#"{"id":7,"method":"x","params":{"a":"\ud800"}}"#, -1, "m");
+        let answer =
+            error_answer(br#"{"id":7,"method":"x","params":{"a":"\ud800"}}"#, -1, "m").value;
         assert_eq!(answer["id"], 7);
         assert_eq!(answer["error"]["code"], -1);
-        assert_eq!(error_answer(b"{oops", -1, "m")["id"], Value::Null);
+        assert_eq!(error_answer(b"{oops", -1, "m").value["id"], Value::Null);
         assert_eq!(
-            error_answer(br#"{"id":{"x":1}}"#, -1, "m")["id"],
+            error_answer(br#"{"id":{"x":1}}"#, -1, "m").value["id"],
             Value::Null
         );
+    }
+
+    #[test]
+    fn an_id_outside_i64_is_refused_and_answered_as_the_client_wrote_it() {
+        for id in [
+            "18446744073709551616",
+            "9223372036854775808",
+            "-9999999999999999999",
+            "1e20",
+            "1.5",
+            "-1E+400",
+        ] {
+            let text = format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"run_python","arguments":{{"code":"1"}}}}}}"#
+            );
+            let answer = match parse(text.as_bytes()) {
+                // `-1E+400` is out of any float's range: serde_json reads no value.
+                Err(refusal) => refusal.answer,
+                Ok(message) => {
+                    let refusal = invalid(&message, text.as_bytes()).expect(&text);
+                    assert_eq!(*refusal.answer.code(), INVALID_REQUEST, "{text}");
+                    assert!(refusal.why.contains(id), "{}", refusal.why);
+                    refusal.answer
+                }
+            };
+            let line = answer.line();
+            let wanted = if id == "-1E+400" { "null" } else { id };
+            assert!(line.contains(&format!(r#""id":{wanted},"#)), "{line}");
+            let back: Value = serde_json::from_str(&line).expect(&line);
+            assert_eq!(back["error"], answer.value["error"], "{line}");
+        }
+        // Integers rmcp holds, and strings, are answered as before; a fraction-free float
+        // is one rmcp reads as an integer (and answers as one).
+        let text = br#"{"jsonrpc":"2.0","id":-9223372036854775808,"method":"ping"}"#;
+        let message = parse(text).unwrap();
+        assert!(invalid(&message, text).is_none(), "{message}");
+        let answer = error_answer(br#"{"id":"1e20","x":"\ud800"}"#, PARSE_ERROR, "m");
+        assert!(
+            answer.line().contains(r#""id":"1e20""#),
+            "{}",
+            answer.line()
+        );
+        let message = json!({"jsonrpc": "2.0", "id": 1.0, "method": "ping"});
+        assert!(refuse(&message).is_none());
     }
 }

@@ -8,7 +8,9 @@
 //! - a list of hostile lines (invalid UTF-8 in a string or key, nesting over 128 levels,
 //!   `1e400`, batches, a wrong `jsonrpc`, known methods with bad `params`, a `task` that is
 //!   no object) each get exactly one answer with their id (or `null`) on stdio, or `400`
-//!   with it over HTTP, and the next ping is answered.
+//!   with it over HTTP, and the next ping is answered;
+//! - a request whose id is a number outside i64 (plain or task call) gets `-32600` with
+//!   the id written as the client wrote it, on both transports.
 
 use std::time::Duration;
 
@@ -276,4 +278,88 @@ fn every_hostile_http_body_gets_400_with_the_json_rpc_error_and_its_id() {
     let (status, text) = served.request("POST", "/mcp", &headers, ping);
     assert_eq!(status, 200, "{text}");
     assert!(text.contains(r#""id":"after""#), "{text}");
+}
+
+/// Requests whose id is a number outside i64, as plain calls and as task calls, and the id
+/// text each answer must carry.
+const BIG_IDS: [&str; 4] = [
+    "18446744073709551616",
+    "-9999999999999999999",
+    "1e20",
+    "9223372036854775808",
+];
+
+fn big_id_call(id: &str, task: bool) -> String {
+    let task = if task { r#","task":{}"# } else { "" };
+    format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"run_python","arguments":{{"code":"print(1)"}}{task}}}}}"#
+    )
+}
+
+#[tokio::test]
+async fn a_request_id_outside_i64_is_refused_with_the_id_as_the_client_wrote_it() {
+    let (_serve, mut stdin, mut stdout) = serve_toy();
+    let mut next = async || -> String {
+        let mut line = String::new();
+        let read = tokio::time::timeout(Duration::from_secs(30), stdout.read_line(&mut line));
+        match read.await {
+            Ok(Ok(n)) if n > 0 => line,
+            other => panic!("no answer: {other:?}"),
+        }
+    };
+    let initialized =
+        format!("{INITIALIZE}\n{{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}}\n");
+    stdin.write_all(initialized.as_bytes()).await.unwrap();
+    assert!(next().await.contains("serverInfo"));
+    for id in BIG_IDS {
+        for task in [false, true] {
+            let request = big_id_call(id, task);
+            stdin
+                .write_all(format!("{request}\n").as_bytes())
+                .await
+                .unwrap();
+            stdin.flush().await.unwrap();
+            let line = next().await;
+            let answer: Value = serde_json::from_str(&line).unwrap();
+            assert_eq!(answer["error"]["code"], -32600, "{request}: {line}");
+            assert!(
+                line.contains(&format!(r#""id":{id},"#)),
+                "{request}: {line}"
+            );
+        }
+    }
+    stdin
+        .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1.0,\"method\":\"ping\"}\n")
+        .await
+        .unwrap();
+    let pong = next().await;
+    assert!(
+        pong.contains(r#""id":1,"#) && pong.contains("result"),
+        "{pong}"
+    );
+}
+
+#[test]
+fn an_http_request_id_outside_i64_is_refused_with_the_id_as_the_client_wrote_it() {
+    let served = Served::start(&[], None);
+    let (status, text) = served.initialize(&[]);
+    assert_eq!(status, 200, "{text}");
+    let session = super::http_serving::session_id(&text).expect("a session id");
+    let headers = [
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+        ("Mcp-Session-Id", session.as_str()),
+        ("MCP-Protocol-Version", "2025-11-25"),
+    ];
+    for id in BIG_IDS {
+        for task in [false, true] {
+            let request = big_id_call(id, task);
+            let (status, text) = served.request("POST", "/mcp", &headers, &request);
+            assert_eq!(status, 400, "{request}: {text}");
+            assert!(
+                text.contains(r#""code":-32600"#) && text.contains(&format!(r#""id":{id},"#)),
+                "{request}: {text}"
+            );
+        }
+    }
 }

@@ -6,6 +6,12 @@ use serde_json::Value;
 /// The value of the top-level `"id"` member of a JSON object's text, read without parsing
 /// the rest (which may be invalid or too deep).
 pub(crate) fn top_level_id(bytes: &[u8]) -> Option<Value> {
+    serde_json::from_slice(top_level_id_text(bytes)?).ok()
+}
+
+/// The text of the top-level `"id"` member's value in a JSON object's text, as written (a
+/// string with its quotes, a number's digits, or up to the next `,`, `}`, `]` or blank).
+pub(crate) fn top_level_id_text(bytes: &[u8]) -> Option<&[u8]> {
     let mut depth = 0usize;
     let mut i = 0;
     while i < bytes.len() {
@@ -24,7 +30,7 @@ pub(crate) fn top_level_id(bytes: &[u8]) -> Option<Value> {
                             .position(|b| b",}] \t\r\n".contains(b))
                             .unwrap_or(rest.len())
                     };
-                    return serde_json::from_slice(&rest[..len]).ok();
+                    return Some(&rest[..len]);
                 }
                 i = end;
             }

@@ -149,7 +149,7 @@ pub(crate) async fn route(
     };
     let message = match unreadable::parse(&bytes) {
         Ok(message) => Some(message),
-        Err(refusal) if is_json(&parts.headers) => return bad_request(refusal),
+        Err(refusal) if is_json(&parts.headers) => return bad_request(*refusal),
         Err(_) => None,
     };
     let session = parts
@@ -162,9 +162,13 @@ pub(crate) async fn route(
         .and_then(|m| m.get("method"))
         .and_then(Value::as_str)
         .map(str::to_owned);
-    let request = Request::from_parts(parts, Body::from(bytes));
+    let request = Request::from_parts(parts, Body::from(bytes.clone()));
     let claimed = matches!((&message, &session), (Some(m), Some(s)) if tasks.claims(s, m));
-    if !claimed && let Some(refusal) = message.as_ref().and_then(unreadable::invalid) {
+    if !claimed
+        && let Some(refusal) = message
+            .as_ref()
+            .and_then(|message| unreadable::invalid(message, &bytes))
+    {
         return bad_request(refusal);
     }
     match (message, session, method.as_deref()) {
@@ -211,15 +215,15 @@ fn is_json(headers: &axum::http::HeaderMap) -> bool {
 /// `-32602` for a value of the wrong shape, carrying the body's id when it can be read
 /// ([`crate::serve::unreadable`]); rmcp would answer `415`.
 fn bad_request(refusal: unreadable::Refusal) -> Response {
-    let code = &refusal.answer["error"]["code"];
     tracing::warn!(
-        "a request body is no JSON-RPC message serve reads ({}); answered 400 with {code}",
-        refusal.why
+        "a request body is no JSON-RPC message serve reads ({}); answered 400 with {}",
+        refusal.why,
+        refusal.answer.code()
     );
     (
         StatusCode::BAD_REQUEST,
         [(header::CONTENT_TYPE, "application/json")],
-        refusal.answer.to_string(),
+        refusal.answer.line(),
     )
         .into_response()
 }
