@@ -391,8 +391,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Exec(args) => {
             let code = match (&args.code, &args.file) {
                 (Some(code), _) => code.clone(),
-                (None, Some(path)) => std::fs::read_to_string(path)
-                    .with_context(|| format!("failed to read the code from {}", path.display()))?,
+                (None, Some(path)) => crate::code_file::read(path)?,
                 (None, None) => bail!("give --code or --file"),
             };
             let (bridge, backend, options) = prepare(&args.run).await?;

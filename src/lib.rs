@@ -67,6 +67,8 @@ pub mod sandbox;
 pub mod serve;
 
 mod cli;
+/// `exec --file`: the code read from a file, at most as much as a run_python call brings.
+mod code_file;
 pub mod config;
 mod doctor;
 /// The audit log, the read-only mode and approval of calls through MCP elicitation.

@@ -24,6 +24,10 @@ pub const MAX_RESULT_BYTES: usize = 64 * 1024;
 /// bytes; a longer one ends the connection. Also the largest `--max-result-bytes` and
 /// `maxResultBytes`: a result larger than this could never arrive.
 pub const MAX_SERVER_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
+/// Longest line `serve` takes from a stdio client, in bytes (a longer one is answered with an
+/// error and skipped), so also the most code a run_python call brings; `exec --file` reads
+/// at most this much code too.
+pub const MAX_CLIENT_LINE_BYTES: usize = 16 * 1024 * 1024;
 /// Longest message of a `ToolError` raised in the code, in characters.
 pub const MAX_ERROR_CHARS: usize = 500;
 /// Output kept from what the code printed (stdout and stderr together), in bytes.

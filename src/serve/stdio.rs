@@ -36,7 +36,7 @@ use crate::lines::{LineRead, read_line};
 
 /// Longest client line, in bytes (rmcp's own cap on a line); a longer one is answered with
 /// an error and skipped.
-pub(super) const INSPECT_LINE_BYTES: usize = 16 * 1024 * 1024;
+pub(super) const INSPECT_LINE_BYTES: usize = crate::limits::MAX_CLIENT_LINE_BYTES;
 /// Buffer of the pipes between this layer and rmcp.
 const PIPE_BYTES: usize = 64 * 1024;
 

@@ -4,7 +4,8 @@
 //!
 //! Index: a signal ends exec with 128 plus its number after printing what the code printed;
 //! a signal ends serve on stdio with 128 plus its number; a signal ends serve promptly while
-//! its client holds stdin open; an unknown option before `--code` is named in exec's error.
+//! its client holds stdin open; an unknown option before `--code` is named in exec's error;
+//! a code file longer than 16 MiB is refused (exit 2) before anything runs.
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, Command, Stdio};
@@ -191,4 +192,28 @@ fn an_unknown_option_before_code_is_named_in_execs_error() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("unexpected argument '--pool'"), "{stderr}");
     assert!(!stderr.contains("not provided"), "{stderr}");
+}
+
+#[test]
+fn exec_refuses_a_code_file_longer_than_serve_takes_a_line_without_running_it() {
+    // One byte past 16 MiB, the longest line serve takes from a stdio client (a sparse file:
+    // NUL bytes the code would fail on, had exec run it).
+    let file = tempfile::NamedTempFile::new().expect("temp file");
+    file.as_file()
+        .set_len(16 * 1024 * 1024 + 1)
+        .expect("grow the file");
+    let out = Command::new(bin())
+        .args(["exec", "--file"])
+        .arg(file.path())
+        .arg("--")
+        .args(toy())
+        .output()
+        .expect("run exec");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("the code is longer than 16777216 bytes (16 MiB)"),
+        "{stderr}"
+    );
+    assert!(out.stdout.is_empty(), "no run, no result line");
 }
