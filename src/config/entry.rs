@@ -354,14 +354,11 @@ fn remote(
     })
 }
 
-/// Variables of a dotenv file (`KEY=VALUE` lines, `#` comments, quotes), in file order.
+/// Variables of a dotenv file (`KEY=VALUE` lines, `#` comments, quotes), in file order; a
+/// line that cannot be read is named by its number, never its text (`env_file.rs`).
 fn env_file(place: &str, path: &std::path::Path) -> Result<Vec<(String, String)>, ConfigError> {
-    let iter = dotenvy::from_path_iter(path)
-        .map_err(|e| invalid(place, format!("\"envFile\" {}: {e}", path.display())))?;
-    iter.map(|item| {
-        item.map_err(|e| invalid(place, format!("\"envFile\" {}: {e}", path.display())))
-    })
-    .collect()
+    super::env_file::read(path)
+        .map_err(|e| invalid(place, format!("\"envFile\" {}: {e}", path.display())))
 }
 
 fn string_map(

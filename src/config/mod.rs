@@ -15,6 +15,8 @@
 //! listed in file order; entries with `"disabled": true` are skipped.
 
 mod entry;
+/// A config entry's `envFile`, read with its bad lines named by number only.
+mod env_file;
 mod governance;
 mod strict_json;
 mod vars;

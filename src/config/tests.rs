@@ -335,3 +335,22 @@ fn server_names_must_be_unique_words() {
     assert!(parse_config(r#"{"mcpServers": {"a.b": {"command": "x"}}}"#).is_err());
     assert!(parse_config(r#"{"mcpServers": {"ok_name-2": {"command": "x"}}}"#).is_ok());
 }
+
+#[test]
+fn a_bad_env_file_line_stops_startup_naming_its_number_but_not_its_text() {
+    let e = parse_with(
+        r#"{"mcpServers": {"m": {"command": "x", "envFile": "bad_line.env"}}}"#,
+        &env,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("mcpServers.m: \"envFile\"")
+            && e.contains("bad_line.env: line 5 cannot be read"),
+        "{e}"
+    );
+    assert!(
+        !e.contains("SECRET_TOKEN"),
+        "the line's text is echoed: {e}"
+    );
+}
