@@ -5,9 +5,10 @@
 //! run slots at once, see [`session`]; more calls wait their turn, as many and as much code
 //! as [`queue`] lets wait)
 //! and returns the result object `{"stdout", "error", "truncated", "stopped"}` as JSON text
-//! and as `structuredContent`; a run that raised or was stopped is a normal tool result with
-//! `isError: true` (a JSON-RPC error is kept for malformed requests: an unknown tool name,
-//! arguments without a string `code`, or with any other argument: [`run_python_code`]).
+//! and as `structuredContent`; a run that raised or was stopped, or never started (refused,
+//! its sandbox failed to start), is a normal tool result with `isError: true` (a JSON-RPC
+//! error is kept for malformed requests: an unknown tool name, arguments without a string
+//! `code`, or with any other argument: [`run_python_code`]).
 
 pub mod description;
 
@@ -301,9 +302,7 @@ impl CodeModeServer {
         approver: Option<Arc<dyn Approver>>,
     ) -> CallToolResult {
         if self.draining.is_cancelled() {
-            return CallToolResult::error(vec![ContentBlock::text(
-                "mcp-code-mode is shutting down and takes no new runs; run it again in a new session (another replica takes it)",
-            )]);
+            return unstarted_result(DRAINING);
         }
         let progress = progress.map(|sink| ProgressReporter::to_sink(sink, self.options.deadline));
         let (events, counting) = self.events(progress.as_ref());
@@ -366,7 +365,7 @@ impl CodeModeServer {
             biased;
             () = steering.cancel.cancelled() => {
                 tracing::info!("a queued run was cancelled before it started");
-                return (cancelled_result(self.cancelled_error()), RunOutcome::cancelled);
+                return (unstarted_result(self.cancelled_error()), RunOutcome::cancelled);
             }
             slots = slots => slots,
         };
@@ -413,9 +412,9 @@ impl CodeModeServer {
             }
             Err(e) => {
                 tracing::error!("{e}");
-                let result = CallToolResult::error(vec![ContentBlock::text(format!(
+                let result = unstarted_result(&format!(
                     "{e}. Run `mcp-code-mode doctor` to see what this host lacks."
-                ))]);
+                ));
                 (result, RunOutcome::failed_to_start)
             }
         }
@@ -474,9 +473,15 @@ impl CodeModeServer {
     }
 }
 
-/// The result of a run cancelled before it started, with `error` (the client of a
-/// cancelled request never reads it: rmcp drops the response to a cancelled request).
-fn cancelled_result(error: &str) -> CallToolResult {
+/// What a call refused while serve shuts down gets as its `error`.
+const DRAINING: &str = "mcp-code-mode is shutting down and takes no new runs; run it again in a new session (another replica takes it)";
+
+/// The result of a run that never started (refused at shutdown or by the full queue, its
+/// sandbox failed to start, cancelled while it waited), `error` saying why: the same
+/// `{"stdout", "error", "truncated", "stopped"}` object, as text and `structuredContent`,
+/// as every run's result, with `stopped` true and `isError`. (The client of a cancelled
+/// request never reads it: rmcp drops the response to a cancelled request.)
+fn unstarted_result(error: &str) -> CallToolResult {
     let result = crate::run::RunResult {
         stdout: String::new(),
         error: Some(error.into()),
@@ -622,11 +627,7 @@ impl ServerHandler for CodeModeServer {
         let code = run_python_code(request.arguments.as_ref())
             .map_err(|why| McpError::invalid_params(why, None))?;
         if self.draining.is_cancelled() {
-            return Ok(CallToolResponse::Complete(CallToolResult::error(vec![
-                ContentBlock::text(
-                    "mcp-code-mode is shutting down and takes no new runs; run it again in a new session (another replica takes it)",
-                ),
-            ])));
+            return Ok(CallToolResponse::Complete(unstarted_result(DRAINING)));
         }
         if let Some(capabilities) = context
             .client_capabilities()

@@ -11,7 +11,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use rmcp::model::{CallToolResult, ContentBlock};
+use rmcp::model::CallToolResult;
 use tokio::sync::{Semaphore, SemaphorePermit};
 
 /// Runs that may wait for a slot at once, by default (`--max-queued-runs`).
@@ -138,12 +138,15 @@ impl RunQueue {
         let mut waiting = self.state();
         let limits = self.limits;
         if waiting.runs >= limits.runs {
-            return Err(QueueFull {
-                what: format!(
+            let what = if limits.runs == 0 {
+                "no run may wait for one (--max-queued-runs 0)".to_owned()
+            } else {
+                format!(
                     "{} runs already wait for one (at most {} may wait: --max-queued-runs)",
                     waiting.runs, limits.runs
-                ),
-            });
+                )
+            };
+            return Err(QueueFull { what });
         }
         if waiting.bytes.saturating_add(bytes) > limits.bytes {
             return Err(QueueFull {
@@ -163,10 +166,11 @@ impl RunQueue {
     }
 }
 
-/// The tool result of a run refused because the queue is full (and its log line).
+/// The tool result of a run refused because the queue is full (and its log line): a run's
+/// result object whose `error` says which bound refused it.
 pub(super) fn refusal(full: &QueueFull) -> CallToolResult {
     tracing::warn!("a run was refused: {full}");
-    CallToolResult::error(vec![ContentBlock::text(full.to_string())])
+    super::unstarted_result(&full.to_string())
 }
 
 #[cfg(test)]
@@ -195,6 +199,29 @@ mod tests {
         drop(second);
         assert_eq!(queue.state().runs, 1);
         assert_eq!(queue.state().bytes, 60);
+    }
+
+    #[test]
+    fn a_refusal_is_a_run_result_object_saying_which_bound_refused_it() {
+        let queue = RunQueue::new(QueueLimits { runs: 0, bytes: 0 });
+        let full = queue.enter(1).expect_err("no run may wait");
+        let result = refusal(&full);
+        assert_eq!(result.is_error, Some(true));
+        let structured = result.structured_content.expect("structuredContent");
+        let error = "every run slot is busy and no run may wait for one (--max-queued-runs 0), so this run was not started (nothing of it ran); run it again once some of the runs have finished";
+        assert_eq!(
+            structured,
+            serde_json::json!({"stdout": "", "error": error, "truncated": false, "stopped": true})
+        );
+        let text = result.content[0]
+            .as_text()
+            .expect("a text block")
+            .text
+            .clone();
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&text).expect("JSON text"),
+            structured
+        );
     }
 
     #[test]

@@ -1,5 +1,5 @@
 """Fire N run_python calls at once at SERVE_COMMAND; print the seconds they took together,
-what the runs printed and raised, and the texts of the calls refused before they ran.
+what the runs printed and raised, and the results of the calls refused before they ran.
 
 Usage: python run_concurrently.py N CODE -- SERVE_COMMAND...
 """
@@ -29,18 +29,26 @@ async def main() -> None:
 
             timed = await asyncio.gather(*(call() for _ in range(n)))
             took = time.monotonic() - start
-            results = [r for r, _ in timed]
-            # A call refused before it ran has no structured content: its text says why.
-            ran = [r for r in results if r.structured_content is not None]
-            refused = [r.content[0].text for r in results if r.structured_content is None]
+            # A call refused before it ran says so in its error (or, in another shape than a
+            # run's result, has no structured content).
+            def was_refused(result) -> bool:
+                structured = result.structured_content
+                return structured is None or "so this run was not started" in (structured.get("error") or "")
+
+            ran = [r for r, _ in timed if not was_refused(r)]
+            refused = [r for r, _ in timed if was_refused(r)]
             print(json.dumps({
                 "seconds": took,
                 "stdout": [r.structured_content["stdout"] for r in ran],
                 "errors": [r.structured_content["error"] for r in ran],
-                "refused": refused,
+                # Each refusal's text block and structured content, and its isError.
+                "refused": [
+                    {"text": r.content[0].text, "structured": r.structured_content, "isError": r.is_error}
+                    for r in refused
+                ],
                 # Seconds from the first call to each answer.
-                "ran_after": [t for r, t in timed if r.structured_content is not None],
-                "refused_after": [t for r, t in timed if r.structured_content is None],
+                "ran_after": [t for r, t in timed if not was_refused(r)],
+                "refused_after": [t for r, t in timed if was_refused(r)],
             }))
 
 

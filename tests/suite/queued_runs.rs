@@ -1,6 +1,7 @@
 //! The bound on runs waiting for a run slot (`serve --max-queued-runs`, `--max-queued-bytes`):
 //! with the 4 slots busy, calls past either bound get a tool error naming it as soon as they
-//! arrive, and every other call, running or waiting, still runs.
+//! arrive (a run's result object whose `error` says why), and every other call, running or
+//! waiting, still runs.
 //!
 //! Each test fails with the bound taken out (src/serve/queue.rs): every call then waits and
 //! runs, and none is refused.
@@ -33,18 +34,34 @@ fn fire(calls: usize, code: &str, args: &[&str]) -> Value {
         .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)))
 }
 
-/// Every call that ran printed `ran`; `refused` calls were refused naming `option`, each
-/// answered before any run finished.
+/// Every call that ran printed `ran`; `refused` calls were refused naming `option`, each in
+/// the shape of every run's result (README: `{"stdout", "error", "truncated", "stopped"}` as
+/// JSON text and as `structuredContent`, `isError`) and answered before any run finished.
 fn assert_ran_and_refused(report: &Value, ran: usize, refused: usize, option: &str) {
     let printed = vec![Value::from("ran\n"); ran];
     assert_eq!(report["stdout"], Value::from(printed), "{report}");
-    let texts = report["refused"].as_array().expect("refused texts");
-    assert_eq!(texts.len(), refused, "{report}");
-    for text in texts {
-        let text = text.as_str().unwrap_or_default();
+    let refusals = report["refused"].as_array().expect("refused results");
+    assert_eq!(refusals.len(), refused, "{report}");
+    for refusal in refusals {
+        let structured = &refusal["structured"];
+        let text = refusal["text"].as_str().unwrap_or_default();
+        let parsed: Value = serde_json::from_str(text)
+            .unwrap_or_else(|e| panic!("the refusal's text is not JSON ({e}): {text}"));
+        assert_eq!(&parsed, structured, "{refusal}");
+        assert_eq!(refusal["isError"], true, "{refusal}");
+        let mut keys: Vec<&String> = structured.as_object().expect("an object").keys().collect();
+        keys.sort();
+        assert_eq!(
+            keys,
+            ["error", "stdout", "stopped", "truncated"],
+            "{refusal}"
+        );
+        assert_eq!(structured["stdout"], "", "{refusal}");
+        assert_eq!(structured["stopped"], true, "{refusal}");
+        let error = structured["error"].as_str().unwrap_or_default();
         assert!(
-            text.contains(option) && text.contains("was not started"),
-            "{text}"
+            error.contains(option) && error.contains("was not started"),
+            "{refusal}"
         );
     }
     let first_run = report["ran_after"]
