@@ -16,6 +16,7 @@ mod arguments;
 pub(crate) use arguments::run_python_code;
 mod catalog_changes;
 mod client_input;
+mod client_output;
 pub(crate) mod http;
 mod in_flight;
 mod metrics;

@@ -17,7 +17,9 @@
 //!   runs ([`super::in_flight`]).
 //!
 //! Every other line passes unchanged. The end of the client's input (or a read error)
-//! cancels every run at once, so the service ends without waiting for them.
+//! cancels every run at once, so the service ends without waiting for them; so does a
+//! stdout that has no reader any more (a write to it failed, or the pipe's read end closed:
+//! [`super::client_output`]), since no answer reaches the client then.
 
 use std::time::Duration;
 
@@ -42,15 +44,25 @@ const PIPE_BYTES: usize = 64 * 1024;
 
 /// Serve `server` to `client` (this process's stdin and stdout) until it disconnects.
 pub(super) async fn serve(server: CodeModeServer, client: StdioClient) -> anyhow::Result<()> {
-    let (stdin, stdout) = client.into_pipes();
-    serve_on(server, stdin, stdout).await
+    let (stdin, stdout, watch) = client.into_pipes();
+    let output_gone = CancellationToken::new();
+    let _watching = AbortOnDrop(tokio::spawn({
+        let output_gone = output_gone.clone();
+        async move {
+            watch.closed().await;
+            output_gone.cancel();
+        }
+    }));
+    serve_on(server, stdin, stdout, output_gone).await
 }
 
-/// Serve `server` over `input`/`output` (the client's lines in, ours out).
+/// Serve `server` over `input`/`output` (the client's lines in, ours out) until `input`
+/// ends, or `output_gone` is cancelled (also by a failed write to `output`).
 pub(super) async fn serve_on<R, W>(
     server: CodeModeServer,
     input: R,
     output: W,
+    output_gone: CancellationToken,
 ) -> anyhow::Result<()>
 where
     R: AsyncRead + Unpin + Send + 'static,
@@ -70,9 +82,14 @@ where
         replies,
         in_flight.clone(),
         disconnected.clone(),
+        output_gone.clone(),
     )));
     let mut writer = AbortOnDrop(tokio::spawn(write_client(
-        output, from_rmcp, replied, in_flight,
+        output,
+        from_rmcp,
+        replied,
+        in_flight,
+        output_gone,
     )));
     let outcome = async {
         let service = server.serve((rmcp_in, rmcp_out)).await?;
@@ -120,6 +137,8 @@ fn refuse(replies: &mpsc::UnboundedSender<Reply>, refusal: Refusal) {
     let _ = replies.send(Reply::Refusal(refusal.answer.line()));
 }
 
+/// Pass the client's lines on until its input ends or `output_gone` is cancelled; then
+/// cancel every run (`disconnected`) and end rmcp's input, which ends the service.
 async fn read_client<R: AsyncRead + Unpin>(
     input: R,
     mut to_rmcp: DuplexStream,
@@ -127,6 +146,26 @@ async fn read_client<R: AsyncRead + Unpin>(
     replies: mpsc::UnboundedSender<Reply>,
     in_flight: InFlight,
     disconnected: CancellationToken,
+    output_gone: CancellationToken,
+) {
+    let why = tokio::select! {
+        biased;
+        () = output_gone.cancelled() => "the client's end of serve's stdout is closed",
+        () = read_lines(input, &mut to_rmcp, tasks, replies, in_flight) => "the client closed its input",
+    };
+    tracing::info!("{why}; cancelling every run");
+    disconnected.cancel();
+    let _ = to_rmcp.shutdown().await;
+}
+
+/// Pass the lines of `input` on (to rmcp, the tasks layer, or answered here) until it ends,
+/// fails, or rmcp's input closes.
+async fn read_lines<R: AsyncRead + Unpin>(
+    input: R,
+    to_rmcp: &mut DuplexStream,
+    tasks: Tasks,
+    replies: mpsc::UnboundedSender<Reply>,
+    in_flight: InFlight,
 ) {
     let mut reader = BufReader::with_capacity(64 * 1024, input);
     let mut line = Vec::new();
@@ -187,9 +226,6 @@ async fn read_client<R: AsyncRead + Unpin>(
             Ok(LineRead::Eof { .. }) | Err(_) => break,
         }
     }
-    tracing::info!("the client closed its input; cancelling every run");
-    disconnected.cancel();
-    let _ = to_rmcp.shutdown().await;
 }
 
 /// Read past what is left of the current line, its `\n` included.
@@ -210,11 +246,14 @@ async fn skip_rest_of_line<R: AsyncRead + Unpin>(reader: &mut BufReader<R>) -> s
     }
 }
 
+/// Write rmcp's lines and this layer's replies to `output` until rmcp's output ends; a
+/// failed write (`EPIPE`: nobody reads) cancels `output_gone` and ends the writing.
 async fn write_client<W: AsyncWrite + Unpin>(
     mut output: W,
     from_rmcp: DuplexStream,
     mut replies: mpsc::UnboundedReceiver<Reply>,
     in_flight: InFlight,
+    output_gone: CancellationToken,
 ) {
     let mut rmcp = BufReader::new(from_rmcp);
     let mut line = Vec::new();
@@ -243,8 +282,14 @@ async fn write_client<W: AsyncWrite + Unpin>(
                 out
             }
         };
-        if output.write_all(&out).await.is_err() || output.flush().await.is_err() {
-            break;
+        let written = match output.write_all(&out).await {
+            Ok(()) => output.flush().await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = written {
+            tracing::info!("writing to the client failed ({e})");
+            output_gone.cancel();
+            return;
         }
     }
     let _ = output.flush().await;

@@ -4,7 +4,7 @@
 //!
 //! While startup runs, what the client sends is read aside (kept whole and in order for the
 //! service, which reads it first), and the end of its input (or a read error) ends the
-//! startup. Past [`EARLY_BYTES`] read aside, reading waits for the service: a client sends
+//! startup, as does a stdout nobody reads any more ([`OutputWatch`]). Past [`EARLY_BYTES`] read aside, reading waits for the service: a client sends
 //! its `initialize` line and waits for the answer, so only a flooding client gets there, and
 //! its end of input is then seen once the service reads on.
 
@@ -14,6 +14,7 @@ use rmcp::transport::StdioWriter;
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 use super::client_input::ClientInput;
+use super::client_output::OutputWatch;
 use super::stdio::INSPECT_LINE_BYTES;
 
 /// Most bytes read aside while serve starts: one line at its cap, and some more.
@@ -26,6 +27,8 @@ const READ_BYTES: usize = 64 * 1024;
 pub struct StdioClient {
     input: ClientInput,
     output: StdioWriter,
+    /// Whether stdout still has a reader.
+    watch: OutputWatch,
     /// What the client sent while serve started, not served yet.
     early: Vec<u8>,
 }
@@ -42,13 +45,15 @@ impl StdioClient {
         Self {
             input,
             output,
+            watch: OutputWatch::stdout(),
             early: Vec::new(),
         }
     }
 
     /// Run `startup` until it ends (`Some` with its output), reading the client's input
-    /// aside meanwhile; `None` as soon as that input ends or fails first: `startup` is then
-    /// dropped unfinished (whatever it started must end on drop).
+    /// aside meanwhile; `None` as soon as that input ends or fails, or stdout loses its
+    /// reader, first: `startup` is then dropped unfinished (whatever it started must end on
+    /// drop).
     pub async fn unless_gone<F: Future>(&mut self, startup: F) -> Option<F::Output> {
         tokio::pin!(startup);
         loop {
@@ -61,6 +66,12 @@ impl StdioClient {
                 // service reads that end next.
                 biased;
                 out = &mut startup => return Some(out),
+                () = self.watch.closed() => {
+                    tracing::info!(
+                        "the client's end of serve's stdout closed while the wrapped servers started; ending"
+                    );
+                    return None;
+                }
                 // `read_buf` is cancel safe: when startup wins, no byte was taken.
                 read = self.input.read_buf(&mut self.early), if watching => match read {
                     Ok(0) => {
@@ -81,9 +92,16 @@ impl StdioClient {
         }
     }
 
-    /// The client's input (what was read aside first, then the rest of stdin) and stdout.
-    pub(super) fn into_pipes(self) -> (impl AsyncRead + Unpin + Send + 'static, StdioWriter) {
+    /// The client's input (what was read aside first, then the rest of stdin), stdout, and
+    /// the watch on stdout's reader.
+    pub(super) fn into_pipes(
+        self,
+    ) -> (
+        impl AsyncRead + Unpin + Send + 'static,
+        StdioWriter,
+        OutputWatch,
+    ) {
         let input = std::io::Cursor::new(self.early).chain(self.input);
-        (input, self.output)
+        (input, self.output, self.watch)
     }
 }

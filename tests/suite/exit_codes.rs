@@ -111,13 +111,15 @@ fn a_signal_ends_serve_on_stdio_with_128_plus_its_number() {
         )
         .expect("send initialize");
         let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("stdout"))
+        // Kept open: a stdout nobody reads any more would end serve before the signal.
+        let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+        stdout
             .read_line(&mut line)
             .expect("read initialize's answer");
         assert!(line.contains("\"result\""), "{line}");
         send(name, child.id());
         assert_eq!(exit_code(&mut child), Some(expected), "SIG{name}");
-        drop(stdin);
+        drop((stdin, stdout));
     }
 }
 

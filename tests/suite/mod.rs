@@ -10,6 +10,8 @@ mod bad_requests;
 mod catalog_rebuilds;
 /// Nothing left behind: processes, cgroups, containers, temp dirs.
 mod cleanup;
+/// A serve whose stdout lost its reader ends, leaving nothing behind.
+mod closed_output;
 /// Shared helpers: binaries, `exec`, the skip rule, backends.
 pub(crate) mod common;
 /// The sandbox's and the bridge's controls, on both backends.

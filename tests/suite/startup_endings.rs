@@ -1,11 +1,11 @@
 //! serve (stdio) while its wrapped servers still start: a client that goes away (its stdin
-//! ends) or a signal ends the startup at once, and no wrapped server is left running
+//! ends, or serve's stdout loses its reader) or a signal ends the startup at once, and no wrapped server is left running
 //! (README, "Runs the client can steer"; the signals' exit codes: `exit_codes`). That a client
 //! that sends `initialize` at once gets its answer after startup is
 //! `server_startup::serve_answers_initialize_within_its_startup_timeout_when_a_wrapped_server_hangs`.
 //!
 //! Index: a client that closes its input while a wrapped server starts ends serve and the
-//! server; a signal while a wrapped server starts ends serve and the server; a wrapped server
+//! server; so does one that closes serve's stdout (its input still open); a signal while a wrapped server starts ends serve and the server; a wrapped server
 //! that serve ends takes the children it started along (its process group); a client that
 //! closes its input while the catalog builds ends serve within a fraction of the build (the
 //! build runs off the runtime thread and stops when nobody waits for it).
@@ -120,6 +120,20 @@ fn a_client_that_closes_its_input_while_a_wrapped_server_starts_ends_serve_and_t
         "nobody reads an answer: {}",
         String::from_utf8_lossy(&out.stdout)
     );
+}
+
+#[test]
+fn a_client_that_closes_serves_stdout_while_a_wrapped_server_starts_ends_serve_and_the_server() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let marker = format!("out{}", std::process::id() % 1_000_000);
+    let server = silent_server(dir.path(), &marker);
+    let (mut serve, stdin) = serve_while_starting(&server, &marker);
+    // The client stops reading; its stdin stays open.
+    drop(serve.stdout.take());
+    let code = exits_in_time(&mut serve, "stdout closed");
+    assert_no_server_left(&marker, "stdout closed");
+    assert_eq!(code, Some(0), "a client that went away is a normal end");
+    drop(stdin);
 }
 
 #[test]
