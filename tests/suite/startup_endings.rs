@@ -51,23 +51,29 @@ fn serve_initialized<S: AsRef<OsStr>>(args: impl IntoIterator<Item = S>) -> (Chi
     (serve, stdin)
 }
 
-/// serve wrapping `server` (which never answers), once `server` runs: stdin, stdout piped.
-fn serve_while_starting(server: &Path, marker: &str) -> (Child, ChildStdin) {
-    let (serve, stdin) = serve_initialized([
-        "serve".as_ref(),
-        "--pool".as_ref(),
-        "0".as_ref(),
-        "--startup-timeout".as_ref(),
-        STARTUP_TIMEOUT_SECS.as_ref(),
-        "--".as_ref(),
-        server.as_os_str(),
-        "1000".as_ref(),
-    ]);
+/// serve wrapping the server command `argv` (which never answers), once `processes`
+/// processes named `marker` run: stdin, stdout piped.
+fn serve_while_starting(argv: &[&OsStr], marker: &str, processes: usize) -> (Child, ChildStdin) {
+    let serve_args = [
+        "serve",
+        "--pool",
+        "0",
+        "--startup-timeout",
+        STARTUP_TIMEOUT_SECS,
+        "--",
+    ];
+    let (serve, stdin) = serve_initialized(
+        serve_args
+            .iter()
+            .map(OsStr::new)
+            .chain(argv.iter().copied()),
+    );
     let start = Instant::now();
-    while processes_named(marker).is_empty() {
+    while processes_named(marker).len() < processes {
         assert!(
             start.elapsed() < Duration::from_secs(30),
-            "the wrapped server never started"
+            "the wrapped server never started: {:?}",
+            processes_named(marker)
         );
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -109,7 +115,8 @@ fn a_client_that_closes_its_input_while_a_wrapped_server_starts_ends_serve_and_t
     let dir = tempfile::tempdir().expect("temp dir");
     let marker = format!("eof{}", std::process::id() % 1_000_000);
     let server = silent_server(dir.path(), &marker);
-    let (mut serve, stdin) = serve_while_starting(&server, &marker);
+    let (mut serve, stdin) =
+        serve_while_starting(&[server.as_os_str(), "1000".as_ref()], &marker, 1);
     drop(stdin);
     let code = exits_in_time(&mut serve, "stdin closed");
     assert_no_server_left(&marker, "stdin closed");
@@ -127,7 +134,8 @@ fn a_client_that_closes_serves_stdout_while_a_wrapped_server_starts_ends_serve_a
     let dir = tempfile::tempdir().expect("temp dir");
     let marker = format!("out{}", std::process::id() % 1_000_000);
     let server = silent_server(dir.path(), &marker);
-    let (mut serve, stdin) = serve_while_starting(&server, &marker);
+    let (mut serve, stdin) =
+        serve_while_starting(&[server.as_os_str(), "1000".as_ref()], &marker, 1);
     // The client stops reading; its stdin stays open.
     drop(serve.stdout.take());
     let code = exits_in_time(&mut serve, "stdout closed");
@@ -142,7 +150,8 @@ fn a_signal_while_a_wrapped_server_starts_ends_serve_and_the_server() {
     for (name, expected) in [("INT", 130), ("HUP", 129), ("TERM", 143)] {
         let marker = format!("sig{name}{}", std::process::id() % 1_000_000);
         let server = silent_server(dir.path(), &marker);
-        let (mut serve, stdin) = serve_while_starting(&server, &marker);
+        let (mut serve, stdin) =
+            serve_while_starting(&[server.as_os_str(), "1000".as_ref()], &marker, 1);
         let sent = Command::new("kill")
             .args([format!("-{name}"), serve.id().to_string()])
             .status()
@@ -162,27 +171,14 @@ fn a_wrapped_server_that_serve_ends_takes_the_children_it_started_along() {
     let dir = tempfile::tempdir().expect("temp dir");
     let marker = format!("kid{}", std::process::id() % 1_000_000);
     let server = silent_server(dir.path(), &marker);
-    let (mut serve, stdin) = serve_initialized([
-        "serve".as_ref(),
-        "--pool".as_ref(),
-        "0".as_ref(),
-        "--startup-timeout".as_ref(),
-        STARTUP_TIMEOUT_SECS.as_ref(),
-        "--".as_ref(),
+    let shell = [
         "sh".as_ref(),
         "-c".as_ref(),
         "\"$0\" 1000 & exec \"$0\" 1000".as_ref(),
         server.as_os_str(),
-    ]);
-    let start = Instant::now();
-    while processes_named(&marker).len() < 2 {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "the wrapped server and its child never both ran: {:?}",
-            processes_named(&marker)
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    ];
+    // Both the server and its child.
+    let (mut serve, stdin) = serve_while_starting(&shell, &marker, 2);
     drop(stdin);
     let code = exits_in_time(&mut serve, "stdin closed");
     assert_no_server_left(&marker, "stdin closed");
