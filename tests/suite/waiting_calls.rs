@@ -5,9 +5,10 @@
 //! still does, at its time and in its order.
 //!
 //! Index: a sleeping task, a subprocess's pipe, an executor thread's result, a timeout
-//! around the call, calls from another thread's loop, a forked child's call, and signal
+//! around the call, calls from another thread's loop, a forked child's calls, and signal
 //! handlers that raise during the wait. Each was checked to fail with the rule it names
-//! taken out of `_runs_alone` or `wait_here`.
+//! taken out of `_runs_alone` or `wait_here` (the forked child's loop: out of
+//! `tools._running_loop`).
 
 use super::common::{Exec, exec_on};
 
@@ -18,6 +19,7 @@ crate::on_both_backends!(
     a_call_inside_wait_for_with_a_short_timeout_times_out_and_its_late_answer_is_dropped,
     calls_from_another_threads_loop_and_the_main_task_each_get_their_own_answer,
     a_forked_childs_call_never_reads_the_protocol,
+    a_forked_childs_call_belongs_to_the_loop_the_child_runs,
     a_signal_handler_raising_during_a_call_ends_the_cell_as_the_loop_would,
 );
 
@@ -131,6 +133,32 @@ fn a_forked_childs_call_never_reads_the_protocol(backend: &str) {
          print(await echo({'text': 'parent'}))",
     );
     assert_printed(&r, "the child got None\nparent\n");
+}
+
+fn a_forked_childs_call_belongs_to_the_loop_the_child_runs(backend: &str) {
+    // The parent's loop was running when it forked, on the thread the child goes on with:
+    // the runner's remembered loop must not stand in for the child's own. The child's call
+    // is a future of its loop, so wait_for there times it out (the answer is the parent's);
+    // on the parent's loop it would be "attached to a different loop" (a RuntimeError).
+    let r = run(
+        backend,
+        "import asyncio, os, select, warnings\n\
+         warnings.simplefilter('ignore', DeprecationWarning)  # fork() with threads (3.12+)\n\
+         print(await echo({'text': 'before'}))\n\
+         r, w = os.pipe()\n\
+         pid = os.fork()\n\
+         if pid == 0:\n    try:\n        try:\n            \
+         asyncio.new_event_loop().run_until_complete(asyncio.wait_for(echo({'text': 'child'}), 0.3))\n            \
+         got = 'an answer'\n        except BaseException as error:\n            \
+         got = type(error).__name__\n        os.write(w, got.encode())\n    \
+         finally:\n        os._exit(0)\n\
+         os.close(w)\n\
+         select.select([r], [], [], 10)\n\
+         os.waitpid(pid, 0)\n\
+         print('the child got', os.read(r, 100).decode())\n\
+         print(await echo({'text': 'parent'}))",
+    );
+    assert_printed(&r, "before\nthe child got TimeoutError\nparent\n");
 }
 
 fn a_signal_handler_raising_during_a_call_ends_the_cell_as_the_loop_would(backend: &str) {

@@ -5,6 +5,9 @@ import asyncio
 import itertools
 import json
 import keyword
+import os
+import threading
+import weakref
 
 from . import capture, channel, inbox, wire
 from .inbox import ToolError
@@ -31,15 +34,18 @@ def _number(value):
 _CALL_TEXT = '{"type": "call", "id": %d, "tool": %s, "args": %s}'
 
 
-def call_line(call_id, tool, params):
-    """The `call` line, or ToolError when the host could not read it as sent."""
+def call_line(call_id, tool, params, tool_json=None):
+    """The `call` line, or ToolError when the host could not read it as sent; `tool_json`
+    is the tool's name as JSON text when the caller has it already."""
     # Plain arguments are a tree (nested at most MAX_ARGS_DEPTH deep, so in none of
     # themselves): they need no circular-reference memo and no read-back, and the line is
     # their JSON in the call's fixed frame (the same text as the whole message encoded).
     plain = _reads_back_as_is(params)
     try:
         if plain and wire.tree_json is not None:
-            text = _CALL_TEXT % (call_id, wire.tree_json(tool), wire.tree_json(params))
+            if tool_json is None:
+                tool_json = wire.tree_json(tool)
+            text = _CALL_TEXT % (call_id, tool_json, wire.tree_json(params))
         else:
             message = {"type": "call", "id": call_id, "tool": tool, "args": params}
             text = wire.to_json(message, tree=plain)
@@ -119,28 +125,66 @@ def _reads_back_as_is(params):
     return True
 
 
-async def _call(tool, params):
+def _no_loop():
+    return None
+
+
+# The loop _send last ran on, as a weak reference (a dropped loop is not kept); _no_loop
+# before the first call and in a child made by os.fork.
+_last_loop = _no_loop
+_get_ident = threading.get_ident
+
+
+def _forget_loop():
+    global _last_loop
+    _last_loop = _no_loop
+
+
+os.register_at_fork(after_in_child=_forget_loop)
+
+
+def _running_loop():
+    """asyncio.get_running_loop(), without the getpid() system call it makes (it checks the
+    loop was not started by the parent of a fork) when the loop is the one the last call ran
+    on: a selector loop is running on this thread exactly while its `_thread_id` is this
+    thread's (run_forever sets it and clears it), and one loop runs on a thread at a time.
+    A fork forgets the loop, so a child gets asyncio's own answer (no running loop)."""
+    global _last_loop
+    loop = _last_loop()
+    if loop is not None and loop._thread_id == _get_ident():
+        return loop
     loop = asyncio.get_running_loop()
+    if type(loop) is _LOOP_TYPE:
+        _last_loop = weakref.ref(loop)
+    return loop
+
+
+def _send(tool, params, tool_json=None):
+    """Send a call of `tool` and, when it is alone, wait for its answer here: (its id, its
+    future), the future done when answered. A call awaited alone is answered without
+    suspending the task: that saves the two turns of the loop (the reader's, then the
+    task's), each with its epoll_wait. Otherwise the caller awaits the future and then takes
+    the call's id off `inbox.pending`."""
+    loop = _running_loop()
     future = loop.create_future()
     call_id = next(_ids)
-    line = call_line(call_id, tool, params)
+    line = call_line(call_id, tool, params, tool_json)
     if inbox.eof.is_set():
         channel.diag("a tool call after the host closed the protocol")
         channel.real_exit(0)
     inbox.watch(loop)  # the result wakes this loop
     alone = not inbox.pending  # no other call in flight, on any loop
     inbox.pending[call_id] = (loop, future)
-    if capture.current is not None:  # the host has the output so far if the call never returns
-        capture.current.flush_unsent()
-    wire.write_line(line)
     try:
-        # A call awaited alone is answered without suspending the task: that saves the two
-        # turns of the loop (the reader's, then the task's), each with its epoll_wait.
-        if alone and inbox.wait_here(loop, future, _runs_alone):
-            return future.result()
-        return await future
-    finally:
+        if capture.current is not None:  # the host has the output so far if it never returns
+            capture.current.flush_unsent()
+        wire.write_line(line)
+        if alone:
+            inbox.wait_here(loop, future, _runs_alone)
+    except BaseException:
         inbox.pending.pop(call_id, None)
+        raise
+    return call_id, future
 
 
 _LOOP_TYPE = asyncio.SelectorEventLoop  # the loop the runner makes (asyncio.new_event_loop)
@@ -188,6 +232,7 @@ def _call_shape_error(name, params):
 
 def make_tool(name, stub, params=()):
     """The async function the code calls the tool `name` by; `stub` is its docstring."""
+    name_json = wire.tree_json(name) if wire.tree_json is not None else None
 
     async def tool(*args, **kwargs) -> str:
         # One dict, or keywords (`await add({"a": 1})` or `await add(a=1)`), not both.
@@ -197,7 +242,15 @@ def make_tool(name, stub, params=()):
             arguments = args[0]
         else:
             raise _call_shape_error(name, params)
-        return await _call(name, arguments)
+        # One coroutine per call (this one): the call is sent, and answered when alone, by
+        # a plain function.
+        call_id, future = _send(name, arguments, name_json)
+        if future.done():
+            return future.result()
+        try:
+            return await future
+        finally:
+            inbox.pending.pop(call_id, None)
 
     tool.__name__ = tool.__qualname__ = name
     tool.__doc__ = stub
