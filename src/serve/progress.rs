@@ -7,8 +7,10 @@
 //! heartbeat whose message says how long the run has been going. The spec requires
 //! `progress` to increase with every notification, so a heartbeat adds the share of the
 //! deadline used so far (below 1) to the calls finished: with N calls finished it lies
-//! strictly between N and N + 1. `total` is never sent (a run's call count is not known in
-//! advance). A client that resets its request timeout on progress (the TypeScript SDK's
+//! strictly between N and N + 1. Heartbeats count from the request's arrival, so a run that
+//! waits for a slot or a slow sandbox start gets them before `the sandbox started`, whose
+//! value is then nudged above the last heartbeat's (still below 1). `total` is never sent
+//! (a run's call count is not known in advance). A client that resets its request timeout on progress (the TypeScript SDK's
 //! `resetTimeoutOnProgress`) therefore keeps a run alive however long its deadline is.
 //!
 //! A run_python task of the 2026-07-28 tasks extension (SEP-2663) has no request left to

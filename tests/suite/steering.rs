@@ -31,6 +31,7 @@ fn steer(scenario: &str, backend: &str) -> Steered {
         .arg(script)
         .arg(scenario)
         .arg(&journal)
+        .arg(&log)
         .arg("--")
         .args(["sh", "-c"])
         .arg(format!(
@@ -108,9 +109,11 @@ fn a_cancelled_run_is_killed_and_its_call_in_flight_is_cancelled_upstream(backen
     assert_eq!(s.out["next_stdout"], "next\n", "{}", s.out);
     let freed = freed_ms(&s.log);
     assert_eq!(freed.len(), 1, "one cancelled run: {}", s.log);
-    // Without the cancel the slot would be held for the rest of the 30 s call.
+    // Without the cancel the slot would be held for the rest of the 30 s call. How soon it
+    // comes free is a speed target (scripts/bench); this bound only leaves room for a
+    // loaded machine.
     assert!(
-        freed[0] < 1000,
+        freed[0] < 5000,
         "slot freed {} ms after the cancel",
         freed[0]
     );
@@ -121,10 +124,12 @@ fn a_run_cancelled_while_queued_never_starts(backend: &str) {
         return;
     }
     let s = steer("queue", backend);
+    // The four runs hold their slots until the scenario cancels them, which it does only
+    // after the fifth run's cancel: no slot comes free while the fifth waits.
+    assert_eq!(s.out["busy_cancelled"], 4, "{}", s.out);
     assert_eq!(
-        s.out["busy"],
-        serde_json::json!(["busy\n", "busy\n", "busy\n", "busy\n"]),
-        "{}",
+        s.out["after_stdout"], "after\n",
+        "a run queued after the cancelled one ran once the slots came free: {}",
         s.out
     );
     assert!(
@@ -153,28 +158,63 @@ fn progress_is_reported_at_the_start_after_each_call_and_while_it_runs(backend: 
     let s = steer("progress", backend);
     assert_eq!(s.out["stdout"], "slept\n", "{}", s.out);
     let seen = s.out["progress"].as_array().expect("progress list");
-    let messages: Vec<&str> = seen.iter().filter_map(|p| p["message"].as_str()).collect();
+    let beat = |p: &&Value| {
+        p["message"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("running for ")
+    };
+    // Heartbeats count from the request's arrival, so they may come before the sandbox
+    // started (a loaded machine, a cold Docker start) or between events; apart from them
+    // the notifications are the start and one per call, in order, counting the calls.
+    let events: Vec<(&str, f64)> = seen
+        .iter()
+        .filter(|p| !beat(p))
+        .map(|p| {
+            let message = p["message"].as_str().unwrap_or("");
+            (message, p["progress"].as_f64().unwrap_or(f64::NAN))
+        })
+        .collect();
+    let messages: Vec<&str> = events.iter().map(|e| e.0).collect();
     assert_eq!(
-        &messages[..4],
+        messages,
         ["the sandbox started", "add", "add", "add"],
         "{}",
         s.out
     );
+    assert!(
+        (0.0..1.0).contains(&events[0].1),
+        "no call finished before the sandbox started: {}",
+        s.out
+    );
+    let counts: Vec<f64> = events[1..].iter().map(|e| e.1).collect();
+    assert_eq!(
+        counts,
+        [1.0, 2.0, 3.0],
+        "progress counts the calls: {}",
+        s.out
+    );
     let values: Vec<f64> = seen.iter().filter_map(|p| p["progress"].as_f64()).collect();
-    assert_eq!(&values[..4], [0.0, 1.0, 2.0, 3.0], "{}", s.out);
+    assert_eq!(values.len(), seen.len(), "{}", s.out);
     assert!(
         values.windows(2).all(|w| w[1] > w[0]),
         "progress increases with every notification: {values:?}"
     );
+    let last_call = seen
+        .iter()
+        .rposition(|p| p["message"] == "add")
+        .unwrap_or(seen.len());
     assert!(
-        messages[4..].iter().any(|m| m.starts_with("running for ")),
-        "heartbeats while the code sleeps: {messages:?}"
+        seen[last_call..].iter().any(|p| beat(&p)),
+        "heartbeats while the code sleeps: {}",
+        s.out
     );
-    // Nine seconds of sleep with no call: still a notification at least every 5 s.
+    // Nine seconds of sleep with no call: still a notification every 4 s, give or take what
+    // a loaded machine adds to a timer and to the client reading it.
     let times: Vec<f64> = seen.iter().filter_map(|p| p["t"].as_f64()).collect();
     let longest = times.windows(2).map(|w| w[1] - w[0]).fold(0.0, f64::max);
     assert!(
-        longest <= 5.5,
+        longest <= 6.5,
         "a gap of {longest} s between notifications: {times:?}"
     );
 }
@@ -198,7 +238,7 @@ fn a_client_that_goes_away_ends_every_run_and_leaves_nothing(backend: &str) {
     // rmcp alone waits up to 5 s for running requests after the input ends.
     let left = s.out["leave_s"].as_f64().unwrap_or(f64::MAX);
     assert!(
-        left < 3.0,
+        left < 4.0,
         "serve took {left} s to exit after the client left"
     );
     assert!(s.serve_pid > 0);
