@@ -9,7 +9,7 @@
 //! process ([`crate::limits::MAX_CONCURRENT_RUNS`]).
 
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
@@ -148,8 +148,23 @@ impl Seats {
     /// `None` when every seat is taken.
     pub(super) fn seat(&self, runs: usize) -> Option<Session> {
         let permit = self.seats.clone().try_acquire_owned().ok()?;
+        Some(self.session(permit, runs))
+    }
+
+    /// [`Seats::seat`], waiting up to `wait` for a seat to be freed (e.g. by a session just
+    /// closed to make room). Waiters are served in order, before any [`Seats::seat`] call
+    /// made meanwhile. `None` when no seat was freed in time.
+    pub(super) async fn seat_within(&self, runs: usize, wait: Duration) -> Option<Session> {
+        let permit = tokio::time::timeout(wait, self.seats.clone().acquire_owned())
+            .await
+            .ok()?
+            .ok()?;
+        Some(self.session(permit, runs))
+    }
+
+    fn session(&self, permit: OwnedSemaphorePermit, runs: usize) -> Session {
         self.metrics.sessions().inc();
-        Some(Session {
+        Session {
             id: uuid::Uuid::new_v4().to_string(),
             taint: Taint::default(),
             slots: Arc::new(Semaphore::new(runs.max(1))),
@@ -158,7 +173,7 @@ impl Seats {
                 _permit: permit,
                 metrics: self.metrics.clone(),
             })),
-        })
+        }
     }
 }
 
@@ -187,5 +202,25 @@ mod tests {
         assert!(seats.seat(1).is_none());
         drop(first);
         assert!(seats.seat(1).is_some());
+    }
+
+    #[tokio::test]
+    async fn a_seat_waited_for_is_taken_when_one_is_freed_and_not_past_the_wait() {
+        let seats = Seats::new(1, Arc::new(Metrics::default()));
+        let first = seats.seat(1).expect("a first seat");
+        assert!(
+            seats
+                .seat_within(1, Duration::from_millis(50))
+                .await
+                .is_none()
+        );
+        let freeing = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            drop(first);
+        });
+        let second = seats.seat_within(1, Duration::from_secs(10)).await;
+        assert!(second.is_some());
+        freeing.await.unwrap();
+        assert!(seats.seat(1).is_none());
     }
 }

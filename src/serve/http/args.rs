@@ -11,7 +11,7 @@ use clap::builder::TypedValueParser;
 use super::auth::{BearerToken, TOKEN_ENV};
 use super::{
     ConnectionLimits, DEFAULT_GRACE, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_MAX_BODY_BYTES,
-    DEFAULT_MAX_CONNECTIONS, DEFAULT_SESSION_IDLE, HttpOptions,
+    DEFAULT_MAX_CONNECTIONS, DEFAULT_SESSION_EVICT_IDLE, DEFAULT_SESSION_IDLE, HttpOptions,
 };
 use crate::serve::session::{DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_RUNS};
 
@@ -49,6 +49,11 @@ pub(crate) struct HttpArgs {
     /// Seconds a session may go without a request before it is closed.
     #[arg(long, value_name = "SECONDS", default_value_t = DEFAULT_SESSION_IDLE.as_secs(), value_parser = clap::value_parser!(u64).range(1..=86_400))]
     session_idle: u64,
+    /// At --max-sessions, a new session closes the session idle longest (no request and no
+    /// run in flight) if that one has been idle at least this many seconds; otherwise the
+    /// new session gets 503.
+    #[arg(long, value_name = "SECONDS", default_value_t = DEFAULT_SESSION_EVICT_IDLE.as_secs(), value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    session_evict_idle: u64,
     /// Largest HTTP request body, in bytes (larger ones get 413).
     #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_BODY_BYTES, value_parser = clap::value_parser!(u32).range(1024..=(64 << 20)).map(|n| n as usize))]
     http_max_body: usize,
@@ -97,6 +102,7 @@ impl HttpArgs {
             max_sessions: self.max_sessions,
             session_runs: self.session_runs,
             session_idle: Duration::from_secs(self.session_idle),
+            session_evict_idle: Duration::from_secs(self.session_evict_idle),
             max_body_bytes: self.http_max_body,
             grace: Duration::from_secs(self.shutdown_grace),
             connections: ConnectionLimits {

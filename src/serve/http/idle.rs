@@ -7,6 +7,12 @@
 //! request presenting the id counts as use ([`IdleSessions::touch`]), each run holds the
 //! session busy ([`Activity::run`]), and one watch task per session ([`IdleSessions::watch`])
 //! closes it through rmcp's session manager when it is idle for the whole period.
+//!
+//! At the session cap a new session makes room ([`IdleSessions::evict`]): the session idle
+//! longest is closed, if it has no run in flight and has been idle at least
+//! `--session-evict-idle` (so a client that crashed or never sent `DELETE` holds its seat
+//! for that long, not for `--session-idle`). The minimum keeps two active clients from
+//! closing each other's sessions in turn.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -23,28 +29,82 @@ const TICK: Duration = Duration::from_secs(1);
 /// The [`Activity`] of each open session, by `Mcp-Session-Id`.
 #[derive(Default)]
 pub(super) struct IdleSessions {
-    sessions: Mutex<HashMap<String, Arc<Activity>>>,
+    sessions: Mutex<HashMap<String, Watched>>,
+}
+
+/// One open session: its id in the audit log (what the log may name; the `Mcp-Session-Id`
+/// is a credential) and its activity.
+struct Watched {
+    audit_id: String,
+    activity: Arc<Activity>,
+}
+
+/// A session [`IdleSessions::evict`] closed.
+pub(super) struct Evicted {
+    /// Its id in the audit log.
+    pub audit_id: String,
+    /// How long it had gone without a request and without a run.
+    pub idle: Duration,
 }
 
 impl IdleSessions {
     /// Note a request presenting session `id` (unknown ids are ignored: rmcp refuses them).
     pub(super) fn touch(&self, id: &str) {
-        if let Some(activity) = self.lock().get(id) {
-            activity.touch();
+        if let Some(watched) = self.lock().get(id) {
+            watched.activity.touch();
         }
     }
 
-    /// Watch the session `id` that has just opened: close it in `manager` once it has been
-    /// idle for `idle`; stop watching when it ends otherwise (`DELETE`, shutdown).
+    /// Close, in `manager`, the session that has gone longest without a request and without
+    /// a run in flight, if that is at least `min`; `None` when every session is busy or was
+    /// used within `min`. The session leaves the map first, so requests making room at
+    /// once close different sessions.
+    pub(super) async fn evict(
+        &self,
+        manager: &LocalSessionManager,
+        min: Duration,
+    ) -> Option<Evicted> {
+        let (id, watched, idle) = {
+            let mut sessions = self.lock();
+            let (id, idle) = sessions
+                .iter()
+                .filter_map(|(id, watched)| {
+                    let idle = watched.activity.idle_since()?.elapsed();
+                    (idle >= min).then_some((id, idle))
+                })
+                .max_by_key(|(_, idle)| *idle)
+                .map(|(id, idle)| (id.clone(), idle))?;
+            let watched = sessions.remove(&id)?;
+            (id, watched, idle)
+        };
+        let key: SessionId = Arc::from(id.as_str());
+        // A session that ended meanwhile (DELETE, --session-idle) made room already.
+        let _ = manager.close_session(&key).await;
+        Some(Evicted {
+            audit_id: watched.audit_id,
+            idle,
+        })
+    }
+
+    /// Watch the session `id` (`audit_id` in the audit log) that has just opened: close it
+    /// in `manager` once it has been idle for `idle`; stop watching when it ends otherwise
+    /// (`DELETE`, eviction, shutdown).
     pub(super) fn watch(
         self: &Arc<Self>,
         id: String,
+        audit_id: String,
         activity: Arc<Activity>,
         manager: Arc<LocalSessionManager>,
         idle: Duration,
     ) {
         activity.touch();
-        self.lock().insert(id.clone(), activity.clone());
+        self.lock().insert(
+            id.clone(),
+            Watched {
+                audit_id,
+                activity: activity.clone(),
+            },
+        );
         let sessions = self.clone();
         tokio::spawn(async move {
             let key: SessionId = Arc::from(id.as_str());
@@ -70,7 +130,7 @@ impl IdleSessions {
         });
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Activity>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Watched>> {
         // A map of ids; whole after any panic.
         self.sessions
             .lock()

@@ -17,8 +17,9 @@
 //!
 //! Checks, in order, on `/mcp` and `/metrics` (`/healthz` is open, it tells nothing private):
 //! 1. the bearer token, when one is set ([`auth`]): `401` with `WWW-Authenticate: Bearer`;
-//! 2. a new session (a `POST` without `Mcp-Session-Id`) while shutting down or at the
-//!    session cap: `503` with `Retry-After`;
+//! 2. a new session (a `POST` without `Mcp-Session-Id`) while shutting down, or at the
+//!    session cap when no session can be closed to make room (every one has a run in flight
+//!    or was used within `--session-evict-idle`, [`idle`]): `503` with `Retry-After`;
 //! 3. rmcp: the `Host` header (loopback names by default, or `--http-allow-host`) and the
 //!    `Origin` header: any `Origin` not listed with `--http-allow-origin` is `403` (the
 //!    transport spec's rule against DNS rebinding); a body over the cap is `413`.
@@ -73,6 +74,14 @@ pub(crate) const MCP_PATH: &str = "/mcp";
 pub(crate) const DEFAULT_MAX_BODY_BYTES: usize = 1024 * 1024;
 /// Time a session may go without a request before it is closed, by default.
 pub(crate) const DEFAULT_SESSION_IDLE: Duration = Duration::from_secs(600);
+/// Time a session must have gone without a request and without a run before a new session
+/// at the cap may close it, by default (`--session-evict-idle`): long enough that clients
+/// in use do not close each other's sessions in turn, short enough that crashed clients
+/// free their seats soon.
+pub(crate) const DEFAULT_SESSION_EVICT_IDLE: Duration = Duration::from_secs(30);
+/// How long a new session waits for the seat of the session it closed to be freed (rmcp
+/// ends the closed session's service a moment after the close).
+const EVICTED_SEAT_WAIT: Duration = Duration::from_secs(5);
 /// Time runs in flight get to finish after SIGTERM, by default.
 pub(crate) const DEFAULT_GRACE: Duration = Duration::from_secs(30);
 
@@ -97,6 +106,9 @@ pub(crate) struct HttpOptions {
     pub session_runs: usize,
     /// Time a session may go without a request before it is closed.
     pub session_idle: Duration,
+    /// At the session cap, the least time the session idle longest (no request, no run in
+    /// flight) must have been idle for a new session to close it and take its seat.
+    pub session_evict_idle: Duration,
     /// Largest request body, in bytes.
     pub max_body_bytes: usize,
     /// Time runs in flight get to finish at shutdown before they are cancelled.
@@ -116,6 +128,7 @@ struct Shared {
     /// Each open session's activity, for `--session-idle`.
     idle: Arc<IdleSessions>,
     session_idle: Duration,
+    session_evict_idle: Duration,
     manager: Arc<LocalSessionManager>,
 }
 
@@ -147,6 +160,7 @@ pub(crate) async fn serve_http(
         stopping: AtomicBool::new(false),
         idle: Arc::default(),
         session_idle: options.session_idle,
+        session_evict_idle: options.session_evict_idle,
         manager: manager.clone(),
     });
     let sessions = CancellationToken::new();
@@ -297,11 +311,14 @@ async fn guard(State(shared): State<Arc<Shared>>, request: Request, next: Next) 
         // The seat is taken here, not only checked: requests opening sessions at once would
         // otherwise all pass a check and the last ones be refused inside rmcp, as a 500 that
         // rmcp logs at ERROR.
-        let Some(seat) = shared.seats.seat(shared.session_runs) else {
+        let Some(seat) = take_seat(&shared).await else {
             metrics.refused(RefusalReason::session_cap);
             tracing::warn!(
-                "a new session was refused: the session cap ({}) is reached (--max-sessions)",
-                shared.seats.max()
+                "a new session was refused: the session cap ({}) is reached (--max-sessions) \
+                 and every session has a run in flight or was used within {} s \
+                 (--session-evict-idle)",
+                shared.seats.max(),
+                shared.session_evict_idle.as_secs()
             );
             return unavailable(&format!(
                 "the session cap ({}) is reached; close a session or try later",
@@ -311,6 +328,7 @@ async fn guard(State(shared): State<Arc<Shared>>, request: Request, next: Next) 
         // rmcp's service factory, called while this request is handled, takes the seat; a
         // request that opens no session after all (refused by rmcp) frees it at the end.
         let activity = seat.activity.clone();
+        let audit_id = seat.id.clone();
         let seat = std::cell::RefCell::new(Some(seat));
         let response = RESERVED_SEAT
             .scope(seat, finish(shared.clone(), request, next))
@@ -322,6 +340,7 @@ async fn guard(State(shared): State<Arc<Shared>>, request: Request, next: Next) 
         {
             shared.idle.watch(
                 id.to_owned(),
+                audit_id,
                 activity,
                 shared.manager.clone(),
                 shared.session_idle,
@@ -337,6 +356,32 @@ async fn guard(State(shared): State<Arc<Shared>>, request: Request, next: Next) 
         shared.idle.touch(id);
     }
     finish(shared, request, next).await
+}
+
+/// A seat for a new session: a free one, else the seat of the session idle longest, closed
+/// to make room when it has no run in flight and has been idle `--session-evict-idle` (a
+/// `WARN` names it by its audit id); `None` when no session may be closed, or its seat was
+/// not freed within [`EVICTED_SEAT_WAIT`].
+async fn take_seat(shared: &Shared) -> Option<super::session::Session> {
+    if let Some(seat) = shared.seats.seat(shared.session_runs) {
+        return Some(seat);
+    }
+    let evicted = shared
+        .idle
+        .evict(&shared.manager, shared.session_evict_idle)
+        .await?;
+    tracing::warn!(
+        "session {} was closed to make room for a new session at the session cap ({}): \
+         no request and no run for {} s, the longest of all sessions (--session-evict-idle {})",
+        evicted.audit_id,
+        shared.seats.max(),
+        evicted.idle.as_secs(),
+        shared.session_evict_idle.as_secs()
+    );
+    shared
+        .seats
+        .seat_within(shared.session_runs, EVICTED_SEAT_WAIT)
+        .await
 }
 
 tokio::task_local! {

@@ -5,7 +5,8 @@
 //! Index: `sdk_clients` (the Python and TypeScript SDK clients initialize, list, call and
 //! cancel); `refusals` (401 with a challenge, 403 for a foreign `Origin` or `Host`, 413 for a
 //! body over the cap, no token refused at startup); `sessions` (taint, run slots and audit
-//! session id per session, the session cap, expiry); `health` (`/metrics` counters,
+//! session id per session, the session cap, expiry); `eviction` (a new session at the cap
+//! closes the session idle longest, never one with a run in flight); `health` (`/metrics` counters,
 //! `/healthz`); `shutdown` (SIGTERM's grace, 128 + the signal's number).
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -19,6 +20,7 @@ use serde_json::Value;
 
 use super::common::{bin, example, venv_python};
 
+mod eviction;
 mod health;
 mod refusals;
 mod sdk_clients;
