@@ -432,8 +432,11 @@ async fn serve_cell(
     let mut timer_at = ack_by.map_or(deadline, |(by, _)| by);
     let mut timer = std::pin::pin!(tokio::time::sleep_until(timer_at));
     let outcome = loop {
-        // With MAX_CALLS_IN_FLIGHT calls in flight the next line waits until one is over.
-        let room = calls.len() < MAX_CALLS_IN_FLIGHT;
+        // With MAX_CALLS_IN_FLIGHT calls in flight the next line waits until one is over,
+        // and with OWED_BYTES of results held for a runner that does not read them, until
+        // it reads (input.rs).
+        let taking = to_runner.takes_calls();
+        let room = taking && calls.len() < MAX_CALLS_IN_FLIGHT;
         // Anything heard (a line or part of one) is the acknowledgement the bound waits for;
         // a bound past the deadline is no bound.
         if !line.is_empty() || rules.began() || ack_by.is_some_and(|(by, _)| by >= deadline) {
@@ -453,6 +456,7 @@ async fn serve_cell(
             biased;
             () = &mut cancelled => break Err(Stop::Cancelled),
             Some(()) = calls.next(), if !calls.is_empty() => continue,
+            () = to_runner.until_it_takes_calls(), if !taking => continue,
             // Cancel-safe: a line cut short by another branch goes on in the next round.
             read = continue_line(reader, MAX_PROTOCOL_LINE_BYTES, &mut line), if room => Ok(read),
             () = &mut timer => if room { Err(()) } else { break Err(late()) },
@@ -505,6 +509,8 @@ async fn serve_cell(
                         .await
                         .unwrap_or(Err(CallError::HostFault("InternalError")));
                     let end = CallEnd::of(&outcome);
+                    // Only the line is kept while it waits to be written (the result's own
+                    // string is dropped here).
                     let reply = match outcome {
                         Ok(value) => HostMessage::Result {
                             id,
@@ -518,8 +524,9 @@ async fn serve_cell(
                             value: None,
                             error: Some(e.message()),
                         },
-                    };
-                    to_runner.send(reply.to_line()).await;
+                    }
+                    .to_line();
+                    to_runner.send(reply).await;
                     let calls = finished.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
                     steering.tell(RunEvent::CallFinished { calls, tool, end });
                 };
