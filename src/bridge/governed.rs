@@ -8,7 +8,7 @@
 //! spent the budget or tainted the process while a person decided.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Instant;
 
 use serde_json::Value;
@@ -35,6 +35,10 @@ pub(super) struct RunTag {
     pub(super) approver: Option<Arc<dyn Approver>>,
     /// Calls taken up so far.
     pub(super) seq: AtomicU32,
+    /// Held while a person is asked about one of the run's calls: one question at a time.
+    pub(super) asking: tokio::sync::Mutex<()>,
+    /// A person declined or cancelled a question of this run: nobody is asked again in it.
+    pub(super) declined: AtomicBool,
 }
 
 impl Default for RunTag {
@@ -46,6 +50,8 @@ impl Default for RunTag {
             session: crate::run::process_session().to_owned(),
             approver: None,
             seq: AtomicU32::new(0),
+            asking: tokio::sync::Mutex::new(()),
+            declined: AtomicBool::new(false),
         }
     }
 }
@@ -217,7 +223,10 @@ impl Bridge {
     /// Ask a person about a call to `call.server`'s `call.tool` (`call.py_name` to the
     /// code); `Ok` to send it. Refuses with [`Refusal::Declined`] on decline or cancel, with
     /// [`Refusal::NotApproved`] when nobody can be asked, and without asking with
-    /// [`Refusal::TooLongToApprove`] when the arguments are too long to show whole.
+    /// [`Refusal::TooLongToApprove`] when the arguments are too long to show whole, or with
+    /// [`Refusal::DeclinedEarlier`] once a person declined or cancelled a question of this
+    /// run. A run asks one question at a time: its other calls that need approval wait
+    /// their turn (the deadline still runs).
     pub(super) async fn ask_approval(
         &self,
         budget: &CallBudget,
@@ -241,6 +250,14 @@ impl Bridge {
                 tool: py_name.to_owned(),
                 chars,
                 limit: MAX_SHOWN_ARGS_CHARS,
+            }));
+        }
+        // One question at a time, so a person is never faced with a pile of them; after a
+        // decline nobody is asked again in this run.
+        let _turn = budget.tag.asking.lock().await;
+        if budget.tag.declined.load(Ordering::SeqCst) {
+            return Err(CallError::Refused(Refusal::DeclinedEarlier {
+                tool: py_name.to_owned(),
             }));
         }
         let asked = Instant::now();
@@ -269,6 +286,9 @@ impl Bridge {
                 })),
             ),
         };
+        if matches!(decision, Decision::Declined | Decision::Cancelled) {
+            budget.tag.declined.store(true, Ordering::SeqCst);
+        }
         trace.asking = None;
         trace.approval = Some(Approval {
             decision,

@@ -161,6 +161,15 @@ The limit is raised with {}",
     /// A person declined or dismissed the approval request (README "Governance").
     #[error("declined by the user")]
     Declined,
+    /// The call needs approval and a person declined or cancelled an earlier question of
+    /// the same run: nobody is asked again in that run (README "Governance").
+    #[error(
+        "{tool} refused: it needs a person's approval, and the user declined a call earlier in this run, so nobody is asked again in it; the call was not sent"
+    )]
+    DeclinedEarlier {
+        /// The tool's Python name.
+        tool: String,
+    },
     /// The call needs approval and nobody could be asked (no elicitation capability, no
     /// client, the request failed). The text names the function the code called (and its
     /// server's entry when the bridge has several), the settings that ask for approval, why
@@ -227,6 +236,7 @@ impl Refusal {
             Self::TimedOut { .. } => "timed_out",
             Self::TooLongToApprove { .. } => "too_long_to_approve",
             Self::Declined => "declined",
+            Self::DeclinedEarlier { .. } => "declined_earlier",
             Self::NotApproved { .. } => "not_approved",
             Self::AuditFailed { .. } => "audit_failed",
             Self::Broken { .. } => "broken",

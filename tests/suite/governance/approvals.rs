@@ -1,7 +1,8 @@
 //! Approval through MCP elicitation: a Python SDK client that accepts, declines, cancels,
 //! never answers before the deadline, or declares no elicitation capability; what is never
 //! asked (a call refused anyway, arguments too long to show whole); the stubs of tools that ask
-//! first; a refusal in `exec`, which has no client to ask.
+//! first; a refusal in `exec`, which has no client to ask; after a decline or cancel, no
+//! further question in the same run.
 
 use std::path::Path;
 
@@ -255,4 +256,48 @@ fn approval_refused_in_exec_names_the_function_the_code_called_and_the_flag_that
         "{run:?}"
     );
     assert!(f.calls_received().is_empty(), "{:?}", f.calls_received());
+}
+
+/// Three calls gathered, then a fourth, with the person answering each question `mode`:
+/// only the first question is put, and every later call is refused without asking.
+fn declined_once_asks_no_more(mode: &str, decision: &str) {
+    let Some(f) = Fixture::ready() else { return };
+    let code = "import asyncio\nasync def write(i):\n    try:\n        return await write_note({'id': i, 'text': 'hi'})\n    except ToolError as e:\n        return 'ToolError: ' + str(e)\nfor line in await asyncio.gather(*(write(i) for i in range(3))):\n    print(line)\nprint(await write(3))";
+    let reply = f.run_approved(mode, code, &["--approve", "write_note"]);
+    let out = printed(&reply);
+    let earlier = "ToolError: write_note refused: it needs a person's approval, and the user declined a call earlier in this run, so nobody is asked again in it; the call was not sent";
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 4, "{reply}");
+    assert_eq!(
+        lines
+            .iter()
+            .filter(|l| **l == "ToolError: declined by the user")
+            .count(),
+        1,
+        "{reply}"
+    );
+    assert_eq!(
+        lines.iter().filter(|l| **l == earlier).count(),
+        3,
+        "{reply}"
+    );
+    assert_eq!(lines[3], earlier, "{reply}");
+    assert_eq!(reply["asked"].as_array().unwrap().len(), 1, "{reply}");
+    assert!(f.calls_received().is_empty(), "{:?}", f.calls_received());
+    let mut decisions = f.decisions();
+    decisions.sort_by_key(|d| d.is_null());
+    assert_eq!(
+        decisions,
+        [json!(decision), Value::Null, Value::Null, Value::Null]
+    );
+}
+
+#[test]
+fn approval_declined_once_refuses_the_runs_later_calls_without_asking_again() {
+    declined_once_asks_no_more("decline", "declined");
+}
+
+#[test]
+fn approval_cancelled_once_refuses_the_runs_later_calls_without_asking_again() {
+    declined_once_asks_no_more("cancel", "cancelled");
 }
