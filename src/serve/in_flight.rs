@@ -1,42 +1,130 @@
-//! The ids of the client's requests in flight on one stdio session, so that a request whose
-//! id is already in use is refused at once instead of run.
+//! The client's requests in flight on one stdio session, and the one lifetime three rules
+//! hang on: a request is in flight from the line that passes it on (to rmcp or to
+//! [`super::tasks::Tasks`]) until its answer is written to the client's pipe, or until the
+//! client's `notifications/cancelled` for it is passed on (rmcp sends no answer to a
+//! cancelled request).
 //!
-//! JSON-RPC 2.0 asks a client to keep its ids unique among its requests in flight, and
-//! rmcp 3.11 keeps one entry per id: a second request with the same id replaces the first
-//! one's, so the first run would go on (calling wrapped tools) with no answer ever sent and
-//! no `notifications/cancelled` reaching it. Here a request is in flight from the line that
-//! passes it on (to rmcp or to [`super::tasks::Tasks`]) until the answer with its id goes
-//! out, or until the client cancels it (rmcp sends no answer to a cancelled request, so
-//! its id is free again at once, as the client sees it).
+//! - Ids in use. JSON-RPC 2.0 asks a client to keep its ids unique among its requests in
+//!   flight, and rmcp 3.11 keeps one entry per id: a second request with the same id would
+//!   replace the first one's, and the first run would go on (calling wrapped tools) with no
+//!   answer ever sent and no cancel reaching it. A request whose id is in flight is refused
+//!   with `-32600` and never runs.
+//! - Late answers. rmcp gets each request under an id of its own, `"N ID"` (`N` counts the
+//!   session's requests, `ID` is the client's id as JSON text), and its answer goes out
+//!   under the client's id again. A cancel frees the client's id at once (MCP: the client
+//!   ignores any answer that still comes), so a new request may reuse it while the old run
+//!   winds down; the old run answers under its own `N`, which is no longer in flight, so
+//!   that answer is dropped and never reaches the client as the new request's. rmcp finds a
+//!   handler's cancel token by id, and with one id per request it never cancels the new run
+//!   for the old one's answer either.
+//! - Backpressure. Every line that gets an answer (a request, or a line refused with an
+//!   error) takes one of [`MAX_UNANSWERED`] seats before it is passed on, and gives it back
+//!   once its answer is written to the client's pipe or its request is cancelled. While
+//!   every seat is taken the client's input is not read, so what waits for a client that
+//!   does not read `serve`'s stdout (rmcp's tasks holding answers, this layer's refusals)
+//!   stays bounded however many lines it writes. Notifications owe no answer and take no
+//!   seat; neither does the client's answer to a request of `serve`'s.
 
-use std::collections::HashSet;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+use rmcp::model::NumberOrString;
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 use serde_json::{Value, json};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::unreadable::INVALID_REQUEST;
 
-/// The ids in flight on one session, shared by its reading and its writing half.
-#[derive(Clone, Default)]
-pub(super) struct InFlight(Arc<Mutex<HashSet<String>>>);
+/// Lines of a stdio client that may wait for their answer at once (runs still going, and
+/// answers not yet written to the client's pipe); past it `serve` stops reading the
+/// client's input until an answer is written. Far above what a client needs: runs past
+/// `--max-queued-runs` (default 64) are answered at once.
+pub(super) const MAX_UNANSWERED: usize = 1024;
 
-/// An id as a set key: its JSON text, so `6` and `"6"` stay two ids.
+/// The requests in flight on one session and its seats, shared by its reading and its
+/// writing half.
+#[derive(Clone)]
+pub(super) struct InFlight {
+    requests: Arc<Mutex<Requests>>,
+    seats: Arc<Semaphore>,
+}
+
+#[derive(Default)]
+struct Requests {
+    /// By the client's id as its [`key`].
+    by_id: HashMap<String, Request>,
+    /// Requests passed on so far: the next one's number.
+    passed: u64,
+}
+
+struct Request {
+    /// Which request under its id this is: rmcp's id for it starts with it.
+    number: u64,
+    /// Whether it went to rmcp (and so may be cancelled there).
+    to_rmcp: bool,
+    seat: OwnedSemaphorePermit,
+}
+
+/// One request passed to the tasks layer, as its answer names it.
+pub(super) struct Ticket {
+    id: String,
+    number: u64,
+}
+
+/// What the writer does with a line rmcp wrote.
+pub(super) enum FromRmcp {
+    /// No answer to a client request (a notification, a request of `serve`'s): write it as
+    /// it is.
+    Other,
+    /// The answer to a request in flight, now under the client's id: write it, then drop
+    /// the seat.
+    Answer(Vec<u8>, OwnedSemaphorePermit),
+    /// The answer to a request no longer in flight (the client cancelled it): drop it.
+    Stale,
+}
+
+/// An id as a map key: its JSON text (so `6` and `"6"` stay two ids), an integer written in
+/// float form (`1.0`) as the integer, as rmcp reads and answers it.
 fn key(id: &Value) -> String {
-    id.to_string()
+    NumberOrString::deserialize(id)
+        .map_or_else(|_| id.to_string(), |id| id.into_json_value().to_string())
+}
+
+/// Whether a client message is a request (a `method` and an `id`), which gets an answer.
+pub(super) fn is_request(message: &Value) -> bool {
+    message.get("method").is_some() && message.get("id").is_some()
 }
 
 impl InFlight {
-    fn ids(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    /// No request in flight, [`MAX_UNANSWERED`] seats free.
+    pub(super) fn new() -> Self {
+        Self {
+            requests: Arc::default(),
+            seats: Arc::new(Semaphore::new(MAX_UNANSWERED)),
+        }
+    }
+
+    fn requests(&self) -> MutexGuard<'_, Requests> {
+        self.requests.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Wait for a free seat; `None` once [`Self::close`] was called (the client's output is
+    /// gone, so no answer will give a seat back).
+    pub(super) async fn seat(&self) -> Option<OwnedSemaphorePermit> {
+        self.seats.clone().acquire_owned().await.ok()
+    }
+
+    /// No seat is handed out any more: waiting and later [`Self::seat`] calls get `None`.
+    pub(super) fn close(&self) {
+        self.seats.close();
     }
 
     /// The `-32600` answer refusing `message` when it is a request whose id is in flight.
     pub(super) fn refusal(&self, message: &Value) -> Option<Value> {
         message.get("method")?;
         let id = message.get("id")?;
-        if !self.ids().contains(&key(id)) {
+        if !self.requests().by_id.contains_key(&key(id)) {
             return None;
         }
         Some(json!({
@@ -49,58 +137,125 @@ impl InFlight {
         }))
     }
 
-    /// Note a client message that is passed on: a request's id is in flight from now; a
-    /// `notifications/cancelled` frees the id it names.
-    pub(super) fn passed_on(&self, message: &Value) {
-        let Some(method) = message.get("method").and_then(Value::as_str) else {
-            return;
+    fn insert(&self, id: String, to_rmcp: bool, seat: OwnedSemaphorePermit) -> u64 {
+        let mut requests = self.requests();
+        let number = requests.passed;
+        requests.passed += 1;
+        let request = Request {
+            number,
+            to_rmcp,
+            seat,
         };
-        match message.get("id") {
-            Some(id) => {
-                self.ids().insert(key(id));
-            }
-            None if method == "notifications/cancelled" => {
-                if let Some(id) = message.pointer("/params/requestId") {
-                    self.ids().remove(&key(id));
-                }
-            }
-            None => {}
-        }
+        requests.by_id.insert(id, request);
+        number
     }
 
-    /// Note an answer that goes out: the request with its id is no longer in flight.
-    pub(super) fn answered(&self, message: &Value) {
-        if message.get("method").is_none()
-            && let Some(id) = message.get("id")
+    /// `request` (one [`Self::refusal`] passed), holding `seat`, goes to the tasks layer:
+    /// in flight until the answer carrying the ticket is written.
+    pub(super) fn to_tasks(&self, request: &Value, seat: OwnedSemaphorePermit) -> Ticket {
+        let id = key(&request["id"]);
+        let number = self.insert(id.clone(), false, seat);
+        Ticket { id, number }
+    }
+
+    /// `request` (one [`Self::refusal`] passed), holding `seat`, goes to rmcp: in flight
+    /// from now, and its id becomes rmcp's own for it.
+    pub(super) fn to_rmcp(&self, request: &mut Value, seat: OwnedSemaphorePermit) {
+        let id = key(&request["id"]);
+        let number = self.insert(id.clone(), true, seat);
+        let rmcp_id = format!("{number} {id}");
+        request["id"] = Value::String(rmcp_id);
+    }
+
+    /// `cancel`, the client's `notifications/cancelled`, is about to go to rmcp: the request
+    /// it names is no longer in flight (its seat and id are free) and it now names rmcp's
+    /// id for it. `false` when it must not go on: it names a request of the tasks layer,
+    /// which is not cancelled so (its answer still comes; `tasks/cancel` stops a task).
+    pub(super) fn cancel(&self, cancel: &mut Value) -> bool {
+        let Some(id) = cancel.pointer("/params/requestId").map(key) else {
+            return true;
+        };
+        let mut requests = self.requests();
+        if requests
+            .by_id
+            .get(&id)
+            .is_some_and(|request| !request.to_rmcp)
         {
-            self.ids().remove(&key(id));
+            return false;
         }
+        if let Some(request) = requests.by_id.remove(&id) {
+            cancel["params"]["requestId"] = Value::String(format!("{} {id}", request.number));
+        }
+        true
     }
 
-    /// [`Self::answered`] for a line rmcp wrote.
-    pub(super) fn answered_line(&self, line: &[u8]) {
-        if let Some(id) = answer_id(line) {
-            self.ids().remove(&key(&id));
+    /// The tasks layer's answer with `ticket` is about to be written: its request's seat, or
+    /// `None` when that request is no longer in flight.
+    pub(super) fn answered(&self, ticket: &Ticket) -> Option<OwnedSemaphorePermit> {
+        self.take(&ticket.id, ticket.number)
+    }
+
+    fn take(&self, id: &str, number: u64) -> Option<OwnedSemaphorePermit> {
+        let mut requests = self.requests();
+        if requests.by_id.get(id)?.number != number {
+            return None;
         }
+        requests.by_id.remove(id).map(|request| request.seat)
+    }
+
+    /// What to do with `line`, a line rmcp wrote for the client.
+    pub(super) fn rmcp_line(&self, line: &[u8]) -> FromRmcp {
+        let Some((rmcp_id, rest)) = answer_id(line) else {
+            return FromRmcp::Other;
+        };
+        let Some((number, id)) = rmcp_id
+            .as_str()
+            .and_then(|s| s.split_once(' '))
+            .and_then(|(n, id)| Some((n.parse::<u64>().ok()?, id)))
+        else {
+            return FromRmcp::Other;
+        };
+        let Some(seat) = self.take(id, number) else {
+            return FromRmcp::Stale;
+        };
+        let out = match rest {
+            Some(rest) => [ANSWER_HEAD, id.as_bytes(), rest].concat(),
+            // Another layout: the whole answer, read and written again.
+            None => {
+                let mut answer: Value = serde_json::from_slice(line).unwrap_or_default();
+                answer["id"] = serde_json::from_str(id).unwrap_or_default();
+                let mut out = serde_json::to_vec(&answer).unwrap_or_default();
+                out.push(b'\n');
+                out
+            }
+        };
+        FromRmcp::Answer(out, seat)
     }
 }
 
+/// The head rmcp writes an answer with, up to its id.
+const ANSWER_HEAD: &[u8] = br#"{"jsonrpc":"2.0","id":"#;
+
 /// The id of the answer (a response or an error response) `line` holds, `None` for a
 /// request, a notification or an error without an id. rmcp writes `jsonrpc`, then `id`,
-/// then `result` or `error`, so the id is read from the start of the line and the rest (a
-/// run's whole result) is not parsed; a line in any other layout is read whole.
-fn answer_id(line: &[u8]) -> Option<Value> {
-    if let Some(rest) = line.strip_prefix(br#"{"jsonrpc":"2.0","id":"#) {
+/// then `result` or `error` ([`ANSWER_HEAD`], the id, the rest): in that layout the id is
+/// read from the start of the line, the rest (a run's whole result) is not parsed and comes
+/// along; a line in any other layout is read whole, and no rest comes.
+fn answer_id(line: &[u8]) -> Option<(Value, Option<&[u8]>)> {
+    if let Some(rest) = line.strip_prefix(ANSWER_HEAD) {
         let mut values = serde_json::Deserializer::from_slice(rest).into_iter::<Value>();
         if let Some(Ok(id)) = values.next() {
             let after = &rest[values.byte_offset()..];
             if after.starts_with(br#","result":"#) || after.starts_with(br#","error":"#) {
-                return Some(id);
+                return Some((id, Some(after)));
             }
             if after.starts_with(br#","method":"#) {
                 return None;
             }
         }
+    }
+    if line.starts_with(br#"{"jsonrpc":"2.0","method":"#) {
+        return None;
     }
     #[derive(Deserialize)]
     struct Head {
@@ -108,53 +263,163 @@ fn answer_id(line: &[u8]) -> Option<Value> {
         method: Option<IgnoredAny>,
     }
     let head: Head = serde_json::from_slice(line).ok()?;
-    head.method.is_none().then_some(head.id).flatten()
+    let id = head.method.is_none().then_some(head.id).flatten()?;
+    Some((id, None))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn an_id_is_in_use_from_its_request_until_its_answer_or_cancel() {
-        let in_flight = InFlight::default();
+    fn answer(in_flight: &InFlight, line: &str) -> Option<String> {
+        match in_flight.rmcp_line(line.as_bytes()) {
+            FromRmcp::Answer(out, _) => Some(String::from_utf8(out).unwrap()),
+            FromRmcp::Stale => None,
+            FromRmcp::Other => Some("other".into()),
+        }
+    }
+
+    #[tokio::test]
+    async fn an_id_is_in_use_from_its_request_until_its_answer_or_cancel_and_a_late_answer_is_dropped()
+     {
+        let in_flight = InFlight::new();
         let call = json!({"jsonrpc": "2.0", "id": 6, "method": "tools/call", "params": {}});
         assert!(in_flight.refusal(&call).is_none());
-        in_flight.passed_on(&call);
+        let mut first = call.clone();
+        in_flight.to_rmcp(&mut first, in_flight.seat().await.unwrap());
+        assert_eq!(first["id"], "0 6");
         let refusal = in_flight.refusal(&call).expect("the id is in use");
         assert_eq!(refusal["id"], 6);
         assert_eq!(refusal["error"]["code"], INVALID_REQUEST);
-        // The string "6" is another id; a response from the client is no request.
+        // The string "6" is another id.
         assert!(
             in_flight
                 .refusal(&json!({"jsonrpc": "2.0", "id": "6", "method": "ping"}))
                 .is_none()
         );
-        in_flight.answered_line(br#"{"jsonrpc":"2.0","id":6,"result":{"content":[]}}"#);
-        assert!(in_flight.refusal(&call).is_none());
-        in_flight.passed_on(&call);
-        in_flight.passed_on(
-            &json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 6}}),
+        // Answered under the client's id, the id is free again.
+        assert_eq!(
+            answer(
+                &in_flight,
+                r#"{"jsonrpc":"2.0","id":"0 6","result":{"content":[]}}"#
+            )
+            .as_deref(),
+            Some(r#"{"jsonrpc":"2.0","id":6,"result":{"content":[]}}"#)
         );
         assert!(in_flight.refusal(&call).is_none());
+
+        // Cancelled, the id is free at once; the cancel names rmcp's id.
+        let mut second = call.clone();
+        in_flight.to_rmcp(&mut second, in_flight.seat().await.unwrap());
+        let mut cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 6}});
+        assert!(in_flight.cancel(&mut cancel));
+        assert_eq!(cancel["params"]["requestId"], "1 6");
+        assert!(in_flight.refusal(&call).is_none());
+        // A new request under the id; the cancelled one's late answer is dropped, its own
+        // answer goes out.
+        let mut third = call.clone();
+        in_flight.to_rmcp(&mut third, in_flight.seat().await.unwrap());
+        assert_eq!(
+            answer(&in_flight, r#"{"jsonrpc":"2.0","id":"1 6","result":{}}"#),
+            None
+        );
+        assert!(in_flight.refusal(&call).is_some());
+        assert_eq!(
+            answer(
+                &in_flight,
+                r#"{"jsonrpc":"2.0","id":"2 6","error":{"code":1,"message":"x"}}"#
+            )
+            .as_deref(),
+            Some(r#"{"jsonrpc":"2.0","id":6,"error":{"code":1,"message":"x"}}"#)
+        );
+        assert_eq!(in_flight.seats.available_permits(), MAX_UNANSWERED);
+    }
+
+    #[tokio::test]
+    async fn a_request_of_the_tasks_layer_keeps_its_seat_until_answered_and_ignores_a_cancel() {
+        let in_flight = InFlight::new();
+        let get = json!({"jsonrpc": "2.0", "id": "g", "method": "tasks/result", "params": {}});
+        let ticket = in_flight.to_tasks(&get, in_flight.seat().await.unwrap());
+        let mut cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "g"}});
+        assert!(!in_flight.cancel(&mut cancel));
+        assert!(in_flight.refusal(&get).is_some());
+        assert_eq!(in_flight.seats.available_permits(), MAX_UNANSWERED - 1);
+        let seat = in_flight.answered(&ticket).expect("in flight");
+        drop(seat);
+        assert_eq!(in_flight.seats.available_permits(), MAX_UNANSWERED);
+        assert!(in_flight.answered(&ticket).is_none());
+        // A cancel of an id not in flight goes on as it is.
+        assert!(in_flight.cancel(&mut cancel));
+        assert_eq!(cancel["params"]["requestId"], "g");
+    }
+
+    #[tokio::test]
+    async fn every_seat_taken_the_next_waits_and_closing_ends_the_wait() {
+        let in_flight = InFlight::new();
+        let mut held = Vec::new();
+        for _ in 0..MAX_UNANSWERED {
+            held.push(in_flight.seat().await.unwrap());
+        }
+        let waiting = tokio::time::timeout(std::time::Duration::from_millis(50), in_flight.seat());
+        assert!(
+            waiting.await.is_err(),
+            "a seat past the bound was handed out"
+        );
+        held.pop();
+        assert!(in_flight.seat().await.is_some());
+        in_flight.close();
+        assert!(in_flight.seat().await.is_none());
+    }
+
+    #[tokio::test]
+    async fn an_integer_id_in_float_form_is_the_integer_and_is_answered_as_it() {
+        let in_flight = InFlight::new();
+        let mut ping = json!({"jsonrpc": "2.0", "id": 1.0, "method": "ping"});
+        in_flight.to_rmcp(&mut ping, in_flight.seat().await.unwrap());
+        assert_eq!(ping["id"], "0 1");
+        assert!(
+            in_flight
+                .refusal(&json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}))
+                .is_some()
+        );
+        assert_eq!(
+            answer(&in_flight, r#"{"jsonrpc":"2.0","id":"0 1","result":{}}"#).as_deref(),
+            Some(r#"{"jsonrpc":"2.0","id":1,"result":{}}"#)
+        );
     }
 
     #[test]
-    fn only_answers_free_an_id() {
-        // rmcp's own request to the client, in its own id space.
+    fn only_answers_to_client_requests_are_matched() {
+        let in_flight = InFlight::new();
+        // rmcp's own request to the client, in its own id space, and its notifications.
+        for line in [
+            r#"{"jsonrpc":"2.0","id":6,"method":"elicitation/create","params":{}}"#,
+            r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{}}"#,
+            r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"x"}}"#,
+        ] {
+            assert_eq!(answer(&in_flight, line).as_deref(), Some("other"), "{line}");
+        }
         assert_eq!(
-            answer_id(br#"{"jsonrpc":"2.0","id":6,"method":"elicitation/create","params":{}}"#),
-            None
-        );
-        assert_eq!(
-            answer_id(br#"{"jsonrpc":"2.0","id":"a\"b","error":{"code":1,"message":"x"}}"#),
+            answer_id(br#"{"jsonrpc":"2.0","id":"a\"b","error":{"code":1,"message":"x"}}"#)
+                .map(|(id, _)| id),
             Some(json!("a\"b"))
         );
         // Another layout is read whole.
         assert_eq!(
-            answer_id(br#"{"result":{},"id":3,"jsonrpc":"2.0"}"#),
-            Some(json!(3))
+            answer_id(br#"{"result":{},"id":3,"jsonrpc":"2.0"}"#)
+                .map(|(id, rest)| (id, rest.is_some())),
+            Some((json!(3), false))
         );
-        assert_eq!(answer_id(br#"{"jsonrpc":"2.0","method":"x"}"#), None);
+    }
+
+    #[tokio::test]
+    async fn an_answer_in_another_layout_is_written_again_under_the_clients_id() {
+        let in_flight = InFlight::new();
+        let mut ping = json!({"jsonrpc": "2.0", "id": "a b", "method": "ping"});
+        in_flight.to_rmcp(&mut ping, in_flight.seat().await.unwrap());
+        let line = format!(r#"{{"result":{{}},"id":{},"jsonrpc":"2.0"}}"#, ping["id"]);
+        let out: Value = serde_json::from_str(&answer(&in_flight, &line).unwrap()).unwrap();
+        assert_eq!(out["id"], "a b");
+        assert_eq!(out["result"], json!({}));
     }
 }

@@ -98,6 +98,8 @@ mod tasks;
 /// Deadlines, call timeouts and foreign-ABI syscalls, and the numbers the description states.
 mod timeouts;
 mod ts_client;
+/// A stdio client that stops reading its answers: serve stops reading it, memory bounded.
+mod unread_answers;
 /// Wrapped servers that stop reading their input: calls given up are never written, and
 /// what waits for such a server is bounded.
 mod unread_input;

@@ -1,6 +1,8 @@
 //! A client request whose id is already in use by a request in flight on its stdio session
 //! is refused at once with `-32600` and never runs: the run already going on under that id
-//! is still answered, and a `notifications/cancelled` for the id still stops it.
+//! is still answered, and a `notifications/cancelled` for the id still stops it. A cancel
+//! frees the id at once: a new request under it runs and gets its own answer, never the
+//! one the cancelled run still gives while it winds down.
 
 use std::time::Duration;
 
@@ -110,4 +112,49 @@ async fn a_request_reusing_an_id_in_flight_is_refused_and_the_first_run_is_answe
         !records.contains(r#""kind":"call""#),
         "a cancelled run called a tool: {records}"
     );
+}
+
+#[tokio::test]
+async fn a_request_reusing_a_cancelled_id_gets_its_own_answer_never_the_cancelled_runs() {
+    let toy = example("toy_server");
+    let mut serve = spawn_serve([
+        "serve".as_ref(),
+        "--pool".as_ref(),
+        "0".as_ref(),
+        toy.as_os_str(),
+    ]);
+    let mut stdin = serve.stdin.take().unwrap();
+    let mut stdout = BufReader::new(serve.stdout.take().unwrap());
+    send(&mut stdin, INITIALIZE).await;
+    assert!(next(&mut stdout).await["result"].is_object());
+    send(
+        &mut stdin,
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+    )
+    .await;
+    send(
+        &mut stdin,
+        &run(6, "import asyncio\nawait asyncio.sleep(30)"),
+    )
+    .await;
+    // The run is going: its sandbox takes a moment to end once cancelled, and the new
+    // request under its id arrives right behind the cancel, well within that moment.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let cancel = r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":6}}"#;
+    let reuse = run(6, "import asyncio\nawait asyncio.sleep(1)\nprint('new')");
+    send(&mut stdin, &format!("{cancel}\n{reuse}")).await;
+    let answered = next(&mut stdout).await;
+    assert_eq!(answered["id"], 6, "{answered}");
+    let text = answered["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{answered}"));
+    let result: Value = serde_json::from_str(text).unwrap();
+    assert_eq!(
+        result["stdout"], "new\n",
+        "the new request got another answer: {answered}"
+    );
+    // No second answer under id 6 follows.
+    send(&mut stdin, r#"{"jsonrpc":"2.0","id":7,"method":"ping"}"#).await;
+    let ping = next(&mut stdout).await;
+    assert_eq!(ping["id"], 7, "{ping}");
 }
