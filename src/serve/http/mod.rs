@@ -11,11 +11,15 @@
 //!   `503` when live but not ready (starting, a wrapped server down, or shutting down); the
 //!   JSON body says which, naming each server that is down with why (`servers_unavailable`).
 //!   A check that finds a server down starts it again in the background (at most every
-//!   5 s per server), since a replica out of rotation gets no runs to retry it.
+//!   5 s per server), since a replica out of rotation gets no runs to retry it. Without the
+//!   token it gives the overall status only ([`health`]).
 //!   `GET /healthz/live` answers `200` while the process serves.
 //! - `GET /metrics`: OpenMetrics text ([`super::metrics`]).
 //!
-//! Checks, in order, on `/mcp` and `/metrics` (`/healthz` is open, it tells nothing private):
+//! `/healthz`, `/healthz/live` and `/metrics` get the same `Host` and `Origin` checks as
+//! `/mcp` (step 3 below, [`health::host_and_origin`]), against DNS rebinding.
+//!
+//! Checks, in order, on `/mcp` and `/metrics` (`/healthz` needs no token):
 //! 1. the bearer token, when one is set ([`auth`]): `401` with `WWW-Authenticate: Bearer`;
 //! 2. a new session (a `POST` without `Mcp-Session-Id`) while shutting down, or at the
 //!    session cap when no session can be closed to make room (every one has a run in flight
@@ -37,6 +41,7 @@
 pub(crate) mod args;
 mod auth;
 mod body_deadline;
+mod health;
 mod idle;
 mod listen;
 pub(crate) mod tasks;
@@ -55,10 +60,10 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use rmcp::transport::streamable_http_server::session::local::{LocalSessionManager, SessionConfig};
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
-use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use self::auth::{BearerToken, Verdict};
+use self::health::SameChecks;
 use self::idle::IdleSessions;
 pub(crate) use self::listen::{
     ConnectionLimits, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_MAX_CONNECTIONS,
@@ -166,19 +171,26 @@ pub(crate) async fn serve_http(
     let sessions = CancellationToken::new();
     let tasks = Arc::new(SessionTasks::new(manager.clone(), options.max_body_bytes));
     let mcp = mcp_service(&server, &options, &local, seats, manager, sessions.clone());
+    let same_checks = axum::middleware::from_fn_with_state(
+        SameChecks::new(mcp.clone(), server.metrics().clone()),
+        health::host_and_origin,
+    );
     // The tasks layer is inside the guard: a task request passes the token and session
     // checks first.
     let guarded = Router::new()
         .route_service(MCP_PATH, mcp)
-        .route("/metrics", get(metrics))
+        .route("/metrics", get(metrics).layer(same_checks.clone()))
         .layer(axum::middleware::from_fn_with_state(
             tasks,
             self::tasks::route,
         ))
         .layer(axum::middleware::from_fn_with_state(shared.clone(), guard));
     let app = Router::new()
-        .route("/healthz", get(healthz))
-        .route("/healthz/live", get(|| async { "live\n" }))
+        .route("/healthz", get(health::healthz).layer(same_checks.clone()))
+        .route(
+            "/healthz/live",
+            get(|| async { "live\n" }).layer(same_checks),
+        )
         .merge(guarded)
         .with_state(shared.clone());
     tokio::spawn(probe_readiness(shared.clone()));
@@ -394,21 +406,12 @@ tokio::task_local! {
 /// counted and its `202` for a closed session made `204`.
 async fn finish(shared: Arc<Shared>, request: Request, next: Next) -> Response {
     let metrics = shared.server.metrics();
-    let closes_session = request.method() == Method::DELETE && request.uri().path() == MCP_PATH;
+    let mcp = request.uri().path() == MCP_PATH;
+    let closes_session = mcp && request.method() == Method::DELETE;
     let response = next.run(request).await;
     let response = match response.status() {
-        StatusCode::FORBIDDEN => {
-            let (parts, body) = response.into_parts();
-            // rmcp's 403 names the header it refused ("Host header is not allowed").
-            let text = axum::body::to_bytes(body, 4096).await.unwrap_or_default();
-            let host = text.windows(4).any(|w| w == b"Host");
-            metrics.refused(if host {
-                RefusalReason::host
-            } else {
-                RefusalReason::origin
-            });
-            Response::from_parts(parts, axum::body::Body::from(text))
-        }
+        // `/metrics`' refusals were counted by its own Host and Origin checks.
+        StatusCode::FORBIDDEN if mcp => health::counted_refusal(metrics, response).await,
         StatusCode::PAYLOAD_TOO_LARGE => {
             metrics.refused(RefusalReason::body_too_large);
             response
@@ -445,45 +448,6 @@ fn unavailable(why: &str) -> Response {
         StatusCode::SERVICE_UNAVAILABLE,
         [(header::RETRY_AFTER, "5")],
         format!("Service Unavailable: {why}\n"),
-    )
-        .into_response()
-}
-
-async fn healthz(State(shared): State<Arc<Shared>>) -> Response {
-    let stopping = shared.stopping.load(Ordering::SeqCst);
-    let sandbox = shared.ready.load(Ordering::SeqCst);
-    let bridge = shared.server.bridge().clone();
-    let unavailable: Vec<Value> = bridge
-        .catalog()
-        .unavailable()
-        .iter()
-        .map(|(name, why)| json!({ "name": name, "why": why }))
-        .collect();
-    if !unavailable.is_empty() {
-        // A server that failed is started again by runs; a replica held out of rotation
-        // gets none, so the health check itself retries (at most every 5 s per server).
-        tokio::spawn(async move { bridge.refresh().await });
-    }
-    let servers_started = unavailable.is_empty();
-    let ready = sandbox && servers_started && !stopping;
-    let body = json!({
-        "live": true,
-        "ready": ready,
-        "servers_started": servers_started,
-        "servers_unavailable": unavailable,
-        "sandbox_started": sandbox,
-        "shutting_down": stopping,
-        "runs_in_flight": shared.server.runs_in_flight(),
-    });
-    let status = if ready {
-        StatusCode::OK
-    } else {
-        StatusCode::SERVICE_UNAVAILABLE
-    };
-    (
-        status,
-        [(header::CONTENT_TYPE, "application/json")],
-        format!("{body}\n"),
     )
         .into_response()
 }

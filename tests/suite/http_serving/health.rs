@@ -1,5 +1,5 @@
 //! `/metrics` counters move after a run; `/healthz` tells live from ready, and names a wrapped
-//! server that is down.
+//! server that is down (to a token holder only).
 
 use std::time::{Duration, Instant};
 
@@ -89,7 +89,7 @@ fn healthz_tells_live_from_ready() {
 }
 
 #[test]
-fn healthz_is_not_ready_while_a_wrapped_server_is_down_and_names_it() {
+fn healthz_is_not_ready_while_a_wrapped_server_is_down_and_names_it_only_with_the_token() {
     if !native_client_ready() {
         return;
     }
@@ -106,11 +106,13 @@ fn healthz_is_not_ready_while_a_wrapped_server_is_down_and_names_it() {
     )
     .unwrap();
     let config = config.display().to_string();
-    let served = Served::launch(&["--config", &config], None, |_, _| {});
+    let served = Served::launch(&["--config", &config], Some(TOKEN), |_, _| {});
+    let bearer = format!("Bearer {TOKEN}");
+    let with_token = [("Authorization", bearer.as_str())];
     // The sandbox starts; the broken server keeps the replica out of rotation, named.
     let end = Instant::now() + Duration::from_secs(60);
     let text = loop {
-        let (status, text) = served.request("GET", "/healthz", &[], "");
+        let (status, text) = served.request("GET", "/healthz", &with_token, "");
         assert_eq!(
             status, 503,
             "a replica with a server down is not ready: {text}"
@@ -126,6 +128,16 @@ fn healthz_is_not_ready_while_a_wrapped_server_is_down_and_names_it() {
     assert_eq!(body["sandbox_started"], true, "{text}\n{}", served.log());
     assert_eq!(body["servers_started"], false, "{text}");
     assert_eq!(body["servers_unavailable"][0]["name"], "broken", "{text}");
+    assert_eq!(body["runs_in_flight"], 0, "{text}");
+    // Without the token (a load balancer's probe): the overall status, no names or reasons.
+    let (status, text) = served.request("GET", "/healthz", &[], "");
+    assert_eq!(status, 503, "{text}");
+    let json = text.split("\r\n\r\n").nth(1).unwrap_or("").trim();
+    let body: Value = serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {text}"));
+    assert_eq!(body["servers_started"], false, "{text}");
+    assert!(!json.contains("broken"), "{text}");
+    assert!(body.get("servers_unavailable").is_none(), "{text}");
+    assert!(body.get("runs_in_flight").is_none(), "{text}");
     // The check starts it again (it fails again), at most every 5 s.
     let logged = |log: &str| log.matches("broken").count();
     let before = logged(&served.log());

@@ -1,6 +1,7 @@
 //! Requests the transport refuses: without the right bearer token (401 with a challenge), a
 //! foreign `Origin` or `Host` (403), a body over the cap (413); serve refuses to start on a
 //! public address without a token, or with a short one. Each refusal is counted under its reason.
+//! `/healthz`, `/healthz/live` and `/metrics` get the same `Host` and `Origin` checks as `/mcp`.
 
 use std::process::{Command, Stdio};
 
@@ -151,4 +152,41 @@ fn a_body_over_the_cap_gets_413() {
     ];
     let (status, text) = served.request("POST", "/mcp", &headers, &big);
     assert_eq!(status, 413, "{text}");
+}
+
+#[test]
+fn health_and_metrics_refuse_a_foreign_host_or_origin_as_mcp_does() {
+    let served = Served::start(
+        &["--http-allow-origin", "http://localhost:3000"],
+        Some(TOKEN),
+    );
+    let bearer = format!("Bearer {TOKEN}");
+    let token = ("Authorization", bearer.as_str());
+    // A rebinding page sends its own name as Host, or its own Origin.
+    for path in ["/healthz", "/healthz/live", "/metrics"] {
+        for foreign in [("Host", "evil.example"), ("Origin", "http://evil.example")] {
+            let (status, text) = served.request("GET", path, &[token, foreign], "");
+            assert_eq!(status, 403, "{path} with {foreign:?}: {text}");
+            assert!(!text.contains("\"live\""), "{text}");
+        }
+    }
+    let (status, text) = served.request(
+        "GET",
+        "/healthz",
+        &[("Origin", "http://localhost:3000")],
+        "",
+    );
+    assert!(status == 200 || status == 503, "{text}");
+    assert!(text.contains("\"live\":true"), "{text}");
+    let (status, text) = served.request("GET", "/healthz/live", &[], "");
+    assert_eq!(status, 200, "{text}");
+    let metrics = served.metrics();
+    let count = |reason: &str| {
+        sample(
+            &metrics,
+            &format!("mcp_code_mode_refusals_total{{reason=\"{reason}\"}}"),
+        )
+    };
+    assert_eq!(count("host"), Some(3.0), "{metrics}");
+    assert_eq!(count("origin"), Some(3.0), "{metrics}");
 }
