@@ -44,6 +44,7 @@ mod body_deadline;
 mod health;
 mod idle;
 mod listen;
+mod reused_ids;
 pub(crate) mod tasks;
 
 use std::net::SocketAddr;

@@ -20,7 +20,7 @@
 //!   `execution.taskSupport: "optional"`;
 //! - a JSON body that is no JSON-RPC message serve reads gets `400` with a JSON-RPC
 //!   `-32700`, `-32600` or `-32602` error response ([`bad_request`]), where rmcp would answer
-//!   `415`;
+//!   `415`; so does a request whose id is in flight in its session ([`super::reused_ids`]);
 //! - everything else goes to rmcp unchanged (the body is read, up to the body cap, and
 //!   handed on whole).
 //!
@@ -48,6 +48,7 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use serde_json::Value;
 
 use super::MCP_PATH;
+use super::reused_ids::{SessionIds, holding};
 use crate::serve::CodeModeServer;
 use crate::serve::tasks::{Tasks, is_task_message, patch_answer};
 use crate::serve::unreadable;
@@ -76,6 +77,8 @@ pub(crate) struct SessionTasks {
     manager: Arc<LocalSessionManager>,
     by_session: Mutex<HashMap<String, Tasks>>,
     max_body_bytes: usize,
+    /// The ids of the requests in flight in each session.
+    ids: Arc<SessionIds>,
 }
 
 impl SessionTasks {
@@ -85,6 +88,7 @@ impl SessionTasks {
             manager,
             by_session: Mutex::default(),
             max_body_bytes,
+            ids: Arc::default(),
         }
     }
 
@@ -162,7 +166,7 @@ pub(crate) async fn route(
         .and_then(|m| m.get("method"))
         .and_then(Value::as_str)
         .map(str::to_owned);
-    let request = Request::from_parts(parts, Body::from(bytes.clone()));
+    let mut request = Request::from_parts(parts, Body::from(bytes.clone()));
     let claimed = matches!((&message, &session), (Some(m), Some(s)) if tasks.claims(s, m));
     if !claimed
         && let Some(refusal) = message
@@ -171,7 +175,19 @@ pub(crate) async fn route(
     {
         return bad_request(refusal);
     }
-    match (message, session, method.as_deref()) {
+    let hold = match (&message, &session) {
+        (Some(message), Some(session)) => match tasks.ids.hold(session, message) {
+            Ok(hold) => hold,
+            Err(refused) => return *refused,
+        },
+        _ => None,
+    };
+    if let Some(hold) = &hold {
+        // rmcp hands these extensions to the request's handler, so the id stays held
+        // while the request runs, even once the client closed its response.
+        request.extensions_mut().insert(hold.clone());
+    }
+    let response = match (message, session, method.as_deref()) {
         (Some(message), Some(session), _) if claimed => {
             let checked = next.run(as_ping(&request)).await;
             if !checked.status().is_success() {
@@ -197,6 +213,10 @@ pub(crate) async fn route(
         }
         (Some(_), Some(_), Some("tools/list")) => patched(next.run(request).await).await,
         _ => next.run(request).await,
+    };
+    match hold {
+        Some(hold) => holding(response, hold),
+        None => response,
     }
 }
 

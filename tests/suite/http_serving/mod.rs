@@ -4,7 +4,8 @@
 //!
 //! Index: `sdk_clients` (the Python and TypeScript SDK clients initialize, list, call and
 //! cancel); `refusals` (401 with a challenge, 403 for a foreign `Origin` or `Host`, 413 for a
-//! body over the cap, no token refused at startup); `sessions` (taint, run slots and audit
+//! body over the cap, no token refused at startup); `reused_ids` (a request id in flight in
+//! its session is refused); `sessions` (taint, run slots and audit
 //! session id per session, the session cap, expiry); `eviction` (a new session at the cap
 //! closes the session idle longest, never one with a run in flight); `health` (`/metrics` counters,
 //! `/healthz`); `shutdown` (SIGTERM's grace, 128 + the signal's number).
@@ -23,6 +24,7 @@ use super::common::{bin, example, venv_python};
 mod eviction;
 mod health;
 mod refusals;
+mod reused_ids;
 mod sdk_clients;
 mod sessions;
 mod shutdown;
