@@ -172,7 +172,9 @@ impl HeldSandbox {
         let _ = self.reader.fill_buf().await;
     }
 
-    /// Run one cell with a budget of `max_calls` and a deadline of `deadline` from now.
+    /// Run one cell with a budget of `max_calls` and a deadline of `deadline` from now (a
+    /// deadline too long for a clock to count to, such as `Duration::MAX`, is taken as
+    /// [`super::FAR_DEADLINE`]).
     ///
     /// # Errors
     /// [`SandboxError`] when the sandbox failed to start (the launcher's own error).
@@ -197,7 +199,13 @@ impl HeldSandbox {
         };
         let start = Instant::now();
         let mut report = self
-            .cell_until(code, budget, start + deadline, deadline, &steering)
+            .cell_until(
+                code,
+                budget,
+                super::deadline_after(start, deadline),
+                deadline,
+                &steering,
+            )
             .await;
         if let Some(audit) = audit {
             audit.end(&mut report).await;

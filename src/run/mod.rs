@@ -84,7 +84,10 @@ impl RunResult {
 /// Options of one run.
 #[derive(Debug, Clone)]
 pub struct RunOptions {
-    /// Wall-clock deadline of the whole run.
+    /// Wall-clock deadline of the whole run, from the call of [`run_code`] (sandbox start,
+    /// code and calls included). `serve` and `exec` hold it to 1..=3600 s; the library
+    /// takes any length, and one too long for a clock to count to (`Duration::MAX` for "no
+    /// deadline") is taken as [`FAR_DEADLINE`].
     pub deadline: Duration,
     /// Calls the run may send.
     pub max_calls: u32,
@@ -327,7 +330,7 @@ async fn run_budgeted(
     pool: Option<PoolSide<'_>>,
     budget: &Arc<CallBudget>,
 ) -> Result<RunReport, SandboxError> {
-    let deadline = Instant::now() + options.deadline;
+    let deadline = deadline_after(Instant::now(), options.deadline);
     let mut held = match start_within(start, deadline, options.deadline, steering).await {
         Ok(started) => started?,
         Err(stopped) => return Ok(stopped),
@@ -403,3 +406,28 @@ struct PoolSide<'a> {
 }
 
 pub use held::HeldSandbox;
+
+/// The length a deadline too long for [`Instant`] to hold is cut to: 30 years, past any run
+/// and within every clock's range.
+pub const FAR_DEADLINE: Duration = Duration::from_secs(30 * 365 * 86_400);
+
+/// The instant `length` after `start`, a length over [`FAR_DEADLINE`] cut to it (the plain
+/// `start + length` panics when it overflows `Instant`).
+fn deadline_after(start: Instant, length: Duration) -> Instant {
+    start + length.min(FAR_DEADLINE)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_deadline_too_long_for_the_clock_is_cut_to_the_far_deadline() {
+        let now = Instant::now();
+        assert_eq!(deadline_after(now, Duration::MAX), now + FAR_DEADLINE);
+        assert_eq!(
+            deadline_after(now, Duration::from_secs(90)),
+            now + Duration::from_secs(90)
+        );
+    }
+}

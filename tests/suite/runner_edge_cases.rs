@@ -58,6 +58,7 @@ crate::on_both_backends!(
     a_forged_began_does_not_open_a_cell,
     a_flood_of_refused_calls_stops_the_run,
     the_audit_log_records_forged_calls_bounded,
+    a_cell_whose_deadline_is_duration_max_runs_as_if_it_had_none,
 );
 
 fn an_error_holding_lone_surrogates_keeps_what_was_printed(backend: &str) {
@@ -556,4 +557,22 @@ fn the_audit_log_records_forged_calls_bounded(backend: &str) {
         serde_json::json!({"text": "after"}),
         "{log}"
     );
+}
+
+fn a_cell_whose_deadline_is_duration_max_runs_as_if_it_had_none(backend: &str) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let journal = dir.path().join("journal");
+    with_held_sandbox(backend, &journal, async |held| {
+        // `start + Duration::MAX` overflows the clock: the library cuts it, never panics.
+        let r = held
+            .cell(
+                "print(await echo({'text': 'no deadline'}))",
+                10,
+                Duration::MAX,
+            )
+            .await
+            .expect("the sandbox started");
+        assert!(!r.result.stopped, "{r:?}");
+        assert_eq!(r.result.stdout, "no deadline\n", "{r:?}");
+    });
 }
