@@ -82,6 +82,9 @@ pub(super) enum FromRmcp {
     Answer(Vec<u8>, OwnedSemaphorePermit),
     /// The answer to a request no longer in flight (the client cancelled it): drop it.
     Stale,
+    /// A notification of a `subscriptions/listen` stream, now naming the client's id for
+    /// the listen request: write it.
+    Renamed(Vec<u8>),
 }
 
 /// An id as a map key: its JSON text (so `6` and `"6"` stay two ids), an integer written in
@@ -206,7 +209,7 @@ impl InFlight {
     /// What to do with `line`, a line rmcp wrote for the client.
     pub(super) fn rmcp_line(&self, line: &[u8]) -> FromRmcp {
         let Some((rmcp_id, rest)) = answer_id(line) else {
-            return FromRmcp::Other;
+            return subscription_notice(line).map_or(FromRmcp::Other, FromRmcp::Renamed);
         };
         let Some((number, id)) = rmcp_id
             .as_str()
@@ -231,6 +234,28 @@ impl InFlight {
         };
         FromRmcp::Answer(out, seat)
     }
+}
+
+/// The `_meta` key by which rmcp's notifications of a `subscriptions/listen` stream name
+/// the listen request (protocol 2026-07-28).
+const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
+
+/// `line`, a notification naming its `subscriptions/listen` request by rmcp's id for it
+/// (`"N ID"`, see [`InFlight::to_rmcp`]), written again naming the client's id, so the
+/// client can tell which of its subscriptions it belongs to; `None` for any other line.
+fn subscription_notice(line: &[u8]) -> Option<Vec<u8>> {
+    memchr::memmem::find(line, SUBSCRIPTION_ID.as_bytes())?;
+    let mut message: Value = serde_json::from_slice(line).ok()?;
+    let named = message
+        .get_mut("params")?
+        .get_mut("_meta")?
+        .get_mut(SUBSCRIPTION_ID)?;
+    let (number, id) = named.as_str()?.split_once(' ')?;
+    number.parse::<u64>().ok()?;
+    *named = serde_json::from_str(id).ok()?;
+    let mut out = serde_json::to_vec(&message).ok()?;
+    out.push(b'\n');
+    Some(out)
 }
 
 /// The head rmcp writes an answer with, up to its id.
@@ -276,6 +301,7 @@ mod tests {
             FromRmcp::Answer(out, _) => Some(String::from_utf8(out).unwrap()),
             FromRmcp::Stale => None,
             FromRmcp::Other => Some("other".into()),
+            FromRmcp::Renamed(out) => Some(format!("renamed {}", String::from_utf8(out).unwrap())),
         }
     }
 
@@ -386,6 +412,25 @@ mod tests {
             answer(&in_flight, r#"{"jsonrpc":"2.0","id":"0 1","result":{}}"#).as_deref(),
             Some(r#"{"jsonrpc":"2.0","id":1,"result":{}}"#)
         );
+    }
+
+    #[tokio::test]
+    async fn a_subscription_notification_names_the_clients_listen_request() {
+        let in_flight = InFlight::new();
+        let mut listen =
+            serde_json::json!({"jsonrpc": "2.0", "id": "sub-1", "method": "subscriptions/listen"});
+        in_flight.to_rmcp(&mut listen, in_flight.seat().await.unwrap());
+        let rmcp_id = listen["id"].clone();
+        let notice = serde_json::json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed",
+            "params": {"_meta": {SUBSCRIPTION_ID: rmcp_id}}});
+        let FromRmcp::Renamed(out) = in_flight.rmcp_line(notice.to_string().as_bytes()) else {
+            panic!("the notification was not renamed");
+        };
+        let out: Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(out["params"]["_meta"][SUBSCRIPTION_ID], "sub-1");
+        let other =
+            br#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1}}"#;
+        assert!(matches!(in_flight.rmcp_line(other), FromRmcp::Other));
     }
 
     #[test]

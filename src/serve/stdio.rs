@@ -331,6 +331,7 @@ async fn write_client<W: AsyncWrite + Unpin>(
                     let line = std::mem::take(&mut line);
                     match in_flight.rmcp_line(&line) {
                         FromRmcp::Other => (patch(line), None),
+                        FromRmcp::Renamed(out) => (out, None),
                         FromRmcp::Answer(out, seat) => (patch(out), Some(seat)),
                         FromRmcp::Stale => {
                             tracing::debug!("dropped the late answer of a cancelled request");
