@@ -52,7 +52,7 @@ use rmcp::model::Tool;
 use serde_json::Value;
 
 use crate::limits::{CALL_TIMEOUT, MAX_ARGS_BYTES, MAX_RESULT_BYTES};
-use catalog::CheckError;
+use catalog::{CheckError, LabelCheck};
 use governed::CallTrace;
 use upstream::ticket::WriteTicket;
 use upstream::{CallOutcome, ToolsChanged, Upstream, UpstreamError};
@@ -297,7 +297,7 @@ impl Bridge {
             close_all(&shared).await;
             return Err(e.into());
         }
-        if let Err(e) = shared.rebuild(None).await {
+        if let Err(e) = shared.rebuild(None, LabelCheck::Refuse).await {
             close_all(&shared).await;
             return Err(e.into());
         }
@@ -616,7 +616,11 @@ async fn retry(shared: Arc<Shared>, index: usize) {
                 slot.state().retrying = false;
                 return;
             }
-            match shared.rebuild(Some((index, Arc::new(tools)))).await {
+            // The server's first list: a label naming no tool is refused, as at startup.
+            match shared
+                .rebuild(Some((index, Arc::new(tools))), LabelCheck::Refuse)
+                .await
+            {
                 Ok(()) => {
                     tracing::info!(server = %name, "started on a later try; its tools are in the catalog")
                 }
@@ -629,7 +633,7 @@ async fn retry(shared: Arc<Shared>, index: usize) {
                         state.failure = Some(refusal::cap(&e.to_string(), 300));
                     }
                     upstream.close().await;
-                    let _ = shared.rebuild(None).await;
+                    let _ = shared.rebuild(None, LabelCheck::Quiet).await;
                 }
             }
         }

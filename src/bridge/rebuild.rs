@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use rmcp::model::Tool;
 
-use super::catalog::{Catalog, CatalogError, Selection, ServerTools};
+use super::catalog::{Catalog, CatalogError, LabelCheck, Selection, ServerTools};
 use super::{Shared, SlotState};
 
 /// Sets its flag when dropped: the build on the blocking pool sees it and stops.
@@ -34,6 +34,7 @@ struct Listed {
     name: String,
     selection: Selection,
     tools: Arc<Vec<Tool>>,
+    check: LabelCheck,
 }
 
 impl Shared {
@@ -41,28 +42,33 @@ impl Shared {
     /// index and its newly listed tools) in place of that server's tools, off the runtime;
     /// on success the candidate's tools become the server's and the catalog is put in force
     /// with the next generation number (after the first, [`super::Bridge::catalog_version`]
-    /// grows too, so the warm pool replaces its sandboxes).
+    /// grows too, so the warm pool replaces its sandboxes). `labels` is what a label naming
+    /// no tool does for the candidate's server, or for every server without a candidate;
+    /// the other servers' labels were checked when their lists came, and are not again.
     ///
     /// # Errors
-    /// The [`CatalogError`] of a refused catalog (a name clash, a label naming no tool):
-    /// the catalog in force and the server's tools stay as they were.
+    /// The [`CatalogError`] of a refused catalog (a name clash, a label naming no tool
+    /// where `labels` refuses): the catalog in force and the server's tools stay as they were.
     pub(super) async fn rebuild(
         &self,
         candidate: Option<(usize, Arc<Vec<Tool>>)>,
+        labels: LabelCheck,
     ) -> Result<(), CatalogError> {
         let _one_at_a_time = self.building.lock().await;
         let mut listed = Vec::with_capacity(self.slots.len());
         let mut unavailable = Vec::new();
         for (index, slot) in self.slots.iter().enumerate() {
             let state = slot.state();
-            let tools = match &candidate {
-                Some((i, tools)) if *i == index => tools.clone(),
-                _ => state.tools.clone(),
+            let (tools, check) = match &candidate {
+                Some((i, tools)) if *i == index => (tools.clone(), labels),
+                Some(_) => (state.tools.clone(), LabelCheck::Quiet),
+                None => (state.tools.clone(), labels),
             };
             listed.push(Listed {
                 name: slot.entry.spec.name.clone(),
                 selection: slot.entry.selection.clone(),
                 tools,
+                check,
             });
             if let Some(why) = &state.failure {
                 // Shown to people (run_python's description, /healthz): the name they know.
@@ -82,7 +88,8 @@ impl Shared {
                     selection: &l.selection,
                 })
                 .collect();
-            Catalog::build_unless(&servers, &stopped)
+            let checks: Vec<LabelCheck> = listed.iter().map(|l| l.check).collect();
+            Catalog::build_unless(&servers, &checks, &stopped)
         })
         .await;
         let catalog = match built {

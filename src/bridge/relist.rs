@@ -38,6 +38,7 @@ use rmcp::model::Tool;
 use tokio::time::Instant;
 
 use super::Shared;
+use super::catalog::LabelCheck;
 use super::upstream::Upstream;
 
 /// Longest a run waits for re-lists after `list_changed`, in all ([`super::Bridge::refresh`]),
@@ -137,7 +138,13 @@ impl Shared {
             tracing::debug!(server = %upstream.name(), "tools/list after list_changed: the same tools");
             return;
         }
-        match self.rebuild(Some((index, Arc::new(tools)))).await {
+        // A label naming a tool the server no longer lists only gets a warning: the tool is
+        // gone, and the rest of the new list (new schemas, annotations, descriptions) comes
+        // into force. Other refusals (a name clash) keep the old list.
+        match self
+            .rebuild(Some((index, Arc::new(tools))), LabelCheck::Warn)
+            .await
+        {
             Err(e) => {
                 tracing::warn!(server = %upstream.name(), "its new tool list is refused, the old one stays: {e}");
             }

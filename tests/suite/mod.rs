@@ -70,6 +70,7 @@ mod probes;
 /// The bound on runs waiting for a run slot: calls past it are refused, the others run.
 mod queued_runs;
 /// Shared setup of the re-listing tests: a tool call that changes the server's tools.
+mod relisted_labels;
 mod relisting;
 /// Remote servers over Streamable HTTP.
 mod remote_servers;

@@ -1,6 +1,6 @@
 //! A scripted server whose tool call changes its tool list and says so with
 //! `notifications/tools/list_changed`, and a bridge on it after that call: the setup the
-//! re-listing tests (listing_limits, catalog_rebuilds, server_startup) share.
+//! re-listing tests (listing_limits, catalog_rebuilds, relisted_labels, server_startup) share.
 
 use mcp_code_mode::bridge::{Bridge, CallBudget};
 use serde_json::{Value, json};

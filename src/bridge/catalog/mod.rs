@@ -5,9 +5,11 @@
 //! deep, cannot be compiled, or whose patterns would take too much memory (patterns.rs) is
 //! left out with a warning. Startup stops when two kept tools
 //! would get the same Python name, or when an allowlist, approval or private label names no
-//! tool it could name (see [`LabelList`]).
+//! tool it could name (see [`LabelList`]); at a re-list such a label only gets a warning
+//! ([`LabelCheck`]).
 
 mod cost;
+mod label_check;
 pub(crate) mod names;
 mod offline;
 mod params;
@@ -24,6 +26,7 @@ use jsonschema::PatternCache;
 use rmcp::model::Tool;
 use serde_json::Value;
 
+pub(crate) use self::label_check::LabelCheck;
 use self::names::python_name;
 pub use self::patterns::{MAX_PATTERN_AUTOMATON_BYTES, MAX_SERVER_PATTERN_BYTES};
 use self::patterns::{PatternBudget, PatternWeights};
@@ -231,16 +234,21 @@ impl Catalog {
     /// # Errors
     /// [`CatalogError`] for a name clash or a label that names no tool it could name.
     pub fn build(servers: &[ServerTools<'_>]) -> Result<Self, CatalogError> {
-        Self::build_unless(servers, &AtomicBool::new(false)).map(Option::unwrap_or_default)
+        let checks = vec![LabelCheck::Refuse; servers.len()];
+        Self::build_unless(servers, &checks, &AtomicBool::new(false)).map(Option::unwrap_or_default)
     }
 
-    /// [`Self::build`], given up (`Ok(None)`) as soon as `stop` is set: it is checked before
-    /// each tool, so a build nobody waits for any more ends within one tool's compile.
+    /// [`Self::build`], with `checks[i]` saying what a label of server `i` naming no tool does
+    /// (a server without one refuses), given up (`Ok(None)`) as soon as `stop` is set: it is
+    /// checked before each tool, so a build nobody waits for any more ends within one tool's
+    /// compile.
     ///
     /// # Errors
-    /// As [`Self::build`].
+    /// As [`Self::build`], a label naming no tool only where its check is
+    /// [`LabelCheck::Refuse`].
     pub(crate) fn build_unless(
         servers: &[ServerTools<'_>],
+        checks: &[LabelCheck],
         stop: &AtomicBool,
     ) -> Result<Option<Self>, CatalogError> {
         let mut catalog = Catalog::default();
@@ -249,7 +257,8 @@ impl Catalog {
         let patterns = PatternCache::new();
         let mut weights = PatternWeights::default();
         for (index, server) in servers.iter().enumerate() {
-            if !catalog.add_server(index, server, &patterns, &mut weights, stop)? {
+            let check = checks.get(index).copied().unwrap_or(LabelCheck::Refuse);
+            if !catalog.add_server(index, server, check, &patterns, &mut weights, stop)? {
                 return Ok(None);
             }
         }
@@ -257,11 +266,13 @@ impl Catalog {
     }
 
     /// Add the kept tools of `server` (the `index`th), compiling their patterns through
-    /// `patterns` and weighing them through `weights`; `Ok(false)` when `stop` was set.
+    /// `patterns` and weighing them through `weights`, a label naming no tool dealt with by
+    /// `check`; `Ok(false)` when `stop` was set.
     fn add_server(
         &mut self,
         index: usize,
         server: &ServerTools<'_>,
+        check: LabelCheck,
         patterns: &PatternCache,
         weights: &mut PatternWeights,
         stop: &AtomicBool,
@@ -287,10 +298,11 @@ impl Catalog {
             server: server.name.to_owned(),
             hint: closest(label, server.tools.iter().map(|t| t.name.as_ref())),
         };
-        if let Some(list) = &selection.allow {
+        let checked = check != LabelCheck::Quiet;
+        if let Some(list) = selection.allow.as_ref().filter(|_| checked) {
             let listed = listed();
-            if let Some(label) = list.iter().find(|l| !listed.contains(*l)) {
-                return Err(unknown(LabelList::Allow, label));
+            for label in list.iter().filter(|l| !listed.contains(*l)) {
+                check.missed(unknown(LabelList::Allow, label))?;
             }
         }
         let mut seen_here = HashSet::new();
@@ -343,24 +355,26 @@ impl Catalog {
             self.tools.push(entry);
         }
         if let PrivateLabels::Some(list) = &selection.private
-            && let Some(label) = list.iter().find(|l| !labelled_here.contains(l.as_str()))
+            && checked
         {
-            let kept_names = self
-                .tools
-                .iter()
-                .filter(|t| t.server == index)
-                .map(|t| t.mcp_name.as_str());
-            return Err(CatalogError::UnknownLabel {
-                list: LabelList::Private,
-                tool: label.clone(),
-                server: server.name.to_owned(),
-                hint: closest(label, kept_names),
-            });
+            for label in list.iter().filter(|l| !labelled_here.contains(l.as_str())) {
+                let kept_names = self
+                    .tools
+                    .iter()
+                    .filter(|t| t.server == index)
+                    .map(|t| t.mcp_name.as_str());
+                check.missed(CatalogError::UnknownLabel {
+                    list: LabelList::Private,
+                    tool: label.clone(),
+                    server: server.name.to_owned(),
+                    hint: closest(label, kept_names),
+                })?;
+            }
         }
-        if selection.approve.listed().next().is_some() {
+        if checked && selection.approve.listed().next().is_some() {
             let listed = listed();
-            if let Some(label) = selection.approve.listed().find(|l| !listed.contains(*l)) {
-                return Err(unknown(LabelList::Approve, label));
+            for label in selection.approve.listed().filter(|l| !listed.contains(*l)) {
+                check.missed(unknown(LabelList::Approve, label))?;
             }
         }
         if selection.read_only {

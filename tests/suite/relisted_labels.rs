@@ -1,0 +1,67 @@
+//! A re-list that no longer has a tool the operator's labels name (`allow`, `private`) is
+//! put in force all the same: the tool that is gone leaves the catalog and the rest of the
+//! server's new list (a new description here) comes in; a startup list with such a label
+//! still stops startup (`catalog::label_check` unit tests).
+
+use std::time::Duration;
+
+use mcp_code_mode::bridge::{Bridge, CallBudget, CallError, Refusal};
+use serde_json::json;
+
+use super::misbehaving_servers::{Scenario, entry};
+use super::relisting::relist_steps;
+
+#[tokio::test]
+async fn a_relist_that_drops_a_labelled_tool_leaves_it_out_and_puts_the_rest_of_the_new_list_in_force()
+ {
+    let object = json!({"type": "object"});
+    let new_list = json!([
+        {"name": "change", "inputSchema": object},
+        {"name": "keep", "description": "Described anew.", "inputSchema": object},
+        {"name": "Add", "inputSchema": object},
+        {"name": "secret2", "inputSchema": object}
+    ]);
+    let scenario = Scenario::from_value(
+        "renames",
+        json!({
+            "tools": [
+                {"name": "change", "inputSchema": object},
+                {"name": "keep", "description": "Described first.", "inputSchema": object},
+                {"name": "add", "inputSchema": object},
+                {"name": "secret", "inputSchema": object}
+            ],
+            "on": {"tools/call:change": relist_steps(new_list, 100, "changed")}
+        }),
+    );
+    let server = entry(scenario.spec())
+        .allow(["change", "keep", "add", "secret"])
+        .private(["secret"]);
+    let bridge = Bridge::open(vec![server], false).await.expect("opens");
+    let before = bridge.generation();
+    assert!(bridge.catalog().get("add").is_some());
+    let budget = CallBudget::new(10);
+    assert_eq!(
+        bridge.call(&budget, "change", &json!({})).await.unwrap(),
+        "changed"
+    );
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    bridge.refresh().await;
+    assert!(bridge.generation() > before, "the new list was refused");
+    let catalog = bridge.catalog();
+    let kept: Vec<&str> = catalog
+        .tools()
+        .iter()
+        .map(|t| t.mcp_name.as_str())
+        .collect();
+    // `Add` and `secret2` are tools the allowlist does not name: left out as at a start.
+    assert_eq!(kept, ["change", "keep"]);
+    let keep = catalog.get("keep").unwrap();
+    assert!(keep.stub.contains("Described anew."), "{}", keep.stub);
+    drop(catalog);
+    let gone = bridge.call(&budget, "add", &json!({})).await;
+    assert!(
+        matches!(gone, Err(CallError::Refused(Refusal::NoSuchTool { .. }))),
+        "{gone:?}"
+    );
+    bridge.close().await;
+}
