@@ -132,6 +132,9 @@ pub enum LabelList {
     Private,
     /// `--approve`, or `approve` in a config entry: may name any tool the server lists.
     Approve,
+    /// `disabledTools` in a config entry: may name any tool the server lists. A miss would
+    /// leave the tool meant to be switched off callable, so it stops startup like the others.
+    Disabled,
 }
 
 impl LabelList {
@@ -141,13 +144,14 @@ impl LabelList {
             Self::Allow => "allowlist entry",
             Self::Private => "private label",
             Self::Approve => "approval entry",
+            Self::Disabled => "disabledTools entry",
         }
     }
 
     /// Why a label of this list can name nothing, in the message's words.
     fn misses(self) -> &'static str {
         match self {
-            Self::Allow | Self::Approve => {
+            Self::Allow | Self::Approve | Self::Disabled => {
                 "names no tool the server lists (a typo? a label is the server's name for the tool or the name the code calls it by)"
             }
             Self::Private => {
@@ -303,6 +307,12 @@ impl Catalog {
             let listed = listed();
             for label in list.iter().filter(|l| !listed.contains(*l)) {
                 check.missed(unknown(LabelList::Allow, label))?;
+            }
+        }
+        if checked && !selection.deny.is_empty() {
+            let listed = listed();
+            for label in selection.deny.iter().filter(|l| !listed.contains(*l)) {
+                check.missed(unknown(LabelList::Disabled, label))?;
             }
         }
         let mut seen_here = HashSet::new();
@@ -603,6 +613,28 @@ mod tests {
             build(&servers, false),
             Err(CatalogError::UnknownLabel { .. })
         ));
+    }
+
+    #[test]
+    fn a_disabled_tools_entry_naming_no_tool_stops_the_build_naming_it() {
+        let sel = Selection {
+            deny: vec!["git_reset".into()],
+            ..Selection::default()
+        };
+        let servers = [("s", vec![tool("git_reset", json!({}))], sel)];
+        assert!(build(&servers, false).unwrap().get("git_reset").is_none());
+        let sel = Selection {
+            deny: vec!["git_rest".into()],
+            ..Selection::default()
+        };
+        let servers = [("s", vec![tool("git_reset", json!({}))], sel)];
+        let e = build(&servers, false).err().map(|e| e.to_string());
+        assert!(
+            e.as_deref()
+                .is_some_and(|e| e.contains("disabledTools entry \"git_rest\"")
+                    && e.contains("did you mean \"git_reset\"?")),
+            "{e:?}"
+        );
     }
 
     #[test]
