@@ -1,6 +1,7 @@
-//! What a catalog build does with a label (an `allow`, `private` or `approve` entry) that
-//! names no tool: refuse the catalog at a server's first list, where it is most likely a
-//! typo, but only warn at a re-list, where the server dropped or renamed a tool.
+//! What a catalog build does with a label (an `allow`, `private`, `approve` or
+//! `disabledTools` entry) that names no tool: refuse the catalog at a server's first list,
+//! where it is most likely a typo, but only warn at a re-list, where the server dropped or
+//! renamed a tool.
 
 use super::CatalogError;
 
@@ -13,7 +14,8 @@ pub(crate) enum LabelCheck {
     /// typo, so startup stops rather than run with a governance setting that does nothing.
     Refuse,
     /// Warn naming the label and go on: a re-list after `list_changed`. The server dropped
-    /// or renamed a tool the label named; the labels still apply only to the tools they
+    /// or renamed a tool the label named, so the warning gives no did-you-mean hint (a close
+    /// name in the new list is another tool, not the one meant); the labels still apply only to the tools they
     /// name, so the tool that is gone is gone from the catalog (a call to it is refused as
     /// unknown) and the rest of the new list comes into force.
     Warn,
@@ -31,18 +33,18 @@ impl LabelCheck {
     pub(super) fn missed(self, miss: CatalogError) -> Result<(), CatalogError> {
         match (self, &miss) {
             (Self::Refuse, _) => Err(miss),
+            // No did-you-mean hint here, unlike at a first list: the entry named a tool the
+            // server had, so a close name in the new list is another tool, and pointing at it
+            // would read as advice to label that one instead.
             (
                 Self::Warn,
                 CatalogError::UnknownLabel {
-                    list,
-                    tool,
-                    server,
-                    hint,
+                    list, tool, server, ..
                 },
             ) => {
                 tracing::warn!(
                     server = %server,
-                    "the {} {tool:?} names nothing in the server's new tool list{hint}: it applies to no tool until the server lists one of that name again, and the rest of the new list is in force",
+                    "the {} {tool:?} names nothing in the server's new tool list: it applies to no tool until the server lists one of that name again, and the rest of the new list is in force",
                     list.entry()
                 );
                 Ok(())
@@ -55,6 +57,7 @@ impl LabelCheck {
 #[cfg(test)]
 mod tests {
     use std::sync::atomic::AtomicBool;
+    use std::sync::{Arc, Mutex};
 
     use rmcp::model::Tool;
     use serde_json::json;
@@ -87,13 +90,51 @@ mod tests {
             .map(|c| c.expect("not stopped"))
     }
 
+    /// What `f` logs through tracing on this thread, as the fmt layer writes it.
+    fn logged(f: impl FnOnce()) -> String {
+        #[derive(Clone, Default)]
+        struct Lines(Arc<Mutex<Vec<u8>>>);
+        impl std::io::Write for Lines {
+            fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(buf);
+                Ok(buf.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let lines = Lines::default();
+        let writer = lines.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .finish();
+        tracing::subscriber::with_default(subscriber, f);
+        String::from_utf8(lines.0.lock().unwrap().clone()).unwrap()
+    }
+
     #[test]
-    fn a_label_naming_a_tool_no_longer_listed_is_refused_at_a_first_list() {
+    fn a_label_naming_a_tool_no_longer_listed_is_refused_at_a_first_list_with_a_hint() {
         let e = build(&["kept", "Add"], "add", LabelCheck::Refuse).err();
         assert!(
             matches!(&e, Some(CatalogError::UnknownLabel { tool, .. }) if tool == "add"),
             "{e:?}"
         );
+        // At a first list the entry is most likely a typo: the close name is the hint.
+        let message = e.unwrap().to_string();
+        assert!(message.contains(r#"did you mean "Add"?"#), "{message}");
+    }
+
+    #[test]
+    fn the_relist_warning_for_a_gone_tool_points_at_no_other_tool() {
+        let log = logged(|| {
+            build(&["kept", "Add"], "add", LabelCheck::Warn).expect("the new list is taken");
+        });
+        for entry in ["allowlist entry", "approval entry"] {
+            let line = format!(r#"the {entry} "add" names nothing in the server's new tool list"#);
+            assert!(log.contains(&line), "{log}");
+        }
+        assert!(!log.contains("did you mean"), "{log}");
     }
 
     #[test]
