@@ -153,7 +153,7 @@ struct RunArgs {
     private: Vec<String>,
     /// Pass this variable from our environment to the wrapped server (repeatable); an unset
     /// one is an error, as an unset `${VAR}` in a config file is.
-    #[arg(long = "env", value_name = "NAME")]
+    #[arg(long = "env", value_name = "NAME", value_parser = env_name)]
     env: Vec<String>,
     /// Several servers from an `mcpServers` config file (instead of --allow, --private,
     /// --env and the command).
@@ -476,6 +476,19 @@ async fn run_until_signal(
 }
 
 /// `--call-timeout` and `--startup-timeout`: seconds above 0 and at most 3600.
+/// An `--env` value: a variable's name. `NAME=VALUE` (the form MCP client configs use) is
+/// refused saying `--env` takes a name and where the value goes, instead of looking up a
+/// variable called `NAME=VALUE`, which is never set.
+fn env_name(text: &str) -> Result<String, String> {
+    match text.split_once('=') {
+        Some((name, _)) => Err(format!(
+            "--env takes a variable name, and {text:?} is not one: set {name} in the environment this program starts with (an MCP client sets it through the server entry's \"env\") and pass --env {name}"
+        )),
+        None if text.is_empty() => Err("--env takes a variable name, not an empty word".into()),
+        None => Ok(text.to_owned()),
+    }
+}
+
 fn call_timeout_secs(text: &str) -> Result<f64, String> {
     match text.parse::<f64>() {
         Ok(secs) if secs > 0.0 && secs <= 3600.0 => Ok(secs),
@@ -618,74 +631,5 @@ async fn backend(args: &RunArgs, rootfs: rootfs::Rootfs) -> anyhow::Result<Arc<d
 }
 
 #[cfg(test)]
-mod tests {
-    use clap::Parser;
-
-    use super::{Cli, Command};
-
-    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
-        Cli::try_parse_from(std::iter::once("mcp-code-mode").chain(args.iter().copied()))
-    }
-
-    /// The wrapped command `exec` or `serve` was given.
-    fn command(args: &[&str]) -> Vec<String> {
-        match parse(args).expect("parses").command {
-            Command::Exec(exec) => exec.run.command,
-            Command::Serve(serve) => serve.run.command,
-            other => panic!("not exec or serve: {other:?}"),
-        }
-    }
-
-    #[test]
-    fn every_rootfs_option_names_roots_default_cache() {
-        use clap::CommandFactory;
-        let mut cli = Cli::command();
-        for path in [&["rootfs", "build"][..], &["doctor"], &["serve"], &["exec"]] {
-            let mut command = &mut cli;
-            for name in path {
-                command = command.find_subcommand_mut(name).expect("a subcommand");
-            }
-            let help = command.render_long_help().to_string();
-            assert!(help.contains(crate::rootfs::ROOT_CACHE), "{path:?}: {help}");
-            assert!(help.contains("$XDG_CACHE_HOME/mcp-code-mode"), "{path:?}");
-        }
-    }
-
-    #[test]
-    fn max_result_bytes_stops_at_the_longest_message_a_server_may_send() {
-        let max = crate::limits::MAX_SERVER_MESSAGE_BYTES.to_string();
-        let over = (crate::limits::MAX_SERVER_MESSAGE_BYTES + 1).to_string();
-        let with = |bytes: &str| parse(&["exec", "--max-result-bytes", bytes, "--code", "1", "s"]);
-        assert!(with(&max).is_ok());
-        let error = with(&over).expect_err("past the line cap");
-        assert_eq!(error.kind(), clap::error::ErrorKind::ValueValidation);
-    }
-
-    #[test]
-    fn an_unknown_option_before_code_is_named_in_the_error() {
-        for unknown in ["--pool", "--bogus"] {
-            let error = parse(&["exec", unknown, "2", "--code", "print(1)", "--", "server"])
-                .expect_err("an option exec does not have");
-            assert_eq!(error.kind(), clap::error::ErrorKind::UnknownArgument);
-            assert!(error.to_string().contains(unknown), "{error}");
-        }
-    }
-
-    #[test]
-    fn the_command_after_a_double_dash_keeps_its_own_options() {
-        assert_eq!(
-            command(&[
-                "exec", "--code", "print(1)", "--", "npx", "-y", "server", "--code", "x"
-            ]),
-            ["npx", "-y", "server", "--code", "x"]
-        );
-    }
-
-    #[test]
-    fn the_command_without_a_double_dash_starts_at_its_first_word_and_keeps_its_options() {
-        assert_eq!(
-            command(&["serve", "--pool", "0", "npx", "-y", "server", "--port", "1"]),
-            ["npx", "-y", "server", "--port", "1"]
-        );
-    }
-}
+#[path = "cli_tests.rs"]
+mod tests;

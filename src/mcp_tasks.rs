@@ -21,8 +21,13 @@
 //!   [`RELATED_TASK_META_KEY`]; `tasks/cancel` answers the task in status `cancelled`, and
 //!   refuses (-32602) a task already terminal; `tasks/list` answers `{"tasks": [...]}`;
 //! - an unknown task id is refused with -32602 (Invalid params).
+//!
+//! A [`Task`] a wrapped server sent is read leniently, as the rest of what servers send is
+//! (README "What wrapped servers send"): an optional field of the wrong type or out of range
+//! (`pollInterval: -5`, `"fast"`, `1e300`; a `ttl` or `statusMessage` likewise) is read as
+//! absent or, for a number too large, as `u64::MAX`, never as a task that is not one.
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Value, json};
 
 pub(crate) use rmcp::model::TaskStatus;
@@ -82,18 +87,47 @@ pub(crate) struct Task {
     /// Where it stands.
     pub status: TaskStatus,
     /// A human-readable word on the status.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient_string"
+    )]
     pub status_message: Option<String>,
     /// ISO 8601 time of creation.
     pub created_at: String,
     /// ISO 8601 time of the last change.
     pub last_updated_at: String,
     /// Retention from creation in milliseconds; `null` for unlimited (always sent).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient_millis")]
     pub ttl: Option<u64>,
     /// Suggested milliseconds between two `tasks/get`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient_millis"
+    )]
     pub poll_interval: Option<u64>,
+}
+
+/// A millisecond count as a server may have written it: a whole number in `u64` as it is,
+/// any other number from 0 up rounded down (past `u64::MAX`, such as `1e300`, `u64::MAX`);
+/// a negative number or any other value is absent.
+fn lenient_millis<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u64>, D::Error> {
+    Ok(match Value::deserialize(deserializer)? {
+        Value::Number(n) => n.as_u64().or_else(|| {
+            // `as` saturates: 1e300 becomes u64::MAX. JSON numbers are never NaN.
+            n.as_f64().filter(|f| *f >= 0.0).map(|f| f as u64)
+        }),
+        _ => None,
+    })
+}
+
+/// A string as a server may have written it: any other value is absent.
+fn lenient_string<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<String>, D::Error> {
+    Ok(match Value::deserialize(deserializer)? {
+        Value::String(text) => Some(text),
+        _ => None,
+    })
 }
 
 /// The answer to a task-augmented request (`CreateTaskResult`).
@@ -142,6 +176,36 @@ mod tests {
             json!({"task": {"taskId": "t1", "status": "input_required",
                 "createdAt": "2025-11-25T10:30:00.000Z", "lastUpdatedAt": "2025-11-25T10:30:00.000Z",
                 "ttl": null, "pollInterval": 500}})
+        );
+    }
+
+    #[test]
+    fn a_task_with_malformed_optional_fields_reads_as_a_task_without_them() {
+        let read = |poll: Value, ttl: Value, message: Value| {
+            serde_json::from_value::<CreateTaskResult>(json!({"task": {"taskId": "t1",
+                "status": "working", "createdAt": "2026-01-01T00:00:00Z",
+                "lastUpdatedAt": "2026-01-01T00:00:00Z", "ttl": ttl, "pollInterval": poll,
+                "statusMessage": message}}))
+            .expect("still a task")
+            .task
+        };
+        let task = read(json!(-5), json!("forever"), json!(7));
+        assert_eq!(
+            (task.poll_interval, task.ttl, task.status_message),
+            (None, None, None)
+        );
+        assert_eq!(
+            read(json!("fast"), json!(null), json!(null)).poll_interval,
+            None
+        );
+        assert_eq!(
+            read(json!(1e300), json!(-1), json!("ok")).poll_interval,
+            Some(u64::MAX)
+        );
+        let task = read(json!(250.7), json!(60000), json!("ok"));
+        assert_eq!(
+            (task.poll_interval, task.ttl, task.status_message.as_deref()),
+            (Some(250), Some(60000), Some("ok"))
         );
     }
 

@@ -280,7 +280,7 @@ fn check_name(name: &str) -> Result<(), ConfigError> {
         .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
     {
         return Err(ConfigError::Invalid(format!(
-            "server name {name:?} may hold only letters, digits, _ and -"
+            "server name {name:?} may hold only ASCII letters, digits, _ and -"
         )));
     }
     Ok(())

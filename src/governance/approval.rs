@@ -61,19 +61,28 @@ impl ApprovalRequest {
             .unwrap_or_else(|n| format!("(arguments too long to show: {n} characters)"));
         format!(
             "The code wants to call the tool {} of the server {} with these arguments:\n{args}\nAccept to send this call; decline or cancel to refuse it.",
-            escape_controls(&format!("{:?}", self.tool)),
-            escape_controls(&format!("{:?}", self.server)),
+            quoted(&self.tool),
+            quoted(&self.server),
         )
     }
 }
 
+/// `name` as the approval form shows it: in double quotes, with every control and format
+/// character escaped (Rust's `{:?}`, then [`escape_controls`]), so a name the wrapped server
+/// chose cannot break a line, move the cursor or reorder the text of the form's title or
+/// message.
+fn quoted(name: &str) -> String {
+    escape_controls(&format!("{name:?}"))
+}
+
 impl ApprovalRequest {
     /// The `elicitation/create` parameters that ask about this call: form mode, an empty
-    /// schema (the answer is the action alone), titled with the tool and server.
+    /// schema (the answer is the action alone), titled with the tool and server, each quoted
+    /// and escaped as in the message ([`quoted`]).
     pub(crate) fn form(&self) -> ElicitRequestParams {
         let mut schema = ElicitationSchema::new(Default::default());
         schema.title =
-            Some(escape_controls(&format!("Allow {} on {}?", self.tool, self.server)).into());
+            Some(format!("Allow {} on {}?", quoted(&self.tool), quoted(&self.server)).into());
         ElicitRequestParams::FormElicitationParams {
             meta: None,
             message: self.message(),
@@ -316,6 +325,27 @@ mod tests {
                 .any(|c| (c.is_control() && c != '\n') || c == '\u{202e}'),
             "{text:?}"
         );
+    }
+
+    #[test]
+    fn the_form_title_quotes_the_tool_name_with_its_line_breaks_escaped() {
+        let request = ApprovalRequest {
+            server: "hs.py\ton".into(),
+            tool: "tool\u{202e}evil\u{1b}[2J\nApprove? yes".into(),
+            args: serde_json::json!({}),
+        };
+        let ElicitRequestParams::FormElicitationParams {
+            requested_schema, ..
+        } = request.form()
+        else {
+            panic!("not a form");
+        };
+        let title = requested_schema.title.expect("a title").to_string();
+        assert_eq!(
+            title,
+            r#"Allow "tool\u{202e}evil\u{1b}[2J\nApprove? yes" on "hs.py\ton"?"#
+        );
+        assert!(!title.chars().any(char::is_control), "{title:?}");
     }
 
     #[test]

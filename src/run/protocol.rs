@@ -69,8 +69,9 @@ pub struct ToolEntry {
     pub summary: String,
     /// Whether the tool is labelled private.
     pub private: bool,
-    /// Its parameter names as the server spells them (at most 50), for the hint of a call
-    /// of the wrong shape.
+    /// Its parameter names as the server spells them (at most 50, and `params` whenever
+    /// the schema names it), for the hint of a call of the wrong shape; a call whose only
+    /// keyword is `params=` holding a dict is the dict form unless `params` is listed.
     pub params: Vec<String>,
 }
 

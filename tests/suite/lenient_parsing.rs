@@ -401,3 +401,60 @@ async fn a_server_error_message_reaches_the_code_verbatim_escapes_and_bidi_contr
     assert!(text.ends_with(message), "{text:?}");
     bridge.close().await;
 }
+
+#[tokio::test]
+async fn a_task_with_a_malformed_poll_interval_is_polled_and_a_task_the_call_cannot_read_is_cancelled()
+ {
+    // README "Wrapped tools that require tasks": pollInterval -5 or "fast" is read as none
+    // (500 ms); an answer that is not a task fails the call and its task id is cancelled.
+    let task = |id: &str, status: &str, poll: serde_json::Value| {
+        json!({"taskId": id, "status": status, "createdAt": "2026-01-01T00:00:00Z",
+            "lastUpdatedAt": "2026-01-01T00:00:00Z", "ttl": "forever", "pollInterval": poll})
+    };
+    let required = |name: &str| {
+        json!({"name": name, "inputSchema": {"type": "object"},
+            "execution": {"taskSupport": "required"}})
+    };
+    let scenario = Scenario::from_value(
+        "task_fields",
+        json!({
+            "tools": [required("odd_poll"), required("not_a_task")],
+            "on": {
+                "tools/call:odd_poll": [{"reply": {"task": task("t1", "working", json!(-5))}}],
+                "tasks/get": [{"reply": task("t1", "completed", json!("fast"))}],
+                "tasks/result": [{"reply": {"content": [{"type": "text", "text": "done"}]}}],
+                "tools/call:not_a_task": [{"reply": {"task": {"taskId": "t2", "status": "bogus"}}}]
+            }
+        }),
+    );
+    let bridge = Bridge::open(vec![entry(scenario.spec())], false)
+        .await
+        .expect("opens");
+    let budget = CallBudget::new(10);
+    assert_eq!(
+        bridge.call(&budget, "odd_poll", &json!({})).await,
+        Ok("done".to_owned())
+    );
+    let outcome = bridge.call(&budget, "not_a_task", &json!({})).await;
+    assert!(
+        matches!(&outcome, Err(CallError::ToolFailed(t)) if t.contains("is not a task")),
+        "{outcome:?}"
+    );
+    let cancelled = |log: &str| {
+        log.lines()
+            .any(|l| l.contains("\"tasks/cancel\"") && l.contains("\"t2\""))
+    };
+    let started = std::time::Instant::now();
+    while !cancelled(&scenario.received()) && started.elapsed().as_secs() < 10 {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let received = scenario.received();
+    assert!(cancelled(&received), "no tasks/cancel for t2: {received}");
+    assert!(
+        !received
+            .lines()
+            .any(|l| l.contains("\"tasks/cancel\"") && l.contains("\"t1\"")),
+        "the finished task is not cancelled: {received}"
+    );
+    bridge.close().await;
+}

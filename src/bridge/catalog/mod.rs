@@ -2,15 +2,17 @@
 //!
 //! Built once at startup from each server's `tools/list`. A tool is kept when it is on its
 //! server's allowlist (default: all) and its inputSchema compiles; one whose schema is too
-//! deep, cannot be compiled, or whose patterns would take too much memory (patterns.rs) is
-//! left out with a warning. Startup stops when two kept tools
+//! deep, cannot be compiled, accepts no object (no_object.rs) or whose patterns would take
+//! too much memory (patterns.rs) is left out with a warning. Startup stops when two kept tools
 //! would get the same Python name, or when an allowlist, approval or private label names no
 //! tool it could name (see [`LabelList`]); at a re-list such a label only gets a warning
 //! ([`LabelCheck`]).
 
 mod cost;
+mod identifier_chars;
 mod label_check;
 pub(crate) mod names;
+mod no_object;
 mod offline;
 mod params;
 mod patterns;
@@ -31,7 +33,7 @@ use self::names::python_name;
 pub use self::patterns::{MAX_PATTERN_AUTOMATON_BYTES, MAX_SERVER_PATTERN_BYTES};
 use self::patterns::{PatternBudget, PatternWeights};
 pub(crate) use self::schema::{ArgsValidator, CheckError};
-use self::stub::{StubInput, stub, summary};
+use self::stub::{StubInput, runner_params, stub, summary};
 use crate::governance::policy::{ApprovalRule, ApprovalSources, kept_when_read_only};
 use crate::run::protocol::ToolEntry;
 
@@ -85,7 +87,7 @@ pub struct CatalogTool {
     pub validator: std::sync::Arc<ArgsValidator>,
     /// Its outputSchema is the single-`result` wrapper: results give the inner value.
     pub unwrap_result: bool,
-    /// Its parameter names as the server spells them (at most 50).
+    /// Its parameter names as the server spells them ([`stub::runner_params`]).
     pub params: Vec<String>,
     /// A call needs a person's approval before it goes out.
     pub approve: bool,
@@ -457,11 +459,7 @@ impl Catalog {
             py_name,
             private,
             validator: std::sync::Arc::new(validator),
-            params: schema
-                .get("properties")
-                .and_then(Value::as_object)
-                .map(|p| p.keys().take(50).cloned().collect())
-                .unwrap_or_default(),
+            params: runner_params(&schema),
             unwrap_result: output
                 .as_ref()
                 .and_then(crate::bridge::upstream::result::result_wrapper)

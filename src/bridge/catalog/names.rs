@@ -1,8 +1,13 @@
 //! Python names for MCP tools (README "How a call works", step 1).
 //!
-//! In order: `server__tool` with `--config`; every character outside `[A-Za-z0-9_]` becomes
-//! `_` (`get-weather` → `get_weather`); an empty name or one starting with a digit gets a
-//! leading `_`; a name that would shadow a keyword (soft keywords included), a builtin, a
+//! In order: `server__tool` with `--config`; the name in NFKC, the form Python reads
+//! identifiers in (`ｐｒｉｎｔ` is `print` to it); every character no Python identifier may
+//! hold becomes `_` (`get-weather` → `get_weather`), while letters of any script stay
+//! (`名前`, `échec`: [`super::identifier_chars`], the characters Python 3.10 takes); an
+//! empty name or one that cannot start an identifier (a digit, a combining mark) gets a
+//! leading `_`; should the result not be in NFKC (a kept mark next to a `_`), every
+//! non-ASCII character becomes `_` instead, so the name the code writes is the name it
+//! calls; a name that would shadow a keyword (soft keywords included), a builtin, a
 //! dunder, a top-level module of Python's standard library (`json`, `os`: an `import` would
 //! replace the tool) or a name the runner defines gets a trailing `_`. Two tools that end up with the
 //! same name stop startup ([`crate::bridge::catalog`] checks).
@@ -12,6 +17,9 @@
 //! Python, which [`is_reserved`]'s lists cover), so every name [`python_name`] gives is one
 //! it takes.
 
+use unicode_normalization::UnicodeNormalization;
+
+use super::identifier_chars::{is_continue, is_start};
 use super::stdlib_modules::is_stdlib_module;
 
 /// Separator between a server's name and its tool's name under `--config`.
@@ -183,28 +191,35 @@ const BUILTINS: &[&str] = &[
 
 /// The Python name for `tool`, alone or (with `server`) as `server__tool`.
 ///
-/// The result is always a valid Python identifier made of `[A-Za-z0-9_]` that shadows no
-/// keyword, builtin, dunder, standard-library module or runner name.
+/// The result is always a Python identifier, in NFKC, that every Python the runner supports
+/// takes (`str.isidentifier`) and reads as itself, and that shadows no keyword, builtin,
+/// dunder, standard-library module or runner name.
 pub fn python_name(server: Option<&str>, tool: &str) -> String {
-    let base = match server {
+    let base: String = match server {
         Some(server) => format!("{server}{SERVER_SEPARATOR}{tool}"),
         None => tool.to_owned(),
-    };
-    let mut name: String = base
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    if name.is_empty() || name.starts_with(|c: char| c.is_ascii_digit()) {
-        name.insert(0, '_');
+    }
+    .nfkc()
+    .collect();
+    let mut name = identifier(&base, is_continue);
+    if !name.chars().eq(name.nfkc()) {
+        name = identifier(&base, |c| c.is_ascii_alphanumeric() || c == '_');
     }
     if is_reserved(&name) {
         name.push('_');
+    }
+    name
+}
+
+/// `text` with every character `keeps` refuses made `_`, and a leading `_` when it is empty
+/// or its first character cannot start an identifier.
+fn identifier(text: &str, keeps: impl Fn(char) -> bool) -> String {
+    let mut name: String = text
+        .chars()
+        .map(|c| if keeps(c) { c } else { '_' })
+        .collect();
+    if !name.starts_with(is_start) {
+        name.insert(0, '_');
     }
     name
 }
@@ -251,7 +266,53 @@ mod tests {
         assert_eq!(python_name(None, "a.b c"), "a_b_c");
         assert_eq!(python_name(None, "1st"), "_1st");
         assert_eq!(python_name(None, ""), "__");
-        assert_eq!(python_name(None, "héllo"), "h_llo");
+        assert_eq!(python_name(None, "a\u{200b}b\u{202e}"), "a_b_");
+        assert_eq!(python_name(None, "😀x"), "_x");
+    }
+
+    #[test]
+    fn names_that_are_python_identifiers_in_any_script_are_kept_whole() {
+        for name in [
+            "名前",
+            "検索",
+            "échec",
+            "İstanbul",
+            "ünïcödé",
+            "héllo",
+            "données_2",
+        ] {
+            assert_eq!(python_name(None, name), name);
+        }
+        assert_eq!(python_name(Some("notes"), "検索"), "notes__検索");
+        // Read as Python reads identifiers (NFKC): fullwidth letters are ASCII ones, a
+        // decomposed é is composed, a ligature is its letters.
+        assert_eq!(python_name(None, "ｐｒｉｎｔ"), "print_");
+        assert_eq!(python_name(None, "e\u{301}chec"), "échec");
+        assert_eq!(python_name(None, "\u{fb01}le"), "file");
+        // A character that cannot start an identifier gets a leading `_`; one Python 3.10
+        // does not know (CJK Extension H, Unicode 15.0) becomes `_`.
+        assert_eq!(python_name(None, "٣abc"), "_٣abc");
+        assert_eq!(python_name(None, "名\u{31350}"), "名_");
+    }
+
+    #[test]
+    fn every_name_given_out_is_an_identifier_in_nfkc_that_python_3_10_takes() {
+        for tool in [
+            "a\u{200b}\u{301}",
+            "\u{301}x",
+            "x\u{31350}\u{301}",
+            "\u{1100}\u{1161}",
+            "\u{fb01}\u{301}",
+            "Å\u{301}",
+            "ｔｏｏｌ－ｘ",
+            "名前\n\t",
+            "\u{202e}evil",
+        ] {
+            let name = python_name(None, tool);
+            assert!(name.chars().eq(name.nfkc()), "{tool:?} -> {name:?}");
+            assert!(name.starts_with(is_start), "{tool:?} -> {name:?}");
+            assert!(name.chars().all(is_continue), "{tool:?} -> {name:?}");
+        }
     }
 
     #[test]
@@ -332,6 +393,9 @@ mod tests {
             "__a__",
             "a-b",
             "é",
+            "ｐｒｉｎｔ",
+            "ＴＯＯＬＳ",
+            "\u{fb01}lter",
         ] {
             let name = python_name(None, tool);
             assert!(!is_reserved(&name), "{tool} -> {name}");

@@ -83,6 +83,12 @@ pub enum SchemaError {
     /// The inputSchema is not an object or boolean.
     #[error("its inputSchema is not a JSON Schema object")]
     NotASchema,
+    /// No object can pass it (`false`, `{"type": "string"}`: [`super::no_object`]), and a
+    /// tool's arguments are always an object, so no call of the tool could go out.
+    #[error(
+        "its inputSchema accepts no object ({0}), and a tool's arguments are always an object: no call could pass"
+    )]
+    NoObject(String),
     /// The validator refused it (bad keyword values, unresolvable `$ref`).
     #[error("its inputSchema cannot be compiled: {0}")]
     Invalid(String),
@@ -130,6 +136,9 @@ impl ArgsValidator {
         }
         if !matches!(schema, Value::Object(_) | Value::Bool(_)) {
             return Err(SchemaError::NotASchema);
+        }
+        if let Some(why) = super::no_object::refuses_every_object(schema) {
+            return Err(SchemaError::NoObject(why));
         }
         let draft = draft_of(schema);
         let mut prepared = schema.clone();
@@ -487,6 +496,22 @@ mod tests {
             assert!(v.check(&json!({})).is_ok(), "{schema}");
             assert!(v.check(&json!({"x": 1})).is_err(), "{schema}");
         }
+    }
+
+    #[test]
+    fn a_schema_no_object_can_pass_is_refused_naming_why() {
+        for schema in [
+            json!({"type": "string"}),
+            json!({"not": {}}),
+            json!({"type": "null"}),
+        ] {
+            let refused = ArgsValidator::compile(&schema).err();
+            assert!(
+                matches!(refused, Some(SchemaError::NoObject(_))),
+                "{schema}"
+            );
+        }
+        assert!(ArgsValidator::compile(&json!({"type": ["object", "null"]})).is_ok());
     }
 
     #[test]

@@ -8,8 +8,8 @@
 //!     params: a: int, b: int
 //!     """
 //! ```
-//! The description is cut at 2 KiB; `\` and `"""` in it are escaped so it cannot end the
-//! docstring; parameter names that are not plain identifiers are written as JSON strings,
+//! The description is cut at 2 KiB; `\` and `"""` in it, and in parameter descriptions, are
+//! escaped so they cannot end the docstring; parameter names that are not plain identifiers are written as JSON strings,
 //! cut at 64 characters first; optional parameters are written `name?: type`; at most
 //! [`MAX_PARAMS`] parameters are listed. A tool with an `outputSchema` gets a `returns:` line.
 
@@ -93,6 +93,25 @@ fn param_names(schema: &Value) -> (Vec<String>, usize) {
     (names, properties.map_or(0, |p| p.len()))
 }
 
+/// The parameter names a `start` gives the runner for a tool ([`ToolEntry::params`]): the
+/// first [`MAX_PARAMS`] the schema names, as the server spells them, for the hint of a call
+/// of the wrong shape, and `params` whenever the schema names it, wherever it stands. The
+/// runner reads a call whose only keyword is `params=`, holding a dict, as the dict form
+/// (the stub's signature is `(params: dict)`) unless `params` is among these names.
+///
+/// [`ToolEntry::params`]: crate::run::protocol::ToolEntry::params
+pub(super) fn runner_params(schema: &Value) -> Vec<String> {
+    let schema = TypeWriter::new(schema).deref(schema);
+    let Some(properties) = schema.get("properties").and_then(Value::as_object) else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = properties.keys().take(MAX_PARAMS).cloned().collect();
+    if properties.contains_key("params") && !names.iter().any(|n| n == "params") {
+        names.push("params".to_owned());
+    }
+    names
+}
+
 fn returns_line(output_schema: &Value) -> String {
     let writer = TypeWriter::new(output_schema);
     if let Some(inner) = crate::bridge::upstream::result::result_wrapper(output_schema) {
@@ -124,7 +143,10 @@ fn returns_line(output_schema: &Value) -> String {
     }
 }
 
-fn escape_docstring(text: &str) -> String {
+/// `text` as written inside a stub's docstring: `\` doubled and `"""` written `\"\"\"`, so
+/// no text a server wrote (a tool's description, a parameter's description or a variant's
+/// title) can end the docstring and show lines of its own as code.
+pub(super) fn escape_docstring(text: &str) -> String {
     text.replace('\\', "\\\\").replace("\"\"\"", "\\\"\\\"\\\"")
 }
 
@@ -270,6 +292,18 @@ mod tests {
         assert!(s.contains("ok: bool"), "{s}");
         assert!(s.contains("[private]"));
         assert_eq!(summary(&input).matches("[private]").count(), 1);
+    }
+
+    #[test]
+    fn the_runner_is_told_of_a_params_parameter_wherever_the_schema_names_it() {
+        let mut props: serde_json::Map<String, Value> =
+            (0..60).map(|i| (format!("p{i:02}"), json!({}))).collect();
+        props.insert("params".into(), json!({}));
+        let names = runner_params(&json!({ "properties": props }));
+        assert_eq!(names.len(), MAX_PARAMS + 1);
+        assert_eq!(names.last().map(String::as_str), Some("params"));
+        assert_eq!(runner_params(&add_schema()), ["a", "b"]);
+        assert!(runner_params(&json!({})).is_empty());
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //!
 //! A task call: `tools/call` with `params.task` (ttl = the call's timeout) answers a task;
 //! `tasks/get` is polled at the server's `pollInterval` (kept within 50 ms .. 5 s, 500 ms
-//! when none is given) until the task is terminal; then `tasks/result` gives the
+//! when none or a malformed one is given: [`crate::mcp_tasks`] reads it leniently) until the task is terminal; then `tasks/result` gives the
 //! `tools/call` result, read and repaired like a plain call's. A task the server cancelled
 //! or failed, or one that asks for input (the bridge has none to give), fails the call with
 //! a message that says so. When the call ends before its task does (its timeout, a cancel
@@ -304,16 +304,17 @@ async fn create(
     let (raw, server, ticket) = (raw.clone(), server.to_owned(), ticket.cloned());
     tokio::spawn(async move {
         let answer = raw.send("tools/call", params, ticket.as_ref()).await;
+        // Any answer naming a task id gets a guard, a task the call cannot read too: a
+        // call that fails on it still cancels the task the server made.
         let guard = match &answer {
-            Some(RawAnswer::Result(value)) => {
-                serde_json::from_value::<CreateTaskResult>(value.clone())
-                    .ok()
-                    .map(|created| CancelOnDrop {
-                        raw: raw.clone(),
-                        server,
-                        task_id: Some(created.task.task_id),
-                    })
-            }
+            Some(RawAnswer::Result(value)) => value
+                .pointer("/task/taskId")
+                .and_then(Value::as_str)
+                .map(|task_id| CancelOnDrop {
+                    raw: raw.clone(),
+                    server,
+                    task_id: Some(task_id.to_owned()),
+                }),
             _ => None,
         };
         // A call already given up drops what it would have read, and with it the guard.
@@ -343,6 +344,7 @@ pub(super) async fn call_as_task(
     let (Ok(CreateTaskResult { mut task }), Some(mut guard)) =
         (serde_json::from_value(created), guard)
     else {
+        // A guard, if the answer named a task id, cancels that task.
         return CallOutcome::Rejected(format!(
             "the tool {tool:?} must be called as a task, and the server's answer to the task-augmented call is not a task"
         ));

@@ -1,6 +1,8 @@
 //! End to end, through `exec` and the native sandbox (the module scripts/test-unprivileged
 //! selects from this file).
 
+use serde_json::json;
+
 use super::Scenario;
 use crate::suite::common::{ExecOptions, exec_with, native_available, require};
 
@@ -45,4 +47,32 @@ fn exec_survives_an_endless_line_with_bounded_memory() {
     let code = "try:\n    await endless_line({})\nexcept ToolError as e:\n    print('caught', e)\n";
     let run = exec_scenario(code, &scenario);
     assert!(run.printed().contains("over 16 MiB"), "{run:?}");
+}
+
+#[test]
+fn tools_named_in_other_scripts_keep_their_names_and_each_calls_its_own_tool() {
+    // README "How a call works", step 1: identifiers in any script are kept; two CJK names
+    // and `_` no longer all become `__` and stop startup.
+    if !require(native_available(), "user namespaces are not available") {
+        return;
+    }
+    let tool = |name: &str| json!({"name": name, "inputSchema": {"type": "object"}});
+    let reply = |text: &str| json!([{"reply": {"content": [{"type": "text", "text": text}]}}]);
+    let scenario = Scenario::from_value(
+        "script_names",
+        json!({
+            "tools": [tool("名前"), tool("検索"), tool("_"), tool("échec"), tool("ｐｒｉｎｔ")],
+            "on": {"tools/call:名前": reply("name"), "tools/call:検索": reply("search"),
+                   "tools/call:_": reply("underscore"), "tools/call:échec": reply("fail"),
+                   "tools/call:ｐｒｉｎｔ": reply("fullwidth")}
+        }),
+    );
+    let code =
+        "print(sorted(TOOLS))\nfor f in (名前, 検索, __, échec, print_):\n    print(await f())";
+    let run = exec_scenario(code, &scenario);
+    assert_eq!(
+        run.printed(),
+        "['__', 'print_', 'échec', '名前', '検索']\nname\nsearch\nunderscore\nfail\nfullwidth\n",
+        "{run:?}"
+    );
 }

@@ -91,6 +91,33 @@ fn keywords_and_one_dict_send_the_same_arguments() {
 }
 
 #[test]
+fn a_lone_params_keyword_holding_a_dict_is_the_dict_form_unless_the_tool_has_a_params_parameter() {
+    // The stub reads `async def add(params: dict)`; `add(params={...})` is its keyword form.
+    let mut runner = Runner::spawn();
+    let tool = |name: &str, params: Value| {
+        json!({"name": name, "private": false, "params": params, "summary": name,
+            "stub": format!("async def {name}(params: dict) -> str:\n    \"\"\"\"\"\"")})
+    };
+    runner.send(&json!({"type": "start", "tools": [
+        tool("add", json!(["a", "b"])), tool("wrap", json!(["params", "x"]))]}));
+    for (call, sent) in [
+        ("add(params={'a': 1, 'b': 2})", json!({"a": 1, "b": 2})),
+        (
+            "add(params={'a': 1}, b=2)",
+            json!({"params": {"a": 1}, "b": 2}),
+        ),
+        ("add(params=[1])", json!({"params": [1]})),
+        ("wrap(params={'a': 1})", json!({"params": {"a": 1}})),
+    ] {
+        runner.cell(&format!("print(await {call})"));
+        let line = runner.recv();
+        assert_eq!(line["args"], sent, "{call}");
+        runner.answer(&line["id"], "ok");
+        assert_eq!(runner.recv(), ok_done("ok\n"), "{call}");
+    }
+}
+
+#[test]
 fn arguments_json_cannot_hold_fail_in_the_code_not_on_the_wire() {
     let mut runner = Runner::start();
     let done = runner.run("await add({'a': float('nan')})");

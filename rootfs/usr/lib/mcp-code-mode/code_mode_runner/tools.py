@@ -231,13 +231,24 @@ def _call_shape_error(name, params):
 
 
 def make_tool(name, stub, params=()):
-    """The async function the code calls the tool `name` by; `stub` is its docstring."""
+    """The async function the code calls the tool `name` by; `stub` is its docstring.
+    `params` are the tool's parameter names (the host lists `params` whenever the schema
+    names it)."""
     name_json = wire.tree_json(name) if wire.tree_json is not None else None
+    # The stub reads `async def add(params: dict)`, so `add(params={...})` passes the dict
+    # itself, as Python would, unless the tool has a parameter called `params`.
+    params_is_the_dict = "params" not in params
 
     async def tool(*args, **kwargs) -> str:
         # One dict, or keywords (`await add({"a": 1})` or `await add(a=1)`), not both.
         if not args:
             arguments = kwargs
+            if (
+                params_is_the_dict
+                and len(kwargs) == 1
+                and isinstance(kwargs.get("params"), dict)
+            ):
+                arguments = kwargs["params"]
         elif len(args) == 1 and not kwargs and isinstance(args[0], dict):
             arguments = args[0]
         else:
