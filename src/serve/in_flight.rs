@@ -4,19 +4,14 @@
 //! client's `notifications/cancelled` for it is passed on (rmcp sends no answer to a
 //! cancelled request).
 //!
-//! - Ids in use. JSON-RPC 2.0 asks a client to keep its ids unique among its requests in
-//!   flight, and rmcp 3.11 keeps one entry per id: a second request with the same id would
-//!   replace the first one's, and the first run would go on (calling wrapped tools) with no
-//!   answer ever sent and no cancel reaching it. A request whose id is in flight is refused
-//!   with `-32600` and never runs.
-//! - Late answers. rmcp gets each request under an id of its own, `"N ID"` (`N` counts the
-//!   session's requests, `ID` is the client's id as JSON text), and its answer goes out
-//!   under the client's id again. A cancel frees the client's id at once (MCP: the client
-//!   ignores any answer that still comes), so a new request may reuse it while the old run
-//!   winds down; the old run answers under its own `N`, which is no longer in flight, so
-//!   that answer is dropped and never reaches the client as the new request's. rmcp finds a
-//!   handler's cancel token by id, and with one id per request it never cancels the new run
-//!   for the old one's answer either.
+//! - Ids in use. A request whose id is in flight is refused with `-32600` and never runs
+//!   ([`super::ids_in_use`], the rule HTTP keeps too).
+//! - Late answers. A cancel frees the client's id at once (MCP: the client ignores any
+//!   answer that still comes), so a new request may reuse it while the old run winds down.
+//!   rmcp gets each request under an id of its own, `"N ID"` (`N` counts the session's
+//!   requests, `ID` is the client's id as JSON text), and its answer goes out under the
+//!   client's id again; the old run answers under its own `N`, which is no longer in
+//!   flight, so that answer is dropped and never reaches the client as the new request's.
 //! - Backpressure. Every line that gets an answer (a request, or a line refused with an
 //!   error) takes one of [`MAX_UNANSWERED`] seats before it is passed on, and gives it back
 //!   once its answer is written to the client's pipe or its request is cancelled. While
@@ -24,17 +19,33 @@
 //!   does not read `serve`'s stdout (rmcp's tasks holding answers, this layer's refusals)
 //!   stays bounded however many lines it writes. Notifications owe no answer and take no
 //!   seat; neither does the client's answer to a request of `serve`'s.
+//!
+//! Why rmcp cannot get the client's id itself, with the generation kept here only: rmcp
+//! 3.11's service loop (`serve_inner` in its `service.rs`) keeps one cancellation token per
+//! request id, and it is the wire id that names the request everywhere in it. A cancel
+//! removes and fires the token under its `requestId`; a handler's answer removes the token
+//! under the answer's id and fires it, and is sent only when a token was there (else it is
+//! dropped silently). With the client's id passed through, a request B reusing the id of a
+//! cancelled request A that still winds down (a run's sandbox takes a moment to end)
+//! registers B's token under that id, and A's late answer then takes B's token, cancels B
+//! and goes out as if it were B's answer, with nothing on the wire to tell the two apart.
+//! Holding B back until A has ended is no way out either: A's handler ends unseen (rmcp
+//! drops its answer), and the answer it sends travels through rmcp's own channel, so B
+//! could still be registered before rmcp handles it. So each request needs an id of its
+//! own on rmcp's side, and what rmcp names by it comes back here: the answers (their id),
+//! the notifications of a `subscriptions/listen` stream (their `_meta` subscriptionId,
+//! [`subscription_notice`]), and the log line of a cancelled run ([`client_id`]).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use rmcp::model::NumberOrString;
+use rmcp::model::RequestId;
 use serde::Deserialize;
 use serde::de::IgnoredAny;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use super::unreadable::INVALID_REQUEST;
+use super::ids_in_use;
 
 /// Lines of a stdio client that may wait for their answer at once (runs still going, and
 /// answers not yet written to the client's pipe); past it `serve` stops reading the
@@ -87,11 +98,23 @@ pub(super) enum FromRmcp {
     Renamed(Vec<u8>),
 }
 
-/// An id as a map key: its JSON text (so `6` and `"6"` stay two ids), an integer written in
-/// float form (`1.0`) as the integer, as rmcp reads and answers it.
+/// An id as a map key ([`ids_in_use::key`]); an id rmcp cannot hold (refused before it is
+/// passed on) as its JSON text.
 fn key(id: &Value) -> String {
-    NumberOrString::deserialize(id)
-        .map_or_else(|_| id.to_string(), |id| id.into_json_value().to_string())
+    ids_in_use::key(id).unwrap_or_else(|| id.to_string())
+}
+
+/// The client's id (as JSON text) of the request rmcp knows as `id`: on stdio, rmcp's
+/// `"N ID"` ([`InFlight::to_rmcp`]) less its `N`; for what the client cannot see in a log
+/// line, such as rmcp's id for a cancelled run.
+pub(super) fn client_id(id: &RequestId) -> String {
+    match id {
+        RequestId::String(rmcp_id) => match rmcp_id.split_once(' ') {
+            Some((number, id)) if number.parse::<u64>().is_ok() => id.to_owned(),
+            _ => Value::from(rmcp_id.as_ref()).to_string(),
+        },
+        RequestId::Number(id) => id.to_string(),
+    }
 }
 
 /// Whether a client message is a request (a `method` and an `id`), which gets an answer.
@@ -123,21 +146,10 @@ impl InFlight {
         self.seats.close();
     }
 
-    /// The `-32600` answer refusing `message` when it is a request whose id is in flight.
+    /// The `-32600` answer refusing `message` when it is a request whose id is in flight
+    /// ([`ids_in_use::admit`]; the id is taken when the request is passed on).
     pub(super) fn refusal(&self, message: &Value) -> Option<Value> {
-        message.get("method")?;
-        let id = message.get("id")?;
-        if !self.requests().by_id.contains_key(&key(id)) {
-            return None;
-        }
-        Some(json!({
-            "jsonrpc": "2.0",
-            "id": id,
-            "error": {
-                "code": INVALID_REQUEST,
-                "message": format!("Invalid Request: the id {id} is already in use by a request in flight"),
-            },
-        }))
+        ids_in_use::admit(message, |key| self.requests().by_id.contains_key(key)).err()
     }
 
     fn insert(&self, id: String, to_rmcp: bool, seat: OwnedSemaphorePermit) -> u64 {
@@ -294,7 +306,10 @@ fn answer_id(line: &[u8]) -> Option<(Value, Option<&[u8]>)> {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
+    use crate::serve::unreadable::INVALID_REQUEST;
 
     fn answer(in_flight: &InFlight, line: &str) -> Option<String> {
         match in_flight.rmcp_line(line.as_bytes()) {
@@ -431,6 +446,18 @@ mod tests {
         let other =
             br#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1}}"#;
         assert!(matches!(in_flight.rmcp_line(other), FromRmcp::Other));
+    }
+
+    #[tokio::test]
+    async fn a_log_line_names_a_request_by_the_clients_id() {
+        let in_flight = InFlight::new();
+        for (id, shown) in [(json!(6), "6"), (json!("a b"), r#""a b""#)] {
+            let mut call = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call"});
+            in_flight.to_rmcp(&mut call, in_flight.seat().await.unwrap());
+            let rmcp_id: RequestId = serde_json::from_value(call["id"].clone()).unwrap();
+            assert_ne!(rmcp_id.to_string(), shown);
+            assert_eq!(client_id(&rmcp_id), shown);
+        }
     }
 
     #[test]

@@ -18,6 +18,7 @@ mod catalog_changes;
 mod client_input;
 mod client_output;
 pub(crate) mod http;
+mod ids_in_use;
 mod in_flight;
 mod metrics;
 mod progress;
@@ -105,6 +106,9 @@ pub struct CodeModeServer {
     _session_end: Option<Arc<tokio_util::sync::DropGuard>>,
     /// This session's tasks of the SEP-2663 tasks extension ([`sep_tasks`]).
     extension_tasks: rmcp::task_manager::TaskManager,
+    /// A request's id as the client wrote it (JSON text), from rmcp's id for it, for log
+    /// lines: on stdio rmcp's id is serve's own ([`in_flight::client_id`]).
+    client_id: fn(&rmcp::model::RequestId) -> String,
 }
 
 /// The run_python tool definition for `bridge` with these run options.
@@ -177,6 +181,7 @@ impl CodeModeServer {
             peer: Arc::default(),
             _session_end: None,
             extension_tasks: sep_tasks::new_manager(),
+            client_id: |id| id.clone().into_json_value().to_string(),
         }
     }
 
@@ -675,7 +680,7 @@ impl ServerHandler for CodeModeServer {
         if let Some(at) = cancelled_at.get() {
             tracing::info!(
                 "run_python request {} was cancelled; its slot was free {} ms after the cancel",
-                context.id,
+                (self.client_id)(&context.id),
                 at.elapsed().as_millis()
             );
         }

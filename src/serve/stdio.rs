@@ -34,7 +34,7 @@ use tokio::sync::{OwnedSemaphorePermit, mpsc};
 use tokio_util::sync::CancellationToken;
 
 use super::CodeModeServer;
-use super::in_flight::{FromRmcp, InFlight, Ticket, is_request};
+use super::in_flight::{FromRmcp, InFlight, Ticket, client_id, is_request};
 use super::stdio_client::StdioClient;
 use super::tasks::{Tasks, is_task_message, patch_answer};
 use super::unreadable::{INVALID_REQUEST, Refusal, error_answer, invalid, parse};
@@ -72,6 +72,11 @@ where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
+    // rmcp knows each request by an id of this layer's ([`InFlight::to_rmcp`]).
+    let server = CodeModeServer {
+        client_id,
+        ..server
+    };
     let (to_rmcp, rmcp_in) = tokio::io::duplex(PIPE_BYTES);
     let (rmcp_out, from_rmcp) = tokio::io::duplex(PIPE_BYTES);
     let (replies, replied) = mpsc::unbounded_channel();

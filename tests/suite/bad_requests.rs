@@ -15,28 +15,10 @@
 use std::time::Duration;
 
 use serde_json::Value;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{Child, ChildStdin, ChildStdout};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 
-use super::common::{example, spawn_serve};
+use super::common::{RAW_INITIALIZE, initialize, next_line, next_message, send_line, serve_toy};
 use super::http_serving::Served;
-
-const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":9,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#;
-
-/// `serve --pool 0` on the toy server, spoken to in raw lines: the child (killed when dropped),
-/// its stdin, and its stdout read by line.
-pub(super) fn serve_toy() -> (Child, ChildStdin, BufReader<ChildStdout>) {
-    let toy = example("toy_server");
-    let mut serve = spawn_serve([
-        "serve".as_ref(),
-        "--pool".as_ref(),
-        "0".as_ref(),
-        toy.as_os_str(),
-    ]);
-    let stdin = serve.stdin.take().unwrap();
-    let stdout = BufReader::new(serve.stdout.take().unwrap());
-    (serve, stdin, stdout)
-}
 
 #[tokio::test]
 async fn unreadable_stdio_lines_get_json_rpc_errors_and_the_session_goes_on() {
@@ -49,7 +31,7 @@ async fn unreadable_stdio_lines_get_json_rpc_errors_and_the_session_goes_on() {
         "this is not json".to_owned(),
         r#"{"jsonrpc":"2.0","id":7,"method":"ping","params":{"x":"\ud800"}}"#.to_owned(),
         too_long,
-        INITIALIZE.to_owned(),
+        RAW_INITIALIZE.to_owned(),
     ];
     let writer = tokio::spawn(async move {
         for line in lines {
@@ -80,7 +62,7 @@ async fn unreadable_stdio_lines_get_json_rpc_errors_and_the_session_goes_on() {
     assert_eq!(surrogate["error"]["code"], -32700, "{surrogate}");
     let long = by_id(8.into()).unwrap_or_else(|| panic!("no answer for id 8: {answers:?}"));
     assert_eq!(long["error"]["code"], -32600, "{long}");
-    let init = by_id(9.into()).unwrap_or_else(|| panic!("no answer for id 9: {answers:?}"));
+    let init = by_id("init".into()).unwrap_or_else(|| panic!("no answer for id init: {answers:?}"));
     assert!(init["result"]["serverInfo"].is_object(), "{init}");
 }
 
@@ -204,18 +186,7 @@ fn hostile_lines() -> Vec<Hostile> {
 async fn every_hostile_stdio_line_gets_exactly_one_answer_with_its_id_and_the_next_ping_is_answered()
  {
     let (_serve, mut stdin, mut stdout) = serve_toy();
-    let mut next = async || -> Value {
-        let mut line = String::new();
-        let read = tokio::time::timeout(Duration::from_secs(30), stdout.read_line(&mut line));
-        match read.await {
-            Ok(Ok(n)) if n > 0 => serde_json::from_str(&line).unwrap(),
-            other => panic!("no answer: {other:?}"),
-        }
-    };
-    let initialized =
-        format!("{INITIALIZE}\n{{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}}\n");
-    stdin.write_all(initialized.as_bytes()).await.unwrap();
-    assert!(next().await["result"]["serverInfo"].is_object());
+    initialize(&mut stdin, &mut stdout).await;
     for (n, hostile) in hostile_lines().into_iter().enumerate() {
         let ping = format!("\n{{\"jsonrpc\":\"2.0\",\"id\":\"ping-{n}\",\"method\":\"ping\"}}\n");
         stdin.write_all(&hostile.line).await.unwrap();
@@ -224,9 +195,9 @@ async fn every_hostile_stdio_line_gets_exactly_one_answer_with_its_id_and_the_ne
         let shown =
             String::from_utf8_lossy(&hostile.line[..hostile.line.len().min(120)]).into_owned();
         // The line's answer and the ping's may come in either order; no other may come.
-        let mut answers = vec![next().await];
+        let mut answers = vec![next_message(&mut stdout).await];
         if hostile.answer.is_some() {
-            answers.push(next().await);
+            answers.push(next_message(&mut stdout).await);
         }
         let ping_id = Value::from(format!("ping-{n}"));
         let (pongs, errors): (Vec<Value>, Vec<Value>) =
@@ -245,18 +216,7 @@ async fn every_hostile_stdio_line_gets_exactly_one_answer_with_its_id_and_the_ne
 #[test]
 fn every_hostile_http_body_gets_400_with_the_json_rpc_error_and_its_id() {
     let served = Served::start(&[], None);
-    let (status, text) = served.initialize(&[]);
-    assert_eq!(status, 200, "{text}");
-    let session = super::http_serving::session_id(&text).expect("a session id");
-    let headers = [
-        ("Content-Type", "application/json"),
-        ("Accept", "application/json, text/event-stream"),
-        ("Mcp-Session-Id", session.as_str()),
-        ("MCP-Protocol-Version", "2025-11-25"),
-    ];
-    let initialized = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
-    let (status, text) = served.request("POST", "/mcp", &headers, initialized);
-    assert_eq!(status, 202, "{text}");
+    let session = served.open_session();
     for hostile in hostile_lines() {
         // The request helper sends text; the invalid UTF-8 lines are the stdio test's.
         let Ok(body) = std::str::from_utf8(&hostile.line) else {
@@ -264,7 +224,7 @@ fn every_hostile_http_body_gets_400_with_the_json_rpc_error_and_its_id() {
         };
         // An invalid notification is refused with the id-less error (stdio says nothing).
         let (code, id) = hostile.answer.unwrap_or((-32600, Value::Null));
-        let (status, text) = served.request("POST", "/mcp", &headers, body);
+        let (status, text) = served.post_in(&session, body);
         let shown = &body[..body.len().min(120)];
         // A task request is answered by its handler: a JSON-RPC error in a `200` answer.
         let handled = body.contains(r#""task":"#);
@@ -275,7 +235,7 @@ fn every_hostile_http_body_gets_400_with_the_json_rpc_error_and_its_id() {
         );
     }
     let ping = r#"{"jsonrpc":"2.0","id":"after","method":"ping"}"#;
-    let (status, text) = served.request("POST", "/mcp", &headers, ping);
+    let (status, text) = served.post_in(&session, ping);
     assert_eq!(status, 200, "{text}");
     assert!(text.contains(r#""id":"after""#), "{text}");
 }
@@ -299,27 +259,12 @@ fn big_id_call(id: &str, task: bool) -> String {
 #[tokio::test]
 async fn a_request_id_outside_i64_is_refused_with_the_id_as_the_client_wrote_it() {
     let (_serve, mut stdin, mut stdout) = serve_toy();
-    let mut next = async || -> String {
-        let mut line = String::new();
-        let read = tokio::time::timeout(Duration::from_secs(30), stdout.read_line(&mut line));
-        match read.await {
-            Ok(Ok(n)) if n > 0 => line,
-            other => panic!("no answer: {other:?}"),
-        }
-    };
-    let initialized =
-        format!("{INITIALIZE}\n{{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}}\n");
-    stdin.write_all(initialized.as_bytes()).await.unwrap();
-    assert!(next().await.contains("serverInfo"));
+    initialize(&mut stdin, &mut stdout).await;
     for id in BIG_IDS {
         for task in [false, true] {
             let request = big_id_call(id, task);
-            stdin
-                .write_all(format!("{request}\n").as_bytes())
-                .await
-                .unwrap();
-            stdin.flush().await.unwrap();
-            let line = next().await;
+            send_line(&mut stdin, &request).await;
+            let line = next_line(&mut stdout).await;
             let answer: Value = serde_json::from_str(&line).unwrap();
             assert_eq!(answer["error"]["code"], -32600, "{request}: {line}");
             assert!(
@@ -328,11 +273,8 @@ async fn a_request_id_outside_i64_is_refused_with_the_id_as_the_client_wrote_it(
             );
         }
     }
-    stdin
-        .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1.0,\"method\":\"ping\"}\n")
-        .await
-        .unwrap();
-    let pong = next().await;
+    send_line(&mut stdin, r#"{"jsonrpc":"2.0","id":1.0,"method":"ping"}"#).await;
+    let pong = next_line(&mut stdout).await;
     assert!(
         pong.contains(r#""id":1,"#) && pong.contains("result"),
         "{pong}"
@@ -342,19 +284,11 @@ async fn a_request_id_outside_i64_is_refused_with_the_id_as_the_client_wrote_it(
 #[test]
 fn an_http_request_id_outside_i64_is_refused_with_the_id_as_the_client_wrote_it() {
     let served = Served::start(&[], None);
-    let (status, text) = served.initialize(&[]);
-    assert_eq!(status, 200, "{text}");
-    let session = super::http_serving::session_id(&text).expect("a session id");
-    let headers = [
-        ("Content-Type", "application/json"),
-        ("Accept", "application/json, text/event-stream"),
-        ("Mcp-Session-Id", session.as_str()),
-        ("MCP-Protocol-Version", "2025-11-25"),
-    ];
+    let session = served.open_session();
     for id in BIG_IDS {
         for task in [false, true] {
             let request = big_id_call(id, task);
-            let (status, text) = served.request("POST", "/mcp", &headers, &request);
+            let (status, text) = served.post_in(&session, &request);
             assert_eq!(status, 400, "{request}: {text}");
             assert!(
                 text.contains(r#""code":-32600"#) && text.contains(&format!(r#""id":{id},"#)),

@@ -1,10 +1,13 @@
-//! Helpers shared by the suite: paths to the binaries, running `exec`, loud skips.
+//! Helpers shared by the suite: paths to the binaries, running `exec`, raw stdio clients of
+//! `serve`, loud skips.
 
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 
 use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, ChildStdin, ChildStdout};
 
 /// The `mcp-code-mode` binary under test: the one cargo built, or `MCP_CODE_MODE_BIN` when
 /// set (an installed binary, e.g. `/usr/local/bin/mcp-code-mode`, which an AppArmor profile
@@ -77,6 +80,80 @@ pub(crate) fn spawn_serve<S: AsRef<std::ffi::OsStr>>(
         .kill_on_drop(true)
         .spawn()
         .expect("start serve")
+}
+
+/// A raw stdio client's `initialize` (protocol 2025-11-25), id `"init"`.
+pub(crate) const RAW_INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#;
+
+/// A `serve` spoken to in raw lines: the child (killed when dropped), its stdin, and its
+/// stdout read by line.
+pub(crate) type RawServe = (Child, ChildStdin, BufReader<ChildStdout>);
+
+/// `serve --pool 0 ARGS… <toy server>`, spoken to in raw lines.
+pub(crate) fn serve_toy_with(args: &[&std::ffi::OsStr]) -> RawServe {
+    let toy = example("toy_server");
+    let mut command: Vec<&std::ffi::OsStr> =
+        vec!["serve".as_ref(), "--pool".as_ref(), "0".as_ref()];
+    command.extend_from_slice(args);
+    command.push(toy.as_os_str());
+    let mut serve = spawn_serve(command);
+    let stdin = serve.stdin.take().unwrap();
+    let stdout = BufReader::new(serve.stdout.take().unwrap());
+    (serve, stdin, stdout)
+}
+
+/// [`serve_toy_with`] with no further arguments.
+pub(crate) fn serve_toy() -> RawServe {
+    serve_toy_with(&[])
+}
+
+/// Write `line` and a newline to a raw stdio client's `stdin`, flushed.
+pub(crate) async fn send_line(stdin: &mut ChildStdin, line: &str) {
+    stdin
+        .write_all(format!("{line}\n").as_bytes())
+        .await
+        .unwrap();
+    stdin.flush().await.unwrap();
+}
+
+/// The next line `serve` writes to a raw stdio client, within 60 s (a panic when none
+/// comes).
+pub(crate) async fn next_line(stdout: &mut BufReader<ChildStdout>) -> String {
+    let mut line = String::new();
+    let read = tokio::time::timeout(
+        std::time::Duration::from_secs(60),
+        stdout.read_line(&mut line),
+    );
+    match read.await {
+        Ok(Ok(n)) if n > 0 => line,
+        other => panic!("no message from serve: {other:?}"),
+    }
+}
+
+/// [`next_line`] as JSON.
+pub(crate) async fn next_message(stdout: &mut BufReader<ChildStdout>) -> Value {
+    let line = next_line(stdout).await;
+    serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"))
+}
+
+/// A `run_python` request (JSON text) with id `id` running `code`.
+pub(crate) fn run_request(id: u64, code: &str) -> String {
+    serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+           "params": {"name": "run_python", "arguments": {"code": code}}})
+    .to_string()
+}
+
+/// A raw stdio client's handshake: [`RAW_INITIALIZE`], its answer, and
+/// `notifications/initialized`.
+pub(crate) async fn initialize(stdin: &mut ChildStdin, stdout: &mut BufReader<ChildStdout>) {
+    send_line(stdin, RAW_INITIALIZE).await;
+    let init = next_message(stdout).await;
+    assert!(init["result"]["serverInfo"].is_object(), "{init}");
+    send_line(
+        stdin,
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+    )
+    .await;
 }
 
 /// The README's quick start: three concurrent `add` calls on the toy server.

@@ -6,60 +6,25 @@
 
 use std::time::Duration;
 
-use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{ChildStdin, ChildStdout};
+use serde_json::Value;
 
-use super::common::{example, spawn_serve};
-
-const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#;
-
-/// A `run_python` request with id `id` running `code`.
-fn run(id: u64, code: &str) -> String {
-    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-           "params": {"name": "run_python", "arguments": {"code": code}}})
-    .to_string()
-}
-
-async fn send(stdin: &mut ChildStdin, line: &str) {
-    stdin.write_all(line.as_bytes()).await.unwrap();
-    stdin.write_all(b"\n").await.unwrap();
-    stdin.flush().await.unwrap();
-}
-
-/// The next message from serve, within 60 s.
-async fn next(stdout: &mut BufReader<ChildStdout>) -> Value {
-    let mut line = String::new();
-    let read = tokio::time::timeout(Duration::from_secs(60), stdout.read_line(&mut line)).await;
-    assert!(matches!(read, Ok(Ok(n)) if n > 0), "no message from serve");
-    serde_json::from_str(&line).unwrap()
-}
+use super::common::{
+    initialize, next_message as next, run_request as run, send_line as send, serve_toy,
+    serve_toy_with,
+};
 
 #[tokio::test]
 async fn a_request_reusing_an_id_in_flight_is_refused_and_the_first_run_is_answered_and_cancellable()
  {
     let audit = tempfile::tempdir().unwrap();
     let log = audit.path().join("audit.jsonl");
-    let toy = example("toy_server");
-    let mut serve = spawn_serve([
-        "serve".as_ref(),
-        "--pool".as_ref(),
-        "0".as_ref(),
+    let (_serve, mut stdin, mut stdout) = serve_toy_with(&[
         "--audit".as_ref(),
         log.as_os_str(),
         "--audit-args".as_ref(),
         "full".as_ref(),
-        toy.as_os_str(),
     ]);
-    let mut stdin = serve.stdin.take().unwrap();
-    let mut stdout = BufReader::new(serve.stdout.take().unwrap());
-    send(&mut stdin, INITIALIZE).await;
-    assert!(next(&mut stdout).await["result"].is_object());
-    send(
-        &mut stdin,
-        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
-    )
-    .await;
+    initialize(&mut stdin, &mut stdout).await;
 
     // The second id 6 is refused before the first run ends, and that run is answered.
     let sleepy = "import asyncio\nawait asyncio.sleep(2)\nprint('first')";
@@ -116,22 +81,8 @@ async fn a_request_reusing_an_id_in_flight_is_refused_and_the_first_run_is_answe
 
 #[tokio::test]
 async fn a_request_reusing_a_cancelled_id_gets_its_own_answer_never_the_cancelled_runs() {
-    let toy = example("toy_server");
-    let mut serve = spawn_serve([
-        "serve".as_ref(),
-        "--pool".as_ref(),
-        "0".as_ref(),
-        toy.as_os_str(),
-    ]);
-    let mut stdin = serve.stdin.take().unwrap();
-    let mut stdout = BufReader::new(serve.stdout.take().unwrap());
-    send(&mut stdin, INITIALIZE).await;
-    assert!(next(&mut stdout).await["result"].is_object());
-    send(
-        &mut stdin,
-        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
-    )
-    .await;
+    let (_serve, mut stdin, mut stdout) = serve_toy();
+    initialize(&mut stdin, &mut stdout).await;
     send(
         &mut stdin,
         &run(6, "import asyncio\nawait asyncio.sleep(30)"),

@@ -109,6 +109,18 @@ fn a_cancelled_run_is_killed_and_its_call_in_flight_is_cancelled_upstream(backen
     assert_eq!(s.out["next_stdout"], "next\n", "{}", s.out);
     let freed = freed_ms(&s.log);
     assert_eq!(freed.len(), 1, "one cancelled run: {}", s.log);
+    // The line names the request by the id the client gave it (the SDK's are integers),
+    // not by serve's own id for it on rmcp's side ("N ID").
+    let named = s
+        .log
+        .split("run_python request ")
+        .nth(1)
+        .and_then(|rest| rest.split(" was cancelled").next());
+    assert!(
+        named.is_some_and(|id| id.parse::<u64>().is_ok()),
+        "the cancelled run is named {named:?}: {}",
+        s.log
+    );
     // Without the cancel the slot would be held for the rest of the 30 s call. How soon it
     // comes free is a speed target (scripts/bench); this bound only leaves room for a
     // loaded machine.

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout};
 
-use super::bad_requests::serve_toy;
+use super::common::serve_toy;
 
 /// `serve --pool 0` on the toy server, spoken to in raw lines by a client of one protocol
 /// version.

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{ChildStdin, ChildStdout};
 
-use super::bad_requests::serve_toy;
+use super::common::{RawServe, initialize, serve_toy};
 
 /// Pings written without reading: unbounded, `serve` held about 3 KiB for each (120 MiB).
 const PINGS: usize = 40_000;
@@ -32,23 +32,12 @@ fn rss_mib(pid: u32) -> u64 {
         / 1024
 }
 
-/// `serve` on the toy server, initialized: the child, its stdin, its stdout.
-async fn initialized() -> (tokio::process::Child, ChildStdin, BufReader<ChildStdout>) {
+/// `serve` on the toy server, initialized: the child, its stdin, its stdout. The answer to
+/// initialize comes once the servers are up: what a client sends while they start is read
+/// aside (at most 16 MiB), which is not the case this test is about.
+async fn initialized() -> RawServe {
     let (serve, mut stdin, mut stdout) = serve_toy();
-    stdin
-        .write_all(br#"{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}
-"#)
-        .await
-        .unwrap();
-    // The answer to initialize comes once the servers are up: what a client sends while
-    // they start is read aside (at most 16 MiB), which is not the case this test is about.
-    let mut init = String::new();
-    stdout.read_line(&mut init).await.unwrap();
-    assert!(init.contains(r#""id":"init""#), "{init}");
-    stdin
-        .write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n")
-        .await
-        .unwrap();
+    initialize(&mut stdin, &mut stdout).await;
     (serve, stdin, stdout)
 }
 

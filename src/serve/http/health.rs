@@ -6,6 +6,12 @@
 //! hands rmcp a bodiless `OPTIONS` request with the request's `Host` and `Origin`, which
 //! rmcp checks before anything else and, when they pass, answers `405` (it serves no
 //! `OPTIONS`). So `/healthz` and `/mcp` can never disagree on which `Host` or `Origin` passes.
+//! The probe is the only way to rmcp's check: rmcp 3.11 keeps the check itself private
+//! (`validate_dns_rebinding_headers` in its streamable HTTP `tower.rs`, reached only from
+//! `StreamableHttpService::handle`), and a copy of it here would be a second check that
+//! could drift from the one `/mcp` makes (rmcp's host and origin matching has its own
+//! normalization, port rules and `:*` patterns). The probe carries no body and ends at
+//! rmcp's `405`: nothing of the session machinery runs for it.
 //!
 //! `/healthz` needs no token (load balancers probe it without one) and then answers the
 //! overall status only (`live`, `ready`, `servers_started`, `sandbox_started`,

@@ -1,11 +1,9 @@
 //! `serve --http`: a request whose id is already in use by a request in flight in the same
-//! session is refused at once (`400` with a JSON-RPC `-32600`) and never runs, as on stdio
-//! (`serve::in_flight`). Each session has its own ids.
+//! session is refused at once (`400` with a JSON-RPC `-32600`) and never runs, as on stdio:
+//! the rule is [`crate::serve::ids_in_use`]'s. Each session has its own ids.
 //!
 //! rmcp 3.11 keeps one entry per request id in a session: the POST whose response stream
-//! gets the answer, and the cancellation token a `notifications/cancelled` reaches. A second
-//! request with the same id took both over, so the first run went on calling wrapped tools
-//! with no answer ever sent and out of a cancel's reach.
+//! gets the answer, and the cancellation token a `notifications/cancelled` reaches.
 //!
 //! A request is in flight from its POST until both of these are over: its response (the
 //! answer went out, or the client closed that response before it came, which does not end
@@ -21,11 +19,9 @@ use axum::body::Body;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
-use rmcp::model::NumberOrString;
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use crate::serve::unreadable::INVALID_REQUEST;
+use crate::serve::ids_in_use;
 
 /// The ids of the requests in flight, by session (`Mcp-Session-Id`); a session with none
 /// has no entry.
@@ -70,45 +66,31 @@ impl SessionIds {
         session: &str,
         message: &Value,
     ) -> Result<Option<IdHold>, Box<Response>> {
-        if message.get("method").is_none() {
-            return Ok(None);
-        }
-        let Some(id) = message.get("id") else {
-            return Ok(None);
+        let admitted = ids_in_use::admit(message, |key| {
+            !self
+                .lock()
+                .entry(session.to_owned())
+                .or_default()
+                .insert(key.to_owned())
+        });
+        let key = match admitted {
+            Ok(Some(key)) => key,
+            Ok(None) => return Ok(None),
+            Err(answer) => {
+                tracing::warn!(
+                    "a client request reuses the id {} of a request in flight in its session; answered 400 with -32600",
+                    answer["id"]
+                );
+                return Err(Box::new(
+                    (
+                        StatusCode::BAD_REQUEST,
+                        [(header::CONTENT_TYPE, "application/json")],
+                        answer.to_string(),
+                    )
+                        .into_response(),
+                ));
+            }
         };
-        // rmcp's view of the id: `6` and `6.0` are one id, `"6"` another.
-        let Ok(key) = NumberOrString::deserialize(id).map(|id| match id {
-            NumberOrString::Number(n) => n.to_string(),
-            NumberOrString::String(s) => Value::from(s.as_ref()).to_string(),
-        }) else {
-            return Ok(None);
-        };
-        if !self
-            .lock()
-            .entry(session.to_owned())
-            .or_default()
-            .insert(key.clone())
-        {
-            tracing::warn!(
-                "a client request reuses the id {id} of a request in flight in its session; answered 400 with -32600"
-            );
-            let answer = json!({
-                "jsonrpc": "2.0",
-                "id": id,
-                "error": {
-                    "code": INVALID_REQUEST,
-                    "message": format!("Invalid Request: the id {id} is already in use by a request in flight"),
-                },
-            });
-            return Err(Box::new(
-                (
-                    StatusCode::BAD_REQUEST,
-                    [(header::CONTENT_TYPE, "application/json")],
-                    answer.to_string(),
-                )
-                    .into_response(),
-            ));
-        }
         Ok(Some(IdHold {
             _held: Arc::new(Held {
                 ids: self.clone(),
@@ -132,6 +114,8 @@ pub(crate) fn holding(response: Response, hold: IdHold) -> Response {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     fn request(id: Value) -> Value {

@@ -216,6 +216,34 @@ impl Served {
         self.request("POST", "/mcp", &headers, INITIALIZE)
     }
 
+    /// A new session, initialized (`initialize` answered, `notifications/initialized`
+    /// accepted): its `Mcp-Session-Id`.
+    pub(super) fn open_session(&self) -> String {
+        let (status, text) = self.initialize(&[]);
+        assert_eq!(status, 200, "{text}");
+        let session = session_id(&text).expect("a session id");
+        let initialized = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+        let (status, text) = self.post_in(&session, initialized);
+        assert_eq!(status, 202, "{text}");
+        session
+    }
+
+    /// A raw POST of `body` to `/mcp` in session `session` (protocol 2025-11-25, the token
+    /// added when set): the status and the whole response text.
+    pub(super) fn post_in(&self, session: &str, body: &str) -> (u16, String) {
+        let bearer = self.token.as_ref().map(|t| format!("Bearer {t}"));
+        let mut headers = vec![
+            ("Content-Type", "application/json"),
+            ("Accept", "application/json, text/event-stream"),
+            ("Mcp-Session-Id", session),
+            ("MCP-Protocol-Version", "2025-11-25"),
+        ];
+        if let Some(bearer) = &bearer {
+            headers.push(("Authorization", bearer));
+        }
+        self.request("POST", "/mcp", &headers, body)
+    }
+
     fn metrics(&self) -> String {
         let bearer = self.token.as_ref().map(|t| format!("Bearer {t}"));
         let headers: Vec<(&str, &str)> = bearer

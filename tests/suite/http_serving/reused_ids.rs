@@ -7,52 +7,25 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use super::{Served, session_id};
-
-/// A `run_python` request with id `id` running `code`.
-fn run(id: u64, code: &str) -> String {
-    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-           "params": {"name": "run_python", "arguments": {"code": code}}})
-    .to_string()
-}
-
-/// A session of `served`, initialized: its `Mcp-Session-Id`.
-fn open_session(served: &Served) -> String {
-    let (status, text) = served.initialize(&[]);
-    assert_eq!(status, 200, "{text}");
-    let session = session_id(&text).expect("a session id");
-    let initialized = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
-    let (status, text) = post(served, &session, initialized);
-    assert_eq!(status, 202, "{text}");
-    session
-}
-
-fn post(served: &Served, session: &str, body: &str) -> (u16, String) {
-    let headers = [
-        ("Content-Type", "application/json"),
-        ("Accept", "application/json, text/event-stream"),
-        ("Mcp-Session-Id", session),
-        ("MCP-Protocol-Version", "2025-11-25"),
-    ];
-    served.request("POST", "/mcp", &headers, body)
-}
+use super::Served;
+use crate::suite::common::run_request as run;
 
 #[test]
 fn a_request_reusing_an_id_in_flight_in_its_session_is_refused_and_the_first_run_is_answered() {
     let served = Served::start(&[], None);
-    let (a, b) = (open_session(&served), open_session(&served));
+    let (a, b) = (served.open_session(), served.open_session());
     let sleepy = "import asyncio\nawait asyncio.sleep(4)\nprint('first')";
     let first = std::thread::scope(|scope| {
-        let first = scope.spawn(|| post(&served, &a, &run(6, sleepy)));
+        let first = scope.spawn(|| served.post_in(&a, &run(6, sleepy)));
         std::thread::sleep(Duration::from_millis(1500));
-        let (status, text) = post(&served, &a, &run(6, "print('second')"));
+        let (status, text) = served.post_in(&a, &run(6, "print('second')"));
         assert_eq!(status, 400, "{text}");
         assert!(
             text.contains(r#""code":-32600"#) && text.contains("already in use"),
             "{text}"
         );
         // Another session's id 6 is its own.
-        let (status, text) = post(&served, &b, &run(6, "print('other')"));
+        let (status, text) = served.post_in(&b, &run(6, "print('other')"));
         assert_eq!(status, 200, "{text}");
         assert!(text.contains("other"), "{text}");
         first.join().unwrap()
@@ -61,7 +34,7 @@ fn a_request_reusing_an_id_in_flight_in_its_session_is_refused_and_the_first_run
     assert_eq!(status, 200, "{text}");
     assert!(text.contains("first") && !text.contains("second"), "{text}");
     // Answered: the id is free again.
-    let (status, text) = post(&served, &a, &run(6, "print('third')"));
+    let (status, text) = served.post_in(&a, &run(6, "print('third')"));
     assert_eq!(status, 200, "{text}");
     assert!(text.contains("third"), "{text}");
 }
@@ -69,21 +42,21 @@ fn a_request_reusing_an_id_in_flight_in_its_session_is_refused_and_the_first_run
 #[test]
 fn an_id_whose_request_the_client_cancelled_is_free_again() {
     let served = Served::start(&[], None);
-    let session = open_session(&served);
+    let session = served.open_session();
     let long = "import asyncio\nawait asyncio.sleep(60)";
     std::thread::scope(|scope| {
-        let cancelled = scope.spawn(|| post(&served, &session, &run(7, long)));
+        let cancelled = scope.spawn(|| served.post_in(&session, &run(7, long)));
         std::thread::sleep(Duration::from_millis(1500));
-        let (status, text) = post(&served, &session, &run(7, "print('early')"));
+        let (status, text) = served.post_in(&session, &run(7, "print('early')"));
         assert_eq!(status, 400, "in flight: {text}");
         let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
                             "params": {"requestId": 7, "reason": "test"}});
-        let (status, text) = post(&served, &session, &cancel.to_string());
+        let (status, text) = served.post_in(&session, &cancel.to_string());
         assert_eq!(status, 202, "{text}");
         // The run ends (its sandbox is killed) and the id is free; until then it is held.
         let end = Instant::now() + Duration::from_secs(20);
         let (status, text) = loop {
-            let (status, text) = post(&served, &session, &run(7, "print('after')"));
+            let (status, text) = served.post_in(&session, &run(7, "print('after')"));
             if status != 400 || Instant::now() > end {
                 break (status, text);
             }
@@ -99,7 +72,7 @@ fn an_id_whose_request_the_client_cancelled_is_free_again() {
 fn an_id_stays_in_use_while_its_run_goes_on_after_the_client_closed_the_response() {
     use std::io::{Read, Write};
     let served = Served::start(&[], None);
-    let session = open_session(&served);
+    let session = served.open_session();
     let body = run(8, "import asyncio\nawait asyncio.sleep(5)\nprint('first')");
     let mut stream = std::net::TcpStream::connect(served.addr()).unwrap();
     write!(
@@ -118,7 +91,7 @@ fn an_id_stays_in_use_while_its_run_goes_on_after_the_client_closed_the_response
     // The client closes the response; the run goes on, and so does its id.
     drop(stream);
     std::thread::sleep(Duration::from_millis(500));
-    let (status, text) = post(&served, &session, &run(8, "print('second')"));
+    let (status, text) = served.post_in(&session, &run(8, "print('second')"));
     assert_eq!(status, 400, "{text}");
     assert!(text.contains("already in use"), "{text}");
 }
