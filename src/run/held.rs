@@ -3,11 +3,13 @@
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use futures::stream::{FuturesUnordered, StreamExt};
+use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::time::Instant;
 use tokio_util::task::TaskTracker;
@@ -410,7 +412,10 @@ impl HeldSandbox {
 /// nothing on the way (lines are read as they come; only the read's timer is earlier), and
 /// no call can have been served then, since a call counts only after `began`. A cell may send the calls its budget lets through plus
 /// [`MAX_REFUSED_CALLS`] refused ones; the call line after that stops it
-/// ([`Stop::TooManyCalls`]).
+/// ([`Stop::TooManyCalls`]). Lines are read whatever calls are in flight; a call that cannot
+/// be served yet (at [`MAX_CALLS_IN_FLIGHT`], or with `OWED_BYTES` owed) is held, and only
+/// then does reading stop, until it is served. At the deadline the `output` lines already
+/// written are read without waiting ([`take_written_output`]).
 #[allow(clippy::too_many_arguments)]
 async fn serve_cell(
     bridge: &Arc<Bridge>,
@@ -423,7 +428,7 @@ async fn serve_cell(
     rules: &mut CellRules,
     steering: &Steering,
 ) -> Result<RunResult, Stop> {
-    let finished = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let finished = Arc::new(AtomicU32::new(0));
     // The calls in flight run inside this task rather than as tasks of their own: a call's
     // answer reaches the runner without a hop to another task or worker thread, and no
     // task is spawned per call (each spawn copies the call's whole future into a new task).
@@ -439,12 +444,24 @@ async fn serve_cell(
     let mut cancelled = std::pin::pin!(cancel.cancelled());
     let mut timer_at = ack_by.map_or(deadline, |(by, _)| by);
     let mut timer = std::pin::pin!(tokio::time::sleep_until(timer_at));
+    // A call read while it could not be served (MAX_CALLS_IN_FLIGHT calls in flight, or
+    // OWED_BYTES of results held for a runner that does not read them: input.rs). The
+    // runner writes no call beyond its window (protocol.rs), so only a line the code forged,
+    // a forked child's call, or one written while results the runner has not read yet come
+    // to OWED_BYTES waits here; nothing more is read until it is served, which
+    // bounds what a sandbox can make the host hold to one line.
+    let mut parked: Option<(u64, String, Value)> = None;
     let outcome = loop {
-        // With MAX_CALLS_IN_FLIGHT calls in flight the next line waits until one is over,
-        // and with OWED_BYTES of results held for a runner that does not read them, until
-        // it reads (input.rs).
         let taking = to_runner.takes_calls();
-        let room = taking && calls.len() < MAX_CALLS_IN_FLIGHT;
+        let serves = taking && calls.len() < MAX_CALLS_IN_FLIGHT;
+        if serves && let Some((id, tool, args)) = parked.take() {
+            calls.push(serve_call(
+                bridge, &budget, to_runner, &finished, steering, id, tool, args,
+            ));
+        }
+        // Output and `done` are read whatever calls are in flight; only a parked call stops
+        // the reading.
+        let room = parked.is_none();
         // Anything heard (a line or part of one) is the acknowledgement the bound waits for;
         // a bound past the deadline is no bound.
         if !line.is_empty() || rules.began() || ack_by.is_some_and(|(by, _)| by >= deadline) {
@@ -464,7 +481,7 @@ async fn serve_cell(
             biased;
             () = &mut cancelled => break Err(Stop::Cancelled),
             Some(()) = calls.next(), if !calls.is_empty() => continue,
-            () = to_runner.until_it_takes_calls(), if !taking => continue,
+            () = to_runner.until_it_takes_calls(), if !taking && !room => continue,
             // Cancel-safe: a line cut short by another branch goes on in the next round.
             read = continue_line(reader, MAX_PROTOCOL_LINE_BYTES, &mut line), if room => Ok(read),
             () = &mut timer => if room { Err(()) } else { break Err(late()) },
@@ -504,49 +521,111 @@ async fn serve_cell(
                 if calls_read > most_calls {
                     break Err(Stop::TooManyCalls(most_calls));
                 }
-                let bridge = bridge.clone();
-                let budget = budget.clone();
-                let to_runner = to_runner.clone();
-                let finished = finished.clone();
-                let steering = steering.clone();
-                let call = async move {
-                    // A bug on the host side must still answer the call: the code sees only
-                    // the fault's type name, never its details (see bridge::refusal).
-                    let outcome = AssertUnwindSafe(bridge.call(&budget, &tool, &args))
-                        .catch_unwind()
-                        .await
-                        .unwrap_or(Err(CallError::HostFault("InternalError")));
-                    let end = CallEnd::of(&outcome);
-                    // Only the line is kept while it waits to be written (the result's own
-                    // string is dropped here).
-                    let reply = match outcome {
-                        Ok(value) => HostMessage::Result {
-                            id,
-                            ok: true,
-                            value: Some(value),
-                            error: None,
-                        },
-                        Err(e) => HostMessage::Result {
-                            id,
-                            ok: false,
-                            value: None,
-                            error: Some(e.message()),
-                        },
-                    }
-                    .to_line();
-                    to_runner.send(reply).await;
-                    let calls = finished.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
-                    steering.tell(RunEvent::CallFinished { calls, tool, end });
-                };
-                // Whatever else panics in a call ends that call only, as it did in a task.
-                let call: BoxFuture<'static, ()> =
-                    Box::pin(AssertUnwindSafe(call).catch_unwind().map(|_| ()));
-                calls.push(call);
+                parked = Some((id, tool, args));
             }
         }
     };
+    let outcome = match outcome {
+        // What the runner wrote before the deadline and the host had not read yet (behind a
+        // parked call, or written as the time ran out) still counts.
+        Err(Stop::Deadline(length)) => {
+            take_written_output(reader, &mut line, rules);
+            Err(Stop::Deadline(length))
+        }
+        other => other,
+    };
+    // A parked call was never served: nothing of it reached the bridge, as with the lines
+    // after it that were never read.
+    drop(parked);
     // The calls still in flight are dropped here, before the run ends, so the audit records
     // of calls cut short come before its run_end (bridge::governed).
     drop(calls);
     outcome
+}
+
+/// The future that serves one call of the code through the bridge and sends its result to
+/// the runner; `finished` counts the calls over, and `steering` hears of each.
+#[allow(clippy::too_many_arguments)]
+fn serve_call(
+    bridge: &Arc<Bridge>,
+    budget: &Arc<CallBudget>,
+    to_runner: &RunnerInput,
+    finished: &Arc<AtomicU32>,
+    steering: &Steering,
+    id: u64,
+    tool: String,
+    args: Value,
+) -> BoxFuture<'static, ()> {
+    let bridge = bridge.clone();
+    let budget = budget.clone();
+    let to_runner = to_runner.clone();
+    let finished = finished.clone();
+    let steering = steering.clone();
+    let call = async move {
+        // A bug on the host side must still answer the call: the code sees only the fault's
+        // type name, never its details (see bridge::refusal).
+        let outcome = AssertUnwindSafe(bridge.call(&budget, &tool, &args))
+            .catch_unwind()
+            .await
+            .unwrap_or(Err(CallError::HostFault("InternalError")));
+        let end = CallEnd::of(&outcome);
+        // Only the line is kept while it waits to be written (the result's own string is
+        // dropped here).
+        let reply = match outcome {
+            Ok(value) => HostMessage::Result {
+                id,
+                ok: true,
+                value: Some(value),
+                error: None,
+            },
+            Err(e) => HostMessage::Result {
+                id,
+                ok: false,
+                value: None,
+                error: Some(e.message()),
+            },
+        }
+        .to_line();
+        to_runner.send(reply).await;
+        let calls = finished.fetch_add(1, Ordering::SeqCst) + 1;
+        steering.tell(RunEvent::CallFinished { calls, tool, end });
+    };
+    // Whatever else panics in a call ends that call only, as it did in a task.
+    Box::pin(AssertUnwindSafe(call).catch_unwind().map(|_| ()))
+}
+
+/// Bytes of lines the host reads, at most, at a cell's deadline for the output written before
+/// it (a few of the longest lines: the output itself is at most 8 KiB).
+const LATE_READ_BYTES: usize = 4 * MAX_PROTOCOL_LINE_BYTES;
+
+/// At a cell's deadline: take the `output` lines the runner had written and the host had not
+/// read (in the reader's buffer or the pipe), without waiting for any, up to
+/// [`LATE_READ_BYTES`] and no further than a line the rules refuse or a `done`. Calls among
+/// them are not served.
+fn take_written_output(
+    reader: &mut BufReader<Box<dyn AsyncRead + Send + Unpin>>,
+    line: &mut Vec<u8>,
+    rules: &mut CellRules,
+) {
+    let mut read = 0;
+    while read < LATE_READ_BYTES && rules.began() {
+        // Cancel-safe: a line not all there yet is left as it is.
+        let Some(Ok(LineRead::Line)) =
+            continue_line(reader, MAX_PROTOCOL_LINE_BYTES, line).now_or_never()
+        else {
+            return;
+        };
+        read += line.len();
+        let message = parse_runner_line(line);
+        line.clear();
+        if !matches!(message, Ok(RunnerMessage::Output { .. })) {
+            if matches!(message, Ok(RunnerMessage::Call { .. })) {
+                continue;
+            }
+            return;
+        }
+        if rules.take(message).is_err() {
+            return;
+        }
+    }
 }

@@ -2,10 +2,14 @@
 //!
 //! The host sends `start` and one `cell`, then reads the runner's lines until `done`, a
 //! protocol violation, the sandbox's exit, or the deadline. A cell that does not end in `done`
-//! returns the output the runner streamed until then. Calls are served concurrently
-//! (at most [`MAX_CALLS_IN_FLIGHT`] at once; past that the host stops reading until one
-//! finishes). The deadline covers everything, calls included: at the deadline the sandbox is
-//! killed and calls still in flight are cancelled.
+//! returns the output the runner streamed until then. Calls are served concurrently, at most
+//! [`MAX_CALLS_IN_FLIGHT`] at once: the runner writes no more calls than that before their
+//! results come (the rest wait in the runner, and are never written if the code ends first),
+//! and the host reads output and `done` whatever calls are in flight; a call line past the
+//! cap (only a forged one) stops its reading until a call finishes. The deadline covers
+//! everything, calls included: at the deadline the output already written is read (without
+//! waiting, at most 4 MiB of lines), the sandbox is killed and calls still in flight are
+//! cancelled.
 
 mod audit;
 mod cell_rules;
@@ -36,7 +40,8 @@ use crate::sandbox::{Backend, CpuPriority, HeldLimits, SandboxError};
 
 pub mod pool;
 
-/// Tool calls of one run served at the same time.
+/// Tool calls of one run served at the same time; the runner is told it (`start`'s
+/// `limits.calls_in_flight`) and writes no more before their results come.
 pub const MAX_CALLS_IN_FLIGHT: usize = 16;
 /// Time a runner has to exit after `done`, or after closing its pipe, before it is killed.
 const EXIT_GRACE: Duration = Duration::from_millis(500);

@@ -12,7 +12,8 @@
 //! Host → runner ([`HostMessage`]):
 //! ```text
 //! {"type":"start","tools":[{"name":"add","stub":"…","summary":"…","private":false}],
-//!  "limits":{"stdout_keep":8192,"stdout_stop":1048576,"error_chars":2000,"max_line":1048576},
+//!  "limits":{"stdout_keep":8192,"stdout_stop":1048576,"error_chars":2000,"max_line":1048576,
+//!            "calls_in_flight":16},
 //!  "ready":true}
 //! {"type":"cell","code":"…","nonce":"5f0c…"}
 //! {"type":"result","id":7,"ok":true,"value":"{\"sum\": 5}"}
@@ -45,6 +46,13 @@
 //! matching `began` is a violation. A sandbox that dies before `began` never ran the code, so a
 //! pooled one is thrown away and the cell runs again cold ([`crate::run`]); one that dies
 //! after it reports its own end (crash, memory, deadline) and the code never runs twice.
+//!
+//! The runner writes at most `limits.calls_in_flight` (the host's [`super::MAX_CALLS_IN_FLIGHT`])
+//! `call`s of a cell whose `result` it has not read; later calls wait in the runner until a
+//! result comes, and those still waiting when the cell ends are never written. The host serves
+//! no more than that many at once whatever is written, but it reads `output` and `done` past
+//! them: a call line beyond the window stops its reading until a call is over
+//! ([`super::held`]), so only lines the code forged can hold output back.
 //!
 //! The runner sends only what the host can read as sent: no lone surrogates, and it refuses
 //! in the code (`ToolError`) a call holding NaN, an integer outside `i64`/`u64`, or a line
@@ -86,6 +94,9 @@ pub(crate) struct RunnerLimits {
     pub error_chars: usize,
     /// Longest line the host reads; the runner refuses a longer `call` in the code.
     pub max_line: usize,
+    /// Calls of a cell the runner writes before it has read their results: the calls the
+    /// host serves at once ([`super::MAX_CALLS_IN_FLIGHT`]).
+    pub calls_in_flight: usize,
 }
 
 impl Default for RunnerLimits {
@@ -95,6 +106,7 @@ impl Default for RunnerLimits {
             stdout_stop: crate::limits::STDOUT_STOP_BYTES,
             error_chars: MAX_DONE_ERROR_CHARS,
             max_line: MAX_PROTOCOL_LINE_BYTES,
+            calls_in_flight: super::MAX_CALLS_IN_FLIGHT,
         }
     }
 }
@@ -534,7 +546,7 @@ mod tests {
     }
 
     #[test]
-    fn the_start_limits_carry_the_line_cap() {
+    fn the_start_limits_carry_the_line_cap_and_the_call_window() {
         let start = HostMessage::Start {
             tools: Vec::new(),
             limits: RunnerLimits::default(),
@@ -542,6 +554,7 @@ mod tests {
         };
         let line = String::from_utf8(start.to_line()).unwrap();
         assert!(line.contains(r#""max_line":1048576"#), "{line}");
+        assert!(line.contains(r#""calls_in_flight":16"#), "{line}");
         assert!(!line.contains("ready"), "{line}");
     }
 

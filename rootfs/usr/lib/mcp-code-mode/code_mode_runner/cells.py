@@ -87,6 +87,7 @@ def main():
             run_cell.loop_spoiled = False
         asyncio.set_event_loop(loop)
         output.reset()
+        inbox.new_cell()
         began = {"type": "began"}
         if "nonce" in msg:
             began["nonce"] = msg["nonce"]

@@ -8,7 +8,9 @@ waiting loop is blocked by the code, or no loop runs) is read by the drain threa
 host's writes never wait on the code. One reader at a time:
 every line read is checked, a result goes to the future of its call (on its own loop,
 whichever reader read it), start and cell messages wait in `messages` for the main thread.
-A line the runner cannot take ends it with status 2."""
+A line the runner cannot take ends it with status 2. A result also frees its call's place in
+the call window (send_call): the host serves at most `calls_in_flight` calls at once, and
+calls past them wait here, unwritten, until a result comes."""
 
 import builtins
 import collections
@@ -57,6 +59,16 @@ class ToolError(Exception):
 
 messages = collections.deque()  # start/cell messages read, not yet taken by the main thread
 pending = {}  # call id -> (loop, future); dict operations are atomic under the GIL
+# The call window: the ids of this cell's calls written to the host whose result has not been
+# read, at most wire.limits["calls_in_flight"] (the calls the host serves at once), and the
+# calls beyond it, (id, line, loop) in order, waiting here for a result to make room. The
+# host reads the runner's lines in order, so a call it cannot serve yet would hold back the
+# output and the `done` written after it; held here, a call that waits is never in the way,
+# and one still waiting when the cell ends is never written (nobody runs to await it). Both
+# change under _window_lock, which is never held across a write.
+unanswered = set()
+held = collections.deque()
+_window_lock = threading.Lock()
 eof = threading.Event()
 # Set while the main thread is not reading the protocol (a cell runs): only then can input
 # wait unread, so only then does the drain thread look. An idle sandbox, whose main thread
@@ -90,8 +102,72 @@ _forked = False  # in a child made by os.fork: the protocol is its parent's to r
 
 
 def _after_fork():
-    global _forked
+    global _forked, _window_lock
     _forked = True
+    _window_lock = threading.Lock()  # another thread may have held it at the fork
+    held.clear()  # calls of the parent's tasks
+
+
+def send_call(call_id, line, loop):
+    """Write the line of a call made on `loop` now, if the window has room, else hold it until
+    a result makes room. True when it was written."""
+    with _window_lock:
+        room = not held and len(unanswered) < wire.limits["calls_in_flight"]
+        if room:
+            unanswered.add(call_id)
+        else:
+            held.append((call_id, line, loop))
+    if room:
+        wire.write_line(line)
+    return room
+
+
+def forget(call_id):
+    """The call's task no longer waits for it: taken off `pending`, and off `held` if it was
+    not written yet (then it never is)."""
+    pending.pop(call_id, None)
+    if held:
+        with _window_lock:
+            for index, entry in enumerate(held):
+                if entry[0] == call_id:
+                    del held[index]
+                    break
+
+
+def new_cell():
+    """A cell begins: calls of the last one count no more (the host answers none of them
+    after its `done`), and those it left waiting are dropped unwritten."""
+    with _window_lock:
+        unanswered.clear()
+        held.clear()
+
+
+def _answered(call_id):
+    """A result for `call_id` was read: its place in the window is free, and the next held
+    call is written by its own loop (never here: a reader that waited on a full pipe would
+    stop reading the host's lines, which the host may wait on before it reads ours)."""
+    with _window_lock:
+        if call_id not in unanswered:
+            return
+        unanswered.discard(call_id)
+        while held:
+            loop = held[0][2]
+            try:
+                loop.call_soon_threadsafe(_write_held)
+                return
+            except RuntimeError:  # that loop is closed: nobody waits for its calls
+                held.popleft()
+
+
+def _write_held():
+    """Write held calls, in order, while the window has room."""
+    while True:
+        with _window_lock:
+            if not held or len(unanswered) >= wire.limits["calls_in_flight"]:
+                return
+            call_id, line, _ = held.popleft()
+            unanswered.add(call_id)
+        wire.write_line(line)
 
 
 os.register_at_fork(after_in_child=_after_fork)
@@ -188,6 +264,8 @@ def _take(raw, reading_loop):
         text = msg.get(field)
         if not isinstance(text, str):
             bad_host_line("result needs a string " + field)
+        if unanswered:
+            _answered(call_id)
         waiting = pending.pop(call_id, None)
         if waiting is None:
             return  # unknown or cancelled id: ignored

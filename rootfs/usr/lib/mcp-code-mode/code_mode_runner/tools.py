@@ -178,11 +178,11 @@ def _send(tool, params, tool_json=None):
     try:
         if capture.current is not None:  # the host has the output so far if it never returns
             capture.current.flush_unsent()
-        wire.write_line(line)
-        if alone:
+        # Written now unless the window is full (then held until a result makes room).
+        if inbox.send_call(call_id, line, loop) and alone:
             inbox.wait_here(loop, future, _runs_alone)
     except BaseException:
-        inbox.pending.pop(call_id, None)
+        inbox.forget(call_id)
         raise
     return call_id, future
 
@@ -261,7 +261,7 @@ def make_tool(name, stub, params=()):
         try:
             return await future
         finally:
-            inbox.pending.pop(call_id, None)
+            inbox.forget(call_id)
 
     tool.__name__ = tool.__qualname__ = name
     tool.__doc__ = stub

@@ -13,6 +13,7 @@ DEFAULT_LIMITS = {
     "stdout_stop": 1048576,
     "error_chars": 2000,
     "max_line": 1048576,
+    "calls_in_flight": 16,
 }
 limits = dict(DEFAULT_LIMITS)  # as the host's start sets them
 SURROGATES = re.compile("[\ud800-\udfff]")

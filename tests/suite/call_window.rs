@@ -1,0 +1,150 @@
+//! Calls beyond the sixteen the host serves at once, end to end through `exec` on each
+//! backend: the runner holds the code's calls past its window (`inbox.send_call` in the
+//! runner's package), so what the code prints, and the end of its code, reach the host
+//! whatever calls wait; calls still held when the code ends are never sent. The host's own
+//! bound holds against lines the code forges: at most sixteen served at once, and what was
+//! written behind a call it cannot serve yet is still read at the deadline.
+//!
+//! Index: output at the deadline with 40 calls waiting; a finished code's unawaited calls;
+//! held calls a timeout gave up; forged calls past the cap (served sixteen at a time, and the
+//! output written after them at the deadline).
+
+use std::path::Path;
+
+use super::common::{Exec, ExecOptions, exec_with, toy};
+
+crate::on_both_backends!(
+    output_printed_while_more_than_sixteen_calls_wait_reaches_the_deadline_result,
+    a_run_whose_code_ended_does_not_send_the_calls_it_left_unawaited,
+    a_held_call_whose_wait_timed_out_is_never_sent_and_the_next_call_goes_out,
+    forged_calls_past_sixteen_are_served_sixteen_at_a_time,
+    output_written_behind_forged_calls_the_host_cannot_serve_yet_reaches_the_deadline_result,
+);
+
+/// `exec` on `backend` with the toy server keeping its journal at `journal`.
+fn run(backend: &str, code: &str, args: &[&str], journal: &Path) -> Exec {
+    let mut server = toy();
+    server.extend(["--journal".to_owned(), journal.display().to_string()]);
+    exec_with(
+        code,
+        ExecOptions {
+            backend,
+            args: args.iter().map(|s| s.to_string()).collect(),
+            server,
+            ..Default::default()
+        },
+    )
+}
+
+/// The journal's lines of calls of `tool` the server got (`call`) or answered (`done`), in
+/// order: `true` for a call, `false` for an answer.
+fn journal_of(journal: &Path, tool: &str) -> Vec<bool> {
+    let text = std::fs::read_to_string(journal).unwrap_or_default();
+    text.lines()
+        .filter_map(|line| {
+            if line.starts_with(&format!("call {tool} ")) {
+                Some(true)
+            } else if line == format!("done {tool}") {
+                Some(false)
+            } else {
+                None
+            }
+        })
+        .collect()
+}
+
+fn output_printed_while_more_than_sixteen_calls_wait_reaches_the_deadline_result(backend: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let journal = dir.path().join("journal");
+    // Sixteen calls end 5 s into the code and print; the next sixteen could end only after
+    // the deadline. The host that stopped reading at sixteen calls in flight read that
+    // output only after a second round of calls, past the deadline: stdout was "".
+    let code = "import asyncio\n\
+                async def one(i):\n    await slow(seconds=5)\n    print('done', i, flush=True)\n\
+                await asyncio.gather(*[one(i) for i in range(40)])";
+    let r = run(backend, code, &["--deadline", "9"], &journal);
+    assert!(r.stopped() && r.error().contains("deadline"), "{r:?}");
+    let printed = r
+        .printed()
+        .lines()
+        .filter(|l| l.starts_with("done "))
+        .count();
+    let answered = journal_of(&journal, "slow").iter().filter(|c| !**c).count();
+    assert!(
+        (16..40).contains(&printed),
+        "what 16 or more answered calls printed: {printed} lines, {answered} answered; {r:?}"
+    );
+}
+
+fn a_run_whose_code_ended_does_not_send_the_calls_it_left_unawaited(backend: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let journal = dir.path().join("journal");
+    let code = "import asyncio\n\
+                t = [asyncio.ensure_future(slow(seconds=3)) for _ in range(40)]\n\
+                await asyncio.sleep(0.1)\n\
+                print('end of code', flush=True)";
+    let r = run(backend, code, &["--deadline", "60"], &journal);
+    assert_eq!(r.printed(), "end of code\n", "{r:?}");
+    assert!(!r.stopped(), "{r:?}");
+    // The sixteen written went out; the run ended without sending any of the rest.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let sent = journal_of(&journal, "slow").iter().filter(|c| **c).count();
+    assert_eq!(sent, 16, "calls the server got; {r:?}");
+}
+
+fn a_held_call_whose_wait_timed_out_is_never_sent_and_the_next_call_goes_out(backend: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let journal = dir.path().join("journal");
+    // Sixteen calls are written and four held; all twenty time out in the code, and the
+    // echo after them goes out once a written one is answered.
+    let code = "import asyncio\n\
+                async def one():\n    try:\n        await asyncio.wait_for(slow(seconds=2), 0.5)\n    except asyncio.TimeoutError:\n        return 'timed out'\n\
+                print(sorted(set(await asyncio.gather(*[one() for _ in range(20)]))))\n\
+                print(await echo(text='after'))";
+    let r = run(backend, code, &["--deadline", "60"], &journal);
+    assert_eq!(r.printed(), "['timed out']\nafter\n", "{r:?}");
+    let sent = journal_of(&journal, "slow").iter().filter(|c| **c).count();
+    assert_eq!(sent, 16, "the four held calls were given up unsent; {r:?}");
+}
+
+/// Code that writes `count` raw `call` lines of `slow` (its own ids, past the runner's
+/// window) on every descriptor, then `after`.
+fn forge_slow_calls(count: usize, seconds: u32, after: &str) -> String {
+    format!(
+        "import os, json\nfor n in range({count}):\n    line = (json.dumps({{'type': 'call', 'id': 424242 + n, 'tool': 'slow', 'args': {{'seconds': {seconds}}}}}) + '\\n').encode()\n    for fd in range(3, 64):\n        try:\n            os.write(fd, line)\n        except OSError:\n            pass\n{after}"
+    )
+}
+
+fn forged_calls_past_sixteen_are_served_sixteen_at_a_time(backend: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let journal = dir.path().join("journal");
+    let code = forge_slow_calls(24, 1, "import time\ntime.sleep(4)\nprint('slept')");
+    let r = run(backend, &code, &["--deadline", "60"], &journal);
+    assert_eq!(r.printed(), "slept\n", "{r:?}");
+    let (mut at_once, mut most) = (0, 0);
+    for call in journal_of(&journal, "slow") {
+        at_once = if call { at_once + 1 } else { at_once - 1 };
+        most = most.max(at_once);
+    }
+    assert_eq!(most, 16, "calls the server had at once; {r:?}");
+}
+
+fn output_written_behind_forged_calls_the_host_cannot_serve_yet_reaches_the_deadline_result(
+    backend: &str,
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let journal = dir.path().join("journal");
+    let code = forge_slow_calls(
+        20,
+        30,
+        "print('written behind them', flush=True)\nimport time\ntime.sleep(60)",
+    );
+    let r = run(
+        backend,
+        &code,
+        &["--deadline", "5", "--call-timeout", "60"],
+        &journal,
+    );
+    assert!(r.stopped() && r.error().contains("deadline"), "{r:?}");
+    assert_eq!(r.printed(), "written behind them\n", "{r:?}");
+}
