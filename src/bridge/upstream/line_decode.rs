@@ -59,6 +59,10 @@ impl LineReader {
             return LineOutcome::Blank;
         }
         let pending = &self.pending;
+        // The usual line, a call's answer, is read once into its typed result.
+        if let Some(message) = super::call_answer::read_line(bytes, pending) {
+            return LineOutcome::Read(Decoded::Message(Box::new(message)));
+        }
         let decoded = match serde_json::from_slice::<Value>(bytes) {
             Ok(value) if self.raw.deliver(&value) => return LineOutcome::Delivered,
             Ok(value) => {

@@ -3,9 +3,9 @@
 //!
 //! A [`WriteTicket`] travels with a `tools/call` request (in its rmcp extensions, which are
 //! never serialized) from the bridge to the server's connection. Whoever hands the request
-//! to the server marks it first ([`WriteTicket::mark_written`]): the stdio write queue's
-//! writer when it takes the line out of the queue to write it, the HTTP client when it
-//! starts the POST. The call's audit record settles it when the call is over
+//! to the server marks it first ([`WriteTicket::mark_written`]): on a stdio server, the task
+//! sending the line when it writes it at once, or the write queue's writer when it takes the
+//! line out of the queue to write it; the HTTP client when it starts the POST. The call's audit record settles it when the call is over
 //! ([`WriteTicket::settle`]). Both are one compare-and-swap on the same atomic, so exactly
 //! one wins: a request the writer has not taken by then is withdrawn for good (the writer
 //! then skips it), and a request it took is `sent`, whatever the server did with it.

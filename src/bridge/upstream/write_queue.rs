@@ -1,6 +1,12 @@
 //! What `serve` writes to one stdio server: a bounded queue, drained into the server's stdin
 //! by one task, whose entries die with their call (README "What wrapped servers send").
 //!
+//! A line sent while nothing is queued or being written is written at once by the task that
+//! sends it, as far as the pipe takes it without waiting (the usual case: the server reads
+//! its stdin), so an ordinary call wakes no other task to write its request. What the pipe
+//! does not take at once is left to the writing task, and everything sent after it queues
+//! behind it: lines reach the server whole and in the order they were sent.
+//!
 //! A server that stops reading its stdin (busy in a handler, stuck, hostile) takes only a
 //! pipe's worth (64 KiB on Linux); everything else waits here. So that nothing waits here
 //! for good, and nothing reaches the server after its caller gave up:
@@ -10,9 +16,9 @@
 //!   written beside rmcp, `raw_call.rs`, withdraws its request itself, the same way). Only a request
 //!   already handed to the pipe gets the notification. A line whose sender stops waiting
 //!   (its [`Sent`] is dropped) is withdrawn the same way. A call's request carries its
-//!   [`WriteTicket`] (`ticket.rs`): the writer marks it as it takes the line to write it, and
-//!   skips the line when the call's audit record already settled it as withdrawn (the
-//!   record may come before the notification);
+//!   [`WriteTicket`] (`ticket.rs`): whoever writes the line marks it first, and skips the
+//!   line when the call's audit record already settled it as withdrawn (the record may come
+//!   before the notification);
 //! - the queue holds at most [`MAX_QUEUED_MESSAGES`] messages and [`MAX_QUEUED_BYTES`]
 //!   bytes (a message of any size is let into an empty queue). Past that, an answer or
 //!   notification is dropped (one warning until the queue empties again: a server that
@@ -25,10 +31,10 @@ use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 
 use rmcp::model::RequestId;
-use tokio::io::{AsyncWrite, AsyncWriteExt};
+use tokio::io::AsyncWrite;
 use tokio::sync::{Notify, oneshot};
 
 use super::ticket::WriteTicket;
@@ -71,8 +77,12 @@ struct Shared {
     reason: CloseReason,
 }
 
-#[derive(Default)]
 struct State {
+    /// The server's stdin; written under the lock, never waited on while it is held.
+    writer: Writer,
+    /// The line handed to the pipe and not yet written whole (and flushed), with its
+    /// bytes written so far: no longer withdrawn, and written before anything queued.
+    current: Option<(Entry, usize)>,
     entries: VecDeque<Entry>,
     bytes: usize,
     next_seq: u64,
@@ -85,14 +95,17 @@ struct State {
     skipped: VecDeque<RequestId>,
 }
 
+type Writer = Box<dyn AsyncWrite + Send + Unpin>;
+
 struct Entry {
     seq: u64,
     request: Option<RequestId>,
     /// The call's ticket, marked when the writer takes the line.
     ticket: Option<WriteTicket>,
     line: Vec<u8>,
-    /// Told how the write went; dropped unanswered when the entry is withdrawn.
-    done: oneshot::Sender<io::Result<()>>,
+    /// Told how the write went; dropped unanswered when the entry is withdrawn. `None` for
+    /// a line whose sender already returned (written at once as far as the pipe took it).
+    done: Option<oneshot::Sender<io::Result<()>>>,
 }
 
 impl WriteQueue {
@@ -107,19 +120,30 @@ impl WriteQueue {
     where
         W: AsyncWrite + Unpin + Send + 'static,
     {
+        let state = State {
+            writer: Box::new(writer),
+            current: None,
+            entries: VecDeque::new(),
+            bytes: 0,
+            next_seq: 0,
+            stopped: false,
+            overflow_logged: false,
+            skipped: VecDeque::new(),
+        };
         let shared = Arc::new(Shared {
             server: server.to_owned(),
-            state: Mutex::default(),
+            state: Mutex::new(state),
             wake: Notify::new(),
             reason,
         });
-        let task = tokio::spawn(drain(shared.clone(), writer));
+        let task = tokio::spawn(drain(shared.clone()));
         (Self { shared }, task)
     }
 
-    /// Queue `line` (one whole line, its newline included). The returned [`Sent`] resolves
-    /// once the line is written, or at once when it is dropped; dropping it first withdraws
-    /// the line if it is still queued.
+    /// Queue `line` (one whole line, its newline included), or write it at once when nothing
+    /// is queued or being written (see the module docs). The returned [`Sent`] resolves once
+    /// the line is written, or at once when it is dropped; dropping it first withdraws the
+    /// line if it is still queued.
     pub(super) fn send(&self, line: Vec<u8>, kind: Line) -> Sent {
         let mut state = self.shared.lock();
         if state.stopped {
@@ -169,20 +193,62 @@ impl WriteQueue {
         };
         let seq = state.next_seq;
         state.next_seq += 1;
-        state.bytes += line.len();
-        let (done, rx) = oneshot::channel();
-        state.entries.push_back(Entry {
+        let mut entry = Entry {
             seq,
             request,
             ticket,
             line,
-            done,
-        });
+            done: None,
+        };
+        if state.current.is_none() && state.entries.is_empty() {
+            return self.write_now(state, entry);
+        }
+        state.bytes += entry.line.len();
+        let (done, rx) = oneshot::channel();
+        entry.done = Some(done);
+        state.entries.push_back(entry);
         drop(state);
         self.shared.wake.notify_one();
         Sent {
             state: SentState::Waiting(rx),
             withdraw: Some((self.shared.clone(), seq)),
+        }
+    }
+
+    /// Write `entry` from the sending task, nothing being queued or written: its call's
+    /// ticket is marked first (a call given up meanwhile is skipped). What the pipe does not
+    /// take without waiting is left to the writing task, as the line being written.
+    fn write_now(&self, mut state: MutexGuard<'_, State>, mut entry: Entry) -> Sent {
+        if let Some(ticket) = &entry.ticket
+            && !ticket.mark_written()
+        {
+            if let Some(id) = entry.request {
+                state.skip(id);
+            }
+            return Sent::ready(Ok(()));
+        }
+        let mut cx = Context::from_waker(Waker::noop());
+        let mut written = 0;
+        match poll_entry(&mut state.writer, &entry.line, &mut written, &mut cx) {
+            Poll::Ready(Ok(())) => Sent::ready(Ok(())),
+            Poll::Ready(Err(e)) => {
+                drop(state);
+                self.shared.stop();
+                Sent::ready(Err(e))
+            }
+            Poll::Pending => {
+                // Written in part (or not at all): the writing task goes on with it, and the
+                // sender waits for it as for a queued line that was taken.
+                let (done, rx) = oneshot::channel();
+                entry.done = Some(done);
+                state.current = Some((entry, written));
+                drop(state);
+                self.shared.wake.notify_one();
+                Sent {
+                    state: SentState::Waiting(rx),
+                    withdraw: None,
+                }
+            }
         }
     }
 
@@ -240,8 +306,8 @@ impl Shared {
             state.bytes = 0;
             std::mem::take(&mut state.entries)
         };
-        for entry in entries {
-            let _ = entry.done.send(Err(io::Error::new(
+        for done in entries.into_iter().filter_map(|e| e.done) {
+            let _ = done.send(Err(io::Error::new(
                 io::ErrorKind::BrokenPipe,
                 "the connection to the server closed before this was written",
             )));
@@ -290,33 +356,68 @@ impl State {
     }
 }
 
-/// Write the queue's lines to `writer` until the queue stops or a write fails; then shut
-/// `writer` down (the server sees the end of its input).
-async fn drain<W: AsyncWrite + Unpin>(shared: Arc<Shared>, mut writer: W) {
-    loop {
-        let next = shared.lock().pop();
-        let entry = match next {
-            None => break,
-            Some(None) => {
-                shared.wake.notified().await;
-                continue;
-            }
-            Some(Some(entry)) => entry,
-        };
-        // Handed to the pipe from here on: no longer withdrawn.
-        let written = async {
-            writer.write_all(&entry.line).await?;
-            writer.flush().await
-        }
-        .await;
-        let failed = written.is_err();
-        let _ = entry.done.send(written);
-        if failed {
-            shared.stop();
-            break;
+/// Write `line` from byte `written` on, then flush: `Ready(Ok)` once all of it is written
+/// and flushed, `Pending` (with `written` moved on) when the pipe takes no more now.
+fn poll_entry(
+    writer: &mut Writer,
+    line: &[u8],
+    written: &mut usize,
+    cx: &mut Context<'_>,
+) -> Poll<io::Result<()>> {
+    while *written < line.len() {
+        match Pin::new(&mut *writer).poll_write(cx, &line[*written..]) {
+            Poll::Ready(Ok(0)) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
+            Poll::Ready(Ok(n)) => *written += n,
+            Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+            Poll::Pending => return Poll::Pending,
         }
     }
-    let _ = writer.shutdown().await;
+    Pin::new(writer).poll_flush(cx)
+}
+
+/// Write the queue's lines (after the line being written, if any) until the queue stops or
+/// a write fails; then shut the writer down (the server sees the end of its input).
+async fn drain(shared: Arc<Shared>) {
+    loop {
+        let wake = shared.wake.notified();
+        let go_on = std::future::poll_fn(|cx| {
+            let mut state = shared.lock();
+            loop {
+                if state.current.is_none() {
+                    match state.pop() {
+                        None => return Poll::Ready(false),
+                        Some(None) => return Poll::Ready(true),
+                        // Handed to the pipe from here on: no longer withdrawn.
+                        Some(Some(entry)) => state.current = Some((entry, 0)),
+                    }
+                }
+                let State {
+                    writer, current, ..
+                } = &mut *state;
+                let Some((entry, written)) = current.as_mut() else {
+                    continue;
+                };
+                let result = std::task::ready!(poll_entry(writer, &entry.line, written, cx));
+                let failed = result.is_err();
+                if let Some((entry, _)) = state.current.take()
+                    && let Some(done) = entry.done
+                {
+                    let _ = done.send(result);
+                }
+                if failed {
+                    drop(state);
+                    shared.stop();
+                    return Poll::Ready(false);
+                }
+            }
+        })
+        .await;
+        if !go_on {
+            break;
+        }
+        wake.await;
+    }
+    let _ = std::future::poll_fn(|cx| Pin::new(&mut shared.lock().writer).poll_shutdown(cx)).await;
 }
 
 /// A queued line's write: resolves with how it went (`Ok` too for a withdrawn line, which

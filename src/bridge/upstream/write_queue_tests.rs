@@ -159,3 +159,44 @@ async fn a_call_settled_as_withdrawn_is_skipped_and_so_is_its_cancel() {
         "the written one's cancel is"
     );
 }
+
+#[tokio::test]
+async fn a_line_sent_to_an_idle_queue_is_in_the_pipe_before_its_sender_yields() {
+    use futures::FutureExt;
+    let (queue, mut theirs, _) = queue(1024);
+    let ticket = WriteTicket::default();
+    let sent = queue.send(
+        line("now", 100),
+        Line::Call(RequestId::Number(1), ticket.clone()),
+    );
+    // No await yet: the writing task has not run, so only the sender can have written it.
+    let mut buf = vec![0; 1024];
+    let n = theirs
+        .read(&mut buf)
+        .now_or_never()
+        .expect("the line is already in the pipe")
+        .unwrap();
+    assert_eq!(&buf[..n], &line("now", 100)[..]);
+    assert!(
+        ticket.settle(),
+        "a call written at once is sent, not withdrawn"
+    );
+    assert_eq!(queue.queued(), (0, 0));
+    assert!(sent.await.is_ok());
+}
+
+#[tokio::test]
+async fn a_line_sent_while_another_is_half_written_waits_whole_behind_it() {
+    let (queue, mut theirs, _) = queue(1024);
+    // The pipe takes a quarter of the first at once; the writing task owes the rest.
+    let first = queue.send(line("first", 4096), Line::Request(None));
+    let second = queue.send(line("second", 100), Line::Request(None));
+    assert_eq!(queue.queued(), (1, 100), "the second waits in the queue");
+    let got = received(&mut theirs).await;
+    assert_eq!(
+        got.as_bytes(),
+        [line("first", 4096), line("second", 100)].concat(),
+        "lines arrive whole and in order"
+    );
+    assert!(first.await.is_ok() && second.await.is_ok());
+}
