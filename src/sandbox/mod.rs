@@ -10,18 +10,17 @@ mod held_limits;
 pub mod native;
 pub(crate) mod owner;
 mod spawner;
+mod stderr_drain;
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::process::Child;
-use tokio::sync::watch;
 
 pub use self::held_limits::HeldLimits;
 pub use self::owner::RunName;
+pub use self::stderr_drain::{StderrDrain, StderrFeed};
 
 /// A boxed future, for the object-safe trait methods.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -183,59 +182,6 @@ pub fn take_pipes(child: &mut Child) -> Result<Pipes, SandboxError> {
     }
 }
 
-/// How long [`StderrDrain::text`] waits for the end of a sandbox's stderr after the sandbox
-/// exited. The pipe normally ends with the last process of the sandbox, at once; the bound
-/// is for a descendant that still holds it open.
-const STDERR_END_GRACE: Duration = Duration::from_millis(250);
-
-/// A sandbox's stderr, drained in the background; the first [`STDERR_KEEP_BYTES`] are kept.
-pub struct StderrDrain {
-    kept: Arc<Mutex<Vec<u8>>>,
-    /// Closed when the drain reached the end of the pipe.
-    ended: watch::Receiver<()>,
-}
-
-impl StderrDrain {
-    /// Start draining `stderr`: a child's stderr pipe, or any byte stream that ends when
-    /// the sandbox's stderr does (nothing to drain: an empty, ended drain).
-    pub fn start<R>(stderr: Option<R>) -> Self
-    where
-        R: AsyncRead + Send + Unpin + 'static,
-    {
-        let kept = Arc::new(Mutex::new(Vec::new()));
-        let (end, ended) = watch::channel(());
-        if let Some(mut stderr) = stderr {
-            let kept = kept.clone();
-            tokio::spawn(async move {
-                let mut buf = [0u8; 4096];
-                while let Ok(n) = stderr.read(&mut buf).await {
-                    if n == 0 {
-                        break;
-                    }
-                    if let Ok(mut k) = kept.lock() {
-                        let room = STDERR_KEEP_BYTES.saturating_sub(k.len());
-                        k.extend_from_slice(&buf[..n.min(room)]);
-                    }
-                }
-                drop(end);
-            });
-        }
-        Self { kept, ended }
-    }
-
-    /// The kept stderr as text, control characters escaped ([`escape_controls`]), once the
-    /// pipe has ended (or `STDERR_END_GRACE` has
-    /// passed): call it after the sandbox exited, so that what it wrote last is read.
-    pub async fn text(&mut self) -> String {
-        // `changed` fails exactly when the drain task has dropped its end of the channel.
-        let _ = tokio::time::timeout(STDERR_END_GRACE, self.ended.changed()).await;
-        self.kept
-            .lock()
-            .map(|k| escape_controls(String::from_utf8_lossy(&k).trim()))
-            .unwrap_or_default()
-    }
-}
-
 /// `text` with every control character (C0, DEL, C1) but newline and tab, every format
 /// character and every line or paragraph separator written as `\u{..}`, so text from a
 /// sandbox or a wrapped server cannot move a terminal's cursor, retitle its window or colour
@@ -297,38 +243,5 @@ mod tests {
             escape_controls(hostile),
             "/tmp/\\u{202e}fdp.exe\\u{2066}x\\u{2069}\\u{200b}\\u{200f}\\u{feff}\\u{ad}\\u{2028}\\u{e0041}é→"
         );
-    }
-
-    use std::process::Stdio;
-    use std::time::Instant;
-    use tokio::process::Command;
-
-    async fn drained(script: &str) -> (String, Duration) {
-        let mut child = Command::new("/bin/sh")
-            .args(["-c", script])
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut drain = StderrDrain::start(child.stderr.take());
-        child.wait().await.unwrap();
-        let since_exit = Instant::now();
-        (drain.text().await, since_exit.elapsed())
-    }
-
-    #[tokio::test]
-    async fn what_a_sandbox_writes_just_before_it_exits_is_kept() {
-        for _ in 0..20 {
-            let script = "i=0; while [ $i -lt 200 ]; do echo line $i >&2; i=$((i+1)); done; \
-                          echo last words >&2";
-            let (text, _) = drained(script).await;
-            assert!(text.ends_with("last words"), "{text:?}");
-        }
-    }
-
-    #[tokio::test]
-    async fn a_descendant_holding_stderr_open_delays_the_text_by_the_grace_only() {
-        let (text, waited) = drained("sleep 5 & echo early >&2").await;
-        assert_eq!(text, "early");
-        assert!(waited < Duration::from_secs(3), "{waited:?}");
     }
 }

@@ -18,10 +18,12 @@ use tokio_util::task::AbortOnDropHandle;
 use super::{DOCKER_COMMAND_TIMEOUT, HINT, client_env, docker_std, run_bounded};
 use crate::sandbox::{
     BoxFuture, Ending, HeldLimits, Removals, Sandbox, SandboxControl, SandboxError, StderrDrain,
+    StderrFeed,
 };
 
-/// Bytes of stdout (and of stderr) the demultiplexer holds for a reader that is behind, as
-/// much as a Linux pipe holds: beyond it, reading the attach stream waits.
+/// Bytes of stdout the demultiplexer holds for a reader that is behind, as much as a Linux
+/// pipe holds: beyond it, reading the attach stream waits. Stderr frames never wait: they
+/// go straight into the stderr drain, which keeps a bounded part.
 const PIPE_BYTES: usize = 64 * 1024;
 
 /// The engine's address when neither `DOCKER_HOST` nor a context names one.
@@ -201,8 +203,8 @@ async fn steps(
     };
     // A duplex end reads end of file once the other end is dropped and its bytes read.
     let (stdout_in, stdout) = tokio::io::duplex(PIPE_BYTES);
-    let (stderr_in, stderr) = tokio::io::duplex(PIPE_BYTES);
-    control.stderr = StderrDrain::start(Some(stderr));
+    let (drain, stderr_in) = StderrDrain::feed();
+    control.stderr = drain;
     control.demux = Some(AbortOnDropHandle::new(tokio::spawn(demux(
         attached.output,
         stdout_in,
@@ -223,16 +225,18 @@ fn failed(what: &str, e: &EngineError) -> SandboxError {
     SandboxError::Spawn(format!("failed to {what}: {e} ({HINT})"))
 }
 
-/// Copies the attach stream's frames out: stdout frames to `stdout`, stderr frames to
-/// `stderr`, until the stream ends (the container exited and its output is all sent, or
-/// the connection broke); then both writers are dropped, which their readers see as end of
-/// file. A reader that went away loses its frames; the other stream goes on.
+/// Copies the attach stream's frames out: stdout frames to `stdout`, stderr frames into
+/// the stderr drain's feed (no copy through a pipe: a flood of stderr costs one push per
+/// frame, nothing once the drain's kept part is full), until the stream ends (the container
+/// exited and its output is all sent, or the connection broke); then both are dropped,
+/// which the stdout reader sees as end of file and the drain as the end of stderr. A stdout
+/// reader that went away loses its frames; stderr goes on.
 async fn demux(
     mut frames: Pin<Box<dyn Stream<Item = Result<LogOutput, EngineError>> + Send>>,
     mut stdout: DuplexStream,
-    mut stderr: DuplexStream,
+    mut stderr: StderrFeed,
 ) {
-    let (mut stdout_open, mut stderr_open) = (true, true);
+    let mut stdout_open = true;
     while let Some(Ok(frame)) = frames.next().await {
         match frame {
             // Without a tty every frame has a stream header; `Console` is what the decoder
@@ -242,11 +246,7 @@ async fn demux(
                     stdout_open = false;
                 }
             }
-            LogOutput::StdErr { message } => {
-                if stderr_open && stderr.write_all(&message).await.is_err() {
-                    stderr_open = false;
-                }
-            }
+            LogOutput::StdErr { message } => stderr.push(&message),
             LogOutput::StdIn { .. } => {}
         }
     }
