@@ -13,14 +13,18 @@ use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use super::common::{bin, example, native_available, processes_named, require};
+use super::common::{
+    RAW_INITIALIZE, assert_none_named, bin, example, exits_within, native_available,
+    processes_named, require, until_named,
+};
 
 /// How long serve may take to exit once its stdout lost its reader (a loaded machine).
 const EXIT_BOUND: Duration = Duration::from_secs(10);
-
-const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#;
+/// What waits for serve's exit: serve, its stdout without a reader.
+const STDOUT_CLOSED: &str = "serve, its stdout without a reader";
+/// What a client sends once `initialize` is answered.
 const INITIALIZED: &str = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
 
 /// The toy server under the name `marker` (a process is named by the file it was started
@@ -50,36 +54,6 @@ fn send(stdin: &mut ChildStdin, line: &str) {
     writeln!(stdin, "{line}").expect("write to serve");
 }
 
-/// Wait (at most [`EXIT_BOUND`]) for `serve` to exit: its exit code; kills it and fails when
-/// it does not exit in time.
-fn exits_in_time(serve: &mut Child) -> Option<i32> {
-    let start = Instant::now();
-    loop {
-        if let Some(status) = serve.try_wait().expect("wait") {
-            return status.code();
-        }
-        if start.elapsed() > EXIT_BOUND {
-            let _ = serve.kill();
-            let _ = serve.wait();
-            panic!("serve still ran {EXIT_BOUND:?} after its stdout lost its reader");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// Wait (at most 2 s, for the kills to land) until no process named `marker` runs.
-fn assert_none_named(marker: &str, what: &str) {
-    let start = Instant::now();
-    while !processes_named(marker).is_empty() {
-        assert!(
-            start.elapsed() < Duration::from_secs(2),
-            "{what} outlived serve: {:?}",
-            processes_named(marker)
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 #[test]
 fn a_client_that_closes_serves_stdout_mid_run_ends_serve_the_sandbox_and_the_server() {
     if !require(native_available(), "user namespaces are not available here") {
@@ -90,7 +64,7 @@ fn a_client_that_closes_serves_stdout_mid_run_ends_serve_the_sandbox_and_the_ser
     let (server_marker, code_marker) = (format!("srv{id}"), format!("run{id}"));
     let (mut serve, mut stdin) = serve("1", &named_toy(dir.path(), &server_marker), Stdio::piped());
     let mut stdout = BufReader::new(serve.stdout.take().expect("stdout"));
-    send(&mut stdin, INITIALIZE);
+    send(&mut stdin, RAW_INITIALIZE);
     let mut answer = String::new();
     stdout.read_line(&mut answer).expect("initialize's answer");
     assert!(answer.contains("\"result\""), "{answer}");
@@ -102,21 +76,14 @@ fn a_client_that_closes_serves_stdout_mid_run_ends_serve_the_sandbox_and_the_ser
     let call = serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
         "params": {"name": "run_python", "arguments": {"code": code}}});
     send(&mut stdin, &call.to_string());
-    let start = Instant::now();
-    while processes_named(&code_marker).is_empty() {
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "the run never started"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    until_named(&code_marker, 1, Duration::from_secs(60), "the run");
     assert!(
         !processes_named(&server_marker).is_empty(),
         "the server runs"
     );
     // The client stops reading; its stdin stays open and nothing more is sent.
     drop(stdout);
-    let code = exits_in_time(&mut serve);
+    let code = exits_within(&mut serve, EXIT_BOUND, STDOUT_CLOSED);
     assert_eq!(code, Some(0), "a client that went away is a normal end");
     assert_none_named(&code_marker, "the run's sandbox");
     assert_none_named(&server_marker, "the wrapped server");
@@ -139,7 +106,7 @@ fn a_client_whose_stdout_socket_is_closed_ends_serve_at_the_first_answer_it_cann
         &named_toy(dir.path(), &server_marker),
         Stdio::from(OwnedFd::from(theirs)),
     );
-    send(&mut stdin, INITIALIZE);
+    send(&mut stdin, RAW_INITIALIZE);
     let mut answer = String::new();
     BufReader::new(&ours)
         .read_line(&mut answer)
@@ -152,7 +119,7 @@ fn a_client_whose_stdout_socket_is_closed_ends_serve_at_the_first_answer_it_cann
         &mut stdin,
         r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#,
     );
-    let code = exits_in_time(&mut serve);
+    let code = exits_within(&mut serve, EXIT_BOUND, STDOUT_CLOSED);
     assert_eq!(code, Some(0), "a client that went away is a normal end");
     assert_none_named(&server_marker, "the wrapped server");
     drop(stdin);

@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -434,4 +435,69 @@ pub(crate) fn processes_named(marker: &str) -> Vec<u32> {
                 .is_ok_and(|zombie| !zombie)
         })
         .collect()
+}
+
+/// Send `SIG{name}` (`"TERM"`, `"INT"`, …) to `pid` with kill(1); the test fails when
+/// kill(1) does.
+pub(crate) fn send_signal(name: &str, pid: u32) {
+    let sent = Command::new("kill")
+        .args([format!("-{name}"), pid.to_string()])
+        .status()
+        .expect("kill");
+    assert!(sent.success(), "SIG{name} to {pid}");
+}
+
+/// Wait (at most `bound`, polling every 20 ms) for `child` to exit: its exit code (`None`:
+/// ended by a signal). When it still runs after `bound` it is killed and reaped, and the
+/// test fails naming `what`.
+pub(crate) fn exits_within(
+    child: &mut std::process::Child,
+    bound: Duration,
+    what: &str,
+) -> Option<i32> {
+    let start = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            return status.code();
+        }
+        if start.elapsed() > bound {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what}: still running after {bound:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Wait (at most `bound`, polling every 20 ms) until at least `count` processes named
+/// `marker` run ([`processes_named`]): their pids; the test fails naming `what` when they
+/// do not come in time.
+pub(crate) fn until_named(marker: &str, count: usize, bound: Duration, what: &str) -> Vec<u32> {
+    let start = Instant::now();
+    loop {
+        let pids = processes_named(marker);
+        if pids.len() >= count {
+            return pids;
+        }
+        assert!(
+            start.elapsed() < bound,
+            "{what} never started within {bound:?}: {pids:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Once serve has ended, wait (at most 2 s, for the kills it sent to land) until no process
+/// named `marker` runs; the test fails naming `what` (what those processes are) when one
+/// is left.
+pub(crate) fn assert_none_named(marker: &str, what: &str) {
+    let start = Instant::now();
+    while !processes_named(marker).is_empty() {
+        assert!(
+            start.elapsed() < Duration::from_secs(2),
+            "{what} outlived serve: {:?}",
+            processes_named(marker)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }

@@ -18,7 +18,7 @@ use serde_json::Value;
 
 use super::common::{
     ExecOptions, QUICK_START, assert_prints_the_quick_start_result, bin, docker_available,
-    exec_with, require, toy,
+    exec_with, require, send_signal, toy,
 };
 
 fn docker_ready() -> bool {
@@ -412,11 +412,7 @@ fn a_run_cut_short_by_sigterm_leaves_no_container_even_without_the_reaper() {
         kill_reaper_of(pid);
         wait_for_container(pid);
         std::thread::sleep(wait);
-        let sent = Command::new("kill")
-            .args(["-TERM", &pid.to_string()])
-            .status()
-            .expect("kill");
-        assert!(sent.success());
+        send_signal("TERM", pid);
         let output = child.wait_with_output().expect("wait for exec");
         assert_eq!(
             containers_of(pid),

@@ -9,7 +9,7 @@ use mcp_code_mode::bridge::{Bridge, MAX_LISTED_BYTES, MAX_LISTED_TOOLS, OpenOpti
 use serde_json::{Value, json};
 
 use super::misbehaving_servers::{Scenario, entry};
-use super::relisting::{open_and_call, relist_steps};
+use super::relisting::{open_and_call, relist_steps, relisted};
 
 /// Far longer than any bound here takes to trip on a loaded 2-core host, far shorter than
 /// what the unbounded listing took (1000 pages, each with its own timeout).
@@ -92,8 +92,7 @@ async fn a_server_listing_more_bytes_than_the_cap_is_unavailable_naming_the_cap(
 /// refreshes as the next run does, and asserts the server was listed again and the catalog
 /// generation is still `before` (no new catalog).
 async fn relisted_without_a_new_catalog(bridge: &Bridge, scenario: &Scenario, before: u64) {
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    bridge.refresh().await;
+    relisted(bridge).await;
     assert!(
         scenario.received().matches("\"tools/list\"").count() >= 2,
         "the server was listed again"

@@ -26,6 +26,7 @@ mod doctor;
 mod end_to_end;
 /// The exit codes signals leave, and what `exec` prints when one stops it.
 mod exit_codes;
+/// run_python as a task of protocol 2026-07-28's tasks extension, through rmcp's client.
 mod extension_tasks;
 /// Golden files of generated contracts.
 mod golden;
@@ -71,8 +72,9 @@ mod private_data_and_servers;
 mod probes;
 /// The bound on runs waiting for a run slot: calls past it are refused, the others run.
 mod queued_runs;
-/// Shared setup of the re-listing tests: a tool call that changes the server's tools.
+/// A re-list that drops a tool the operator's labels name is put in force all the same.
 mod relisted_labels;
+/// Shared setup of the re-listing tests: a tool call that changes the server's tools.
 mod relisting;
 /// Remote servers over Streamable HTTP.
 mod remote_servers;
@@ -100,6 +102,7 @@ mod task_wire;
 mod tasks;
 /// Deadlines, call timeouts and foreign-ABI syscalls, and the numbers the description states.
 mod timeouts;
+/// The TypeScript MCP SDK as a client of `serve`: cancelling runs, progress.
 mod ts_client;
 /// A stdio client that stops reading its answers: serve stops reading it, memory bounded.
 mod unread_answers;

@@ -26,12 +26,11 @@
 
 mod served;
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::common::{require, unprivileged, venv_python};
+use super::common::{require, send_signal, unprivileged, venv_python};
 use super::misbehaving_servers::Scenario;
 use served::{FREEZER, PATIENCE};
 pub(super) use served::{Served, children};
@@ -405,12 +404,7 @@ fn end_and_check_nothing_is_left(served: &mut Served, how: &str) {
     if how == "disconnect" {
         served.stdin = None;
     } else {
-        let signal = format!("-{how}");
-        let sent = Command::new("kill")
-            .args([signal.as_str(), &pid.to_string()])
-            .status()
-            .expect("kill");
-        assert!(sent.success(), "SIG{how} to serve {pid}");
+        send_signal(how, pid);
     }
     let start = Instant::now();
     while alive(pid) {

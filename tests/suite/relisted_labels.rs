@@ -3,13 +3,11 @@
 //! server's new list (a new description here) comes in; a startup list with such a label
 //! still stops startup (`catalog::label_check` unit tests).
 
-use std::time::Duration;
-
-use mcp_code_mode::bridge::{Bridge, CallBudget, CallError, Refusal};
+use mcp_code_mode::bridge::{CallBudget, CallError, Refusal};
 use serde_json::json;
 
 use super::misbehaving_servers::{Scenario, entry};
-use super::relisting::relist_steps;
+use super::relisting::{open_entry_and_call, relist_steps, relisted};
 
 #[tokio::test]
 async fn a_relist_that_drops_a_labelled_tool_leaves_it_out_and_puts_the_rest_of_the_new_list_in_force()
@@ -36,17 +34,13 @@ async fn a_relist_that_drops_a_labelled_tool_leaves_it_out_and_puts_the_rest_of_
     let server = entry(scenario.spec())
         .allow(["change", "keep", "add", "secret"])
         .private(["secret"]);
-    let bridge = Bridge::open(vec![server], false).await.expect("opens");
-    let before = bridge.generation();
-    assert!(bridge.catalog().get("add").is_some());
-    let budget = CallBudget::new(10);
-    assert_eq!(
-        bridge.call(&budget, "change", &json!({})).await.unwrap(),
-        "changed"
+    let (bridge, before) = open_entry_and_call(server, "change", "changed").await;
+    assert_eq!(before.tools, ["change", "keep", "add", "secret"]);
+    relisted(&bridge).await;
+    assert!(
+        bridge.generation() > before.generation,
+        "the new list was refused"
     );
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    bridge.refresh().await;
-    assert!(bridge.generation() > before, "the new list was refused");
     let catalog = bridge.catalog();
     let kept: Vec<&str> = catalog
         .tools()
@@ -58,7 +52,7 @@ async fn a_relist_that_drops_a_labelled_tool_leaves_it_out_and_puts_the_rest_of_
     let keep = catalog.get("keep").unwrap();
     assert!(keep.stub.contains("Described anew."), "{}", keep.stub);
     drop(catalog);
-    let gone = bridge.call(&budget, "add", &json!({})).await;
+    let gone = bridge.call(&CallBudget::new(10), "add", &json!({})).await;
     assert!(
         matches!(gone, Err(CallError::Refused(Refusal::NoSuchTool { .. }))),
         "{gone:?}"

@@ -2,7 +2,9 @@
 //! `notifications/tools/list_changed`, and a bridge on it after that call: the setup the
 //! re-listing tests (listing_limits, catalog_rebuilds, relisted_labels, server_startup) share.
 
-use mcp_code_mode::bridge::{Bridge, CallBudget};
+use std::time::Duration;
+
+use mcp_code_mode::bridge::{Bridge, CallBudget, ServerEntry};
 use serde_json::{Value, json};
 
 use super::misbehaving_servers::{Scenario, entry};
@@ -23,10 +25,12 @@ pub(super) fn relist_steps(tools: Value, pause_ms: u64, answer: &str) -> Value {
     ])
 }
 
-/// The catalog's generation and version (what the warm pool follows) before a call.
+/// The catalog before a call: its generation and version (what the warm pool follows)
+/// and its tools' names.
 pub(super) struct Before {
     pub(super) generation: u64,
     pub(super) catalog_version: u64,
+    pub(super) tools: Vec<String>,
 }
 
 /// Opens a bridge on `scenario`'s server alone and calls its tool `tool` with `{}`, which
@@ -36,12 +40,25 @@ pub(super) async fn open_and_call(
     tool: &str,
     answer: &str,
 ) -> (Bridge, Before) {
-    let bridge = Bridge::open(vec![entry(scenario.spec())], false)
-        .await
-        .expect("opens");
+    open_entry_and_call(entry(scenario.spec()), tool, answer).await
+}
+
+/// [`open_and_call`] on a server entry of the test's own (labels, a selection).
+pub(super) async fn open_entry_and_call(
+    server: ServerEntry,
+    tool: &str,
+    answer: &str,
+) -> (Bridge, Before) {
+    let bridge = Bridge::open(vec![server], false).await.expect("opens");
     let before = Before {
         generation: bridge.generation(),
         catalog_version: bridge.catalog_version(),
+        tools: bridge
+            .catalog()
+            .tools()
+            .iter()
+            .map(|t| t.mcp_name.clone())
+            .collect(),
     };
     let budget = CallBudget::new(10);
     assert_eq!(
@@ -49,4 +66,11 @@ pub(super) async fn open_and_call(
         answer
     );
     (bridge, before)
+}
+
+/// After a call whose answer came with the server's `list_changed`: waits 200 ms for the
+/// re-list, then refreshes as the next run does.
+pub(super) async fn relisted(bridge: &Bridge) {
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    bridge.refresh().await;
 }

@@ -19,7 +19,7 @@ use super::common::{
     spawn_serve, venv_python,
 };
 use super::misbehaving_servers::{Scenario, entry};
-use super::relisting::LIST_CHANGED;
+use super::relisting::{LIST_CHANGED, open_and_call, relisted};
 
 fn named(mut spec: ServerSpec, name: &str) -> ServerSpec {
     spec.name = name.into();
@@ -264,25 +264,19 @@ async fn a_server_without_tools_starts_with_zero_tools() {
 #[tokio::test]
 async fn list_changed_is_read_again_and_the_next_run_sees_the_new_catalog() {
     let scenario = Scenario::load("list_changed");
-    let bridge = Bridge::open(vec![entry(scenario.spec())], false)
-        .await
-        .expect("opens");
-    let before = bridge.generation();
-    assert!(bridge.catalog().get("old_tool").is_some());
-    let budget = CallBudget::new(10);
-    assert_eq!(
-        bridge.call(&budget, "change", &json!({})).await.unwrap(),
-        "changed"
-    );
+    let (bridge, before) = open_and_call(&scenario, "change", "changed").await;
+    assert_eq!(before.tools, ["change", "old_tool"]);
     // The notification arrives with the answer; the next run's refresh reads the list.
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    bridge.refresh().await;
+    relisted(&bridge).await;
     let catalog = bridge.catalog();
     assert!(catalog.get("old_tool").is_none());
     assert!(catalog.get("new_tool").is_some());
-    assert!(bridge.generation() > before);
+    assert!(bridge.generation() > before.generation);
     assert_eq!(
-        bridge.call(&budget, "new_tool", &json!({})).await.unwrap(),
+        bridge
+            .call(&CallBudget::new(10), "new_tool", &json!({}))
+            .await
+            .unwrap(),
         "new"
     );
     bridge.close().await;

@@ -16,7 +16,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::common::{bin, example, processes_named};
+use super::common::{
+    RAW_INITIALIZE, assert_none_named, bin, example, exits_within, send_signal, until_named,
+};
 
 /// Far above the test's bound on serve's exit: an exit within the bound is not the startup
 /// giving up on the server.
@@ -43,11 +45,7 @@ fn serve_initialized<S: AsRef<OsStr>>(args: impl IntoIterator<Item = S>) -> (Chi
         .spawn()
         .expect("start serve");
     let mut stdin = serve.stdin.take().expect("stdin");
-    writeln!(
-        stdin,
-        r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":"2025-11-25","capabilities":{{}},"clientInfo":{{"name":"t","version":"0"}}}}}}"#
-    )
-    .expect("send initialize");
+    writeln!(stdin, "{RAW_INITIALIZE}").expect("send initialize");
     (serve, stdin)
 }
 
@@ -68,58 +66,38 @@ fn serve_while_starting(argv: &[&OsStr], marker: &str, processes: usize) -> (Chi
             .map(OsStr::new)
             .chain(argv.iter().copied()),
     );
-    let start = Instant::now();
-    while processes_named(marker).len() < processes {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "the wrapped server never started: {:?}",
-            processes_named(marker)
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    until_named(
+        marker,
+        processes,
+        Duration::from_secs(30),
+        "the wrapped server",
+    );
     (serve, stdin)
 }
 
-/// Wait (at most [`EXIT_BOUND`]) for `serve` to exit: its exit code (`None`: killed by a
-/// signal); kills it and fails when it does not exit in time.
-fn exits_in_time(serve: &mut Child, what: &str) -> Option<i32> {
-    let start = Instant::now();
-    loop {
-        if let Some(status) = serve.try_wait().expect("wait") {
-            return status.code();
-        }
-        if start.elapsed() > EXIT_BOUND {
-            let _ = serve.kill();
-            let _ = serve.wait();
-            panic!("{what}: serve still ran after {EXIT_BOUND:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+/// serve while its one wrapped server, a [`silent_server`] named `prefix` and this test's
+/// pid, starts: serve, its stdin and the server's name.
+fn serve_while_a_silent_server_starts(dir: &Path, prefix: &str) -> (Child, ChildStdin, String) {
+    let marker = format!("{prefix}{}", std::process::id() % 1_000_000);
+    let server = silent_server(dir, &marker);
+    let (serve, stdin) = serve_while_starting(&[server.as_os_str(), "1000".as_ref()], &marker, 1);
+    (serve, stdin, marker)
 }
 
-/// No process named `marker` (the wrapped server) runs, after a short grace for the kill.
-fn assert_no_server_left(marker: &str, what: &str) {
-    let start = Instant::now();
-    while !processes_named(marker).is_empty() {
-        assert!(
-            start.elapsed() < Duration::from_secs(2),
-            "{what}: the wrapped server outlived serve: {:?}",
-            processes_named(marker)
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+/// Wait (at most [`EXIT_BOUND`]) for `serve` to exit after `why` and for the wrapped
+/// servers named `marker` to be gone: serve's exit code (`None`: ended by a signal).
+fn ends_with_its_servers(serve: &mut Child, marker: &str, why: &str) -> Option<i32> {
+    let code = exits_within(serve, EXIT_BOUND, &format!("serve ({why})"));
+    assert_none_named(marker, &format!("the wrapped server ({why})"));
+    code
 }
 
 #[test]
 fn a_client_that_closes_its_input_while_a_wrapped_server_starts_ends_serve_and_the_server() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let marker = format!("eof{}", std::process::id() % 1_000_000);
-    let server = silent_server(dir.path(), &marker);
-    let (mut serve, stdin) =
-        serve_while_starting(&[server.as_os_str(), "1000".as_ref()], &marker, 1);
+    let (mut serve, stdin, marker) = serve_while_a_silent_server_starts(dir.path(), "eof");
     drop(stdin);
-    let code = exits_in_time(&mut serve, "stdin closed");
-    assert_no_server_left(&marker, "stdin closed");
+    let code = ends_with_its_servers(&mut serve, &marker, "stdin closed");
     assert_eq!(code, Some(0), "a client that went away is a normal end");
     let out = serve.wait_with_output().expect("serve's output");
     assert!(
@@ -132,14 +110,10 @@ fn a_client_that_closes_its_input_while_a_wrapped_server_starts_ends_serve_and_t
 #[test]
 fn a_client_that_closes_serves_stdout_while_a_wrapped_server_starts_ends_serve_and_the_server() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let marker = format!("out{}", std::process::id() % 1_000_000);
-    let server = silent_server(dir.path(), &marker);
-    let (mut serve, stdin) =
-        serve_while_starting(&[server.as_os_str(), "1000".as_ref()], &marker, 1);
+    let (mut serve, stdin, marker) = serve_while_a_silent_server_starts(dir.path(), "out");
     // The client stops reading; its stdin stays open.
     drop(serve.stdout.take());
-    let code = exits_in_time(&mut serve, "stdout closed");
-    assert_no_server_left(&marker, "stdout closed");
+    let code = ends_with_its_servers(&mut serve, &marker, "stdout closed");
     assert_eq!(code, Some(0), "a client that went away is a normal end");
     drop(stdin);
 }
@@ -148,17 +122,10 @@ fn a_client_that_closes_serves_stdout_while_a_wrapped_server_starts_ends_serve_a
 fn a_signal_while_a_wrapped_server_starts_ends_serve_and_the_server() {
     let dir = tempfile::tempdir().expect("temp dir");
     for (name, expected) in [("INT", 130), ("HUP", 129), ("TERM", 143)] {
-        let marker = format!("sig{name}{}", std::process::id() % 1_000_000);
-        let server = silent_server(dir.path(), &marker);
-        let (mut serve, stdin) =
-            serve_while_starting(&[server.as_os_str(), "1000".as_ref()], &marker, 1);
-        let sent = Command::new("kill")
-            .args([format!("-{name}"), serve.id().to_string()])
-            .status()
-            .expect("kill");
-        assert!(sent.success(), "SIG{name}");
-        let code = exits_in_time(&mut serve, &format!("SIG{name}"));
-        assert_no_server_left(&marker, &format!("SIG{name}"));
+        let (mut serve, stdin, marker) =
+            serve_while_a_silent_server_starts(dir.path(), &format!("sig{name}"));
+        send_signal(name, serve.id());
+        let code = ends_with_its_servers(&mut serve, &marker, &format!("SIG{name}"));
         assert_eq!(code, Some(expected), "SIG{name}");
         drop(stdin);
     }
@@ -180,8 +147,7 @@ fn a_wrapped_server_that_serve_ends_takes_the_children_it_started_along() {
     // Both the server and its child.
     let (mut serve, stdin) = serve_while_starting(&shell, &marker, 2);
     drop(stdin);
-    let code = exits_in_time(&mut serve, "stdin closed");
-    assert_no_server_left(&marker, "stdin closed");
+    let code = ends_with_its_servers(&mut serve, &marker, "stdin closed");
     assert_eq!(code, Some(0), "a client that went away is a normal end");
 }
 
@@ -233,14 +199,18 @@ fn a_client_that_closes_its_input_while_the_catalog_builds_ends_serve_within_a_f
     let build = listed.elapsed();
     assert!(answer.contains("\"result\""), "{answer}");
     drop(stdin);
-    exits_in_time(&mut serve, "the timing run");
+    exits_within(&mut serve, EXIT_BOUND, "serve (the timing run)");
     std::fs::remove_file(&log).expect("clear the journal");
     // Again, and the client leaves a quarter into the build.
     let (mut serve, stdin) = serve_scripted(&scenario);
     let listed = until_listed(&log);
     std::thread::sleep(build / 4);
     drop(stdin);
-    let code = exits_in_time(&mut serve, "stdin closed while the catalog built");
+    let code = exits_within(
+        &mut serve,
+        EXIT_BOUND,
+        "serve (stdin closed while the catalog built)",
+    );
     let took = listed.elapsed() - build / 4;
     eprintln!("build {build:?}; serve ended {took:?} after its client left");
     assert_eq!(code, Some(0), "a client that went away is a normal end");

@@ -10,7 +10,7 @@
 //! withdrawn.
 
 use std::collections::BTreeSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -20,12 +20,18 @@ use serde_json::{Value, json};
 use super::super::unread_input::{PAUSE_SECS, open, sink, sinks_read};
 use super::{of_kind, records};
 
-/// The deaf server behind a bridge that logs every call with its arguments to `audit`.
-async fn audited(read_log: &Path, audit: &Path, call_timeout: Duration) -> Bridge {
-    let mut options = AuditOptions::new(audit);
+/// The deaf server, its calls timed out after `call_timeout`, behind a bridge that logs
+/// every call with its arguments: the bridge, the server's read log and the audit log
+/// (both files in `dir`).
+async fn audited(dir: &Path, call_timeout: Duration) -> (Bridge, PathBuf, PathBuf) {
+    let (read_log, audit) = (dir.join("read.log"), dir.join("audit.jsonl"));
+    let mut options = AuditOptions::new(&audit);
     options.args = ArgsMode::Full;
     let log = AuditLog::open(options).expect("the audit log opens");
-    open(read_log, call_timeout).await.with_audit(Arc::new(log))
+    let bridge = open(&read_log, call_timeout)
+        .await
+        .with_audit(Arc::new(log));
+    (bridge, read_log, audit)
 }
 
 /// A `tsink` call (made as a task) with `tag`.
@@ -121,13 +127,14 @@ async fn the_server_read_exactly_the_sent_calls(
     );
 }
 
-#[tokio::test]
-async fn a_call_timed_out_while_its_request_waits_to_be_written_is_recorded_withdrawn() {
+/// Every call behind the deaf server (`late` a task call when `late_as_task`) times out
+/// after the bridge's 1 s call timeout, and the audit log records `sent` exactly the calls
+/// the server read; `late` and the fills still queued are `withdrawn`.
+async fn calls_timed_out_behind_a_deaf_server_are_recorded_as_read(late_as_task: bool) {
     let dir = tempfile::tempdir().expect("temp dir");
-    let (read_log, audit) = (dir.path().join("read.log"), dir.path().join("audit.jsonl"));
-    let bridge = audited(&read_log, &audit, Duration::from_secs(1)).await;
+    let (bridge, read_log, audit) = audited(dir.path(), Duration::from_secs(1)).await;
     let started = Instant::now();
-    for outcome in calls_behind_a_deaf_server(&bridge, false).await {
+    for outcome in calls_behind_a_deaf_server(&bridge, late_as_task).await {
         assert!(
             matches!(&outcome, Err(CallError::Refused(r)) if r.to_string().contains("did not answer within 1 s")),
             "expected a timeout, got {outcome:?}"
@@ -139,27 +146,19 @@ async fn a_call_timed_out_while_its_request_waits_to_be_written_is_recorded_with
 }
 
 #[tokio::test]
+async fn a_call_timed_out_while_its_request_waits_to_be_written_is_recorded_withdrawn() {
+    calls_timed_out_behind_a_deaf_server_are_recorded_as_read(false).await;
+}
+
+#[tokio::test]
 async fn a_task_call_timed_out_while_its_request_waits_to_be_written_is_recorded_withdrawn() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let (read_log, audit) = (dir.path().join("read.log"), dir.path().join("audit.jsonl"));
-    let bridge = audited(&read_log, &audit, Duration::from_secs(1)).await;
-    let started = Instant::now();
-    for outcome in calls_behind_a_deaf_server(&bridge, true).await {
-        assert!(
-            matches!(&outcome, Err(CallError::Refused(r)) if r.to_string().contains("did not answer within 1 s")),
-            "expected a timeout, got {outcome:?}"
-        );
-    }
-    the_server_read_exactly_the_sent_calls(started, &read_log, &audit, "did not answer within 1 s")
-        .await;
-    bridge.close().await;
+    calls_timed_out_behind_a_deaf_server_are_recorded_as_read(true).await;
 }
 
 #[tokio::test]
 async fn a_call_whose_run_ends_while_its_request_waits_to_be_written_is_recorded_withdrawn() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let (read_log, audit) = (dir.path().join("read.log"), dir.path().join("audit.jsonl"));
-    let bridge = audited(&read_log, &audit, Duration::from_secs(60)).await;
+    let (bridge, read_log, audit) = audited(dir.path(), Duration::from_secs(60)).await;
     let started = Instant::now();
     // The run ends (its deadline, a cancel) while every call waits: their futures go.
     let ended = tokio::time::timeout(
@@ -175,8 +174,7 @@ async fn a_call_whose_run_ends_while_its_request_waits_to_be_written_is_recorded
 #[tokio::test]
 async fn a_call_the_server_answers_is_recorded_sent() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let (read_log, audit) = (dir.path().join("read.log"), dir.path().join("audit.jsonl"));
-    let bridge = audited(&read_log, &audit, Duration::from_secs(30)).await;
+    let (bridge, read_log, audit) = audited(dir.path(), Duration::from_secs(30)).await;
     assert_eq!(
         sink(&bridge, "answered".into()).await.expect("answered"),
         "done"

@@ -8,6 +8,14 @@ use std::process::{Command, Stdio};
 use super::{INITIALIZE, Served, TOKEN, sample, session_id};
 use crate::suite::common::{bin, example};
 
+/// The count of refusals for `reason` in the text of `/metrics` (`None`: no such sample).
+fn refusals(metrics: &str, reason: &str) -> Option<f64> {
+    sample(
+        metrics,
+        &format!("mcp_code_mode_refusals_total{{reason=\"{reason}\"}}"),
+    )
+}
+
 #[test]
 fn requests_without_the_right_token_get_401_with_a_bearer_challenge() {
     let served = Served::start(&[], Some(TOKEN));
@@ -39,14 +47,7 @@ fn requests_without_the_right_token_get_401_with_a_bearer_challenge() {
     let (status, text) = served.request("GET", "/healthz/live", &[], "");
     assert_eq!(status, 200, "{text}");
     let metrics = served.metrics();
-    assert_eq!(
-        sample(
-            &metrics,
-            "mcp_code_mode_refusals_total{reason=\"unauthorized\"}"
-        ),
-        Some(3.0),
-        "{metrics}"
-    );
+    assert_eq!(refusals(&metrics, "unauthorized"), Some(3.0), "{metrics}");
 }
 
 #[test]
@@ -107,11 +108,7 @@ fn a_foreign_origin_gets_403_and_an_allowed_origin_passes() {
     let (status, text) = served.initialize(&[("Host", "evil.example")]);
     assert!(status == 403 || status == 400, "{text}");
     let metrics = served.metrics();
-    assert_eq!(
-        sample(&metrics, "mcp_code_mode_refusals_total{reason=\"origin\"}"),
-        Some(2.0),
-        "{metrics}"
-    );
+    assert_eq!(refusals(&metrics, "origin"), Some(2.0), "{metrics}");
 }
 
 #[test]
@@ -128,12 +125,7 @@ fn host_header_and_oversized_body_refusals_are_counted_under_their_own_reasons()
     let (status, text) = served.request("POST", "/mcp", &headers, &"x".repeat(4096));
     assert_eq!(status, 413, "{text}");
     let metrics = served.metrics();
-    let count = |reason: &str| {
-        sample(
-            &metrics,
-            &format!("mcp_code_mode_refusals_total{{reason=\"{reason}\"}}"),
-        )
-    };
+    let count = |reason: &str| refusals(&metrics, reason);
     assert_eq!(count("host"), Some(1.0), "{metrics}");
     assert_eq!(count("body_too_large"), Some(1.0), "{metrics}");
     assert_eq!(count("origin").unwrap_or(0.0), 0.0, "{metrics}");
@@ -181,12 +173,7 @@ fn health_and_metrics_refuse_a_foreign_host_or_origin_as_mcp_does() {
     let (status, text) = served.request("GET", "/healthz/live", &[], "");
     assert_eq!(status, 200, "{text}");
     let metrics = served.metrics();
-    let count = |reason: &str| {
-        sample(
-            &metrics,
-            &format!("mcp_code_mode_refusals_total{{reason=\"{reason}\"}}"),
-        )
-    };
+    let count = |reason: &str| refusals(&metrics, reason);
     assert_eq!(count("host"), Some(3.0), "{metrics}");
     assert_eq!(count("origin"), Some(3.0), "{metrics}");
 }

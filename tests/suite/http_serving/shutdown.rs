@@ -2,13 +2,13 @@
 //! SIGTERM, SIGINT and SIGHUP end serve with 128 + the signal's number.
 
 use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
 use super::{Served, sample};
-use crate::suite::common::native_client_ready;
+use crate::suite::common::{native_client_ready, send_signal};
 
 /// Start `slow SECONDS` in the Python client and wait until its run was sent.
 fn slow_client(served: &Served, seconds: &str) -> std::process::Child {
@@ -116,9 +116,7 @@ fn a_signal_ends_serve_over_http_with_128_plus_its_number() {
     }
     for (name, expected) in [("INT", 130), ("HUP", 129), ("TERM", 143)] {
         let mut served = Served::start(&["--pool", "0"], None);
-        let _ = Command::new("kill")
-            .args([format!("-{name}"), served.child.id().to_string()])
-            .status();
+        send_signal(name, served.child.id());
         let status = served.wait_exit(Duration::from_secs(20));
         assert_eq!(
             status.and_then(|s| s.code()),

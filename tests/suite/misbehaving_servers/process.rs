@@ -9,19 +9,11 @@ use mcp_code_mode::bridge::{Bridge, BridgeError, RESTART_COOLDOWN};
 use serde_json::{Value, json};
 
 use super::{PROMPTLY, Scenario, call, entry, open, open_spec, refusal, timed};
-use crate::suite::common::processes_named;
+use crate::suite::common::{processes_named, send_signal};
 
 fn pid_of(text: &str, field: &str) -> u32 {
     let v: Value = serde_json::from_str(text).expect("pid result");
     v[field].as_u64().expect("a pid") as u32
-}
-
-fn kill9(pid: u32) {
-    let status = std::process::Command::new("kill")
-        .args(["-9", &pid.to_string()])
-        .status()
-        .expect("run kill");
-    assert!(status.success());
 }
 
 #[tokio::test]
@@ -59,7 +51,7 @@ async fn a_server_killed_mid_call_fails_the_call_promptly() {
 async fn assert_a_hanging_call_fails_promptly_when_killed(bridge: &Bridge, pid: u32) {
     let killer = tokio::spawn(async move {
         tokio::time::sleep(Duration::from_millis(300)).await;
-        kill9(pid);
+        send_signal("KILL", pid);
         Instant::now()
     });
     let why = refusal(call(bridge, "hang").await);
@@ -88,7 +80,7 @@ async fn a_server_whose_child_keeps_its_stdout_open_still_fails_the_call_when_it
     let (server, shell) = (pid_of(&reply, "pid"), pid_of(&reply, "ppid"));
     assert_a_hanging_call_fails_promptly_when_killed(&bridge, shell).await;
     bridge.close().await;
-    kill9(server);
+    send_signal("KILL", server);
 }
 
 #[tokio::test]
@@ -148,7 +140,7 @@ async fn a_server_given_up_at_startup_is_ended_with_the_children_it_started() {
     }
     let left = processes_named(&marker);
     for pid in &left {
-        kill9(*pid);
+        send_signal("KILL", *pid);
     }
     assert!(
         left.is_empty(),

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::suite::common::{bin, toy, venv_python};
+use crate::suite::common::{bin, send_signal, toy, venv_python};
 /// Longest wait for the pool to reach a state (a Docker container start under load).
 pub(super) const PATIENCE: Duration = Duration::from_secs(60);
 
@@ -215,11 +215,7 @@ impl Served {
         } else {
             let launcher: u32 = id.parse().expect("a pid");
             let runner = *children(launcher).first().expect("the launcher's child");
-            let killed = Command::new("kill")
-                .args(["-KILL", &runner.to_string()])
-                .status()
-                .expect("kill");
-            assert!(killed.success(), "kill {runner}");
+            send_signal("KILL", runner);
             // Its launcher reaps it; the launcher is reaped by serve once serve notices.
             let start = Instant::now();
             while std::path::Path::new(&format!("/proc/{runner}")).exists() {
@@ -254,11 +250,7 @@ impl Served {
         };
         match how {
             "STOP" => {
-                let stopped = Command::new("kill")
-                    .args(["-STOP", &runner.to_string()])
-                    .status()
-                    .expect("kill");
-                assert!(stopped.success(), "kill -STOP {runner}");
+                send_signal("STOP", runner);
                 (Thaw(None), Some(runner))
             }
             "freeze" => {
