@@ -571,6 +571,9 @@ impl Bridge {
             CallOutcome::Rejected(text) => Err(CallError::ToolFailed(format!(
                 "{py_name} failed: the server answered with an error: {text}"
             ))),
+            CallOutcome::NotAToolResult(why) => {
+                Err(CallError::ToolFailed(format!("{py_name} failed: {why}")))
+            }
             CallOutcome::Broken(why) => refused(Refusal::Broken { tool: name(), why }),
         }
     }

@@ -6,6 +6,8 @@ mod argument_checks;
 mod audit_stalls;
 /// Client messages serve cannot read get JSON-RPC errors (stdio and HTTP).
 mod bad_requests;
+/// Answers to a call that hold no tool result, or an `isError` that is no boolean.
+mod call_answers;
 /// Calls beyond the sixteen served at once: output and the code's end are never held back.
 mod call_window;
 /// Catalog builds off the runtime thread, re-lists coalesced.

@@ -12,7 +12,8 @@
 //! - a `resource_link` with no `name` keeps its URI, which becomes its name;
 //! - a text block whose `text` is a number or boolean keeps it as text;
 //! - a tool result's `null` optional fields are dropped, and a `structuredContent` that is
-//!   no object next to content blocks too ([`call_result`]);
+//!   no object next to content blocks too; an `isError` that is no boolean even so is
+//!   read as an error, a first text block saying why ([`call_result`]);
 //! - every other optional field rmcp cannot read is dropped, one field at a time
 //!   ([`keep_readable`]), and the rest is kept; unknown fields are kept as they are (rmcp
 //!   ignores them).
@@ -284,12 +285,40 @@ pub(super) fn call_result(result: &mut Map<String, Value>, hints: &mut Hints) {
         result.remove("structuredContent");
     }
     booleans(result, &["isError"], "", hints);
+    if let Some(odd) = result.get("isError").filter(|v| !v.is_boolean()) {
+        read_as_error(result, kind(odd), hints);
+    }
     let content = result.insert("content".into(), Value::Array(Vec::new()));
     keep_readable::<CallToolResult>(result, &["content"], "", hints);
     match content {
         Some(content) => result.insert("content".into(), content),
         None => result.remove("content"),
     };
+}
+
+/// Read a result whose `isError` is no boolean even as spelled (`"yes"`, `2`, an object;
+/// `what` names its type) as an error: a server that signals failure in the wrong type must
+/// not pass for a success (fail closed). A text block put first says why; what the result
+/// said follows it: its blocks (a bare string or a lone block too, as the caller reads
+/// them), or its `structuredContent` as JSON when it has none.
+fn read_as_error(result: &mut Map<String, Value>, what: &str, hints: &mut Hints) {
+    hints.note(format!("read isError ({what}) as true"));
+    result.insert("isError".into(), Value::Bool(true));
+    let text = |text: String| serde_json::json!({"type": "text", "text": text});
+    let mut blocks = vec![text(format!(
+        "[the server's isError is {what}, not a boolean: the result is read as an error]"
+    ))];
+    match result.remove("content") {
+        Some(Value::Array(rest)) if !rest.is_empty() => blocks.extend(rest),
+        Some(Value::String(said)) => blocks.push(text(said)),
+        Some(Value::Array(_)) | None => {
+            if let Some(structured) = result.get("structuredContent") {
+                blocks.push(text(crate::pyjson::to_string(structured)));
+            }
+        }
+        Some(other) => blocks.push(other),
+    }
+    result.insert("content".into(), Value::Array(blocks));
 }
 
 /// Repair an `initialize` answer in place: a missing or unreadable `serverInfo` becomes
@@ -365,6 +394,58 @@ fn kind(value: &Value) -> &'static str {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// `result` as [`call_result`] repairs it: its `isError` and the text of its blocks.
+    fn repaired_call(result: Value) -> (Value, Vec<Value>) {
+        let Value::Object(mut result) = result else {
+            unreachable!()
+        };
+        call_result(&mut result, &mut Hints::default());
+        let texts = match result.get("content") {
+            Some(Value::Array(blocks)) => blocks.iter().map(|b| b["text"].clone()).collect(),
+            _ => Vec::new(),
+        };
+        (result.get("isError").cloned().unwrap_or(Value::Null), texts)
+    }
+
+    #[test]
+    fn an_is_error_that_is_no_boolean_is_read_as_an_error_whose_first_block_says_so() {
+        let why = |what: &str| {
+            json!(format!(
+                "[the server's isError is {what}, not a boolean: the result is read as an error]"
+            ))
+        };
+        let text = |t: &str| json!([{"type": "text", "text": t}]);
+        for (result, texts) in [
+            (
+                json!({"content": text("fine"), "isError": "yes"}),
+                vec![why("a string"), json!("fine")],
+            ),
+            (
+                json!({"content": "bare", "isError": 2}),
+                vec![why("a number"), json!("bare")],
+            ),
+            (
+                json!({"content": [], "structuredContent": {"n": 1}, "isError": {}}),
+                vec![why("an object"), json!("{\"n\": 1}")],
+            ),
+            (json!({"isError": [true]}), vec![why("an array")]),
+        ] {
+            let (is_error, got) = repaired_call(result.clone());
+            assert_eq!(is_error, json!(true), "{result}");
+            assert_eq!(got, texts, "{result}");
+        }
+        // What reads as a boolean, and null (no value), keep their meaning and the text.
+        for (flag, read) in [
+            (json!("true"), json!(true)),
+            (json!("False"), json!(false)),
+            (json!(0), json!(false)),
+            (json!(null), json!(null)),
+        ] {
+            let (is_error, got) = repaired_call(json!({"content": text("t"), "isError": flag}));
+            assert_eq!((is_error, got), (read, vec![json!("t")]), "{flag}");
+        }
+    }
 
     #[test]
     fn hints_of_the_wrong_type_are_read_or_dropped_and_the_tool_is_kept() {

@@ -172,6 +172,8 @@ pub(crate) enum CallOutcome {
     Broken(String),
     /// The server answered with a JSON-RPC error.
     Rejected(String),
+    /// The server's answer is no tool result (a `null` or array `result`); the text says so.
+    NotAToolResult(String),
 }
 
 /// Answers what a server may ask of us: ping, roots (none), and refuses sampling and
@@ -421,10 +423,7 @@ impl Upstream {
             match tokio::time::timeout_at(deadline, call).await {
                 Err(_) => CallOutcome::TimedOut,
                 Ok(Ok(result)) => CallOutcome::Result(result),
-                Ok(Err(rmcp::ServiceError::McpError(e))) => {
-                    CallOutcome::Rejected(e.message.to_string())
-                }
-                Ok(Err(_)) => CallOutcome::Broken(String::new()),
+                Ok(Err(e)) => raw_call::outcome_of_error(e),
             }
         };
         let closed = async {

@@ -223,17 +223,55 @@ impl Drop for GivenUp<'_> {
 /// What a call's answer (decoded and repaired by the reader) comes to, as rmcp's
 /// `call_tool` reads it: a tool result, a result that holds no content but its metadata
 /// (an empty one, a task acknowledgement, one with only `_meta`), or a JSON-RPC error;
-/// any other result is not the answer asked for.
+/// any other result (`null`, an array, another kind of result) is not the answer asked
+/// for: [`CallOutcome::NotAToolResult`], since the connection itself is fine.
 pub(super) fn outcome_of(message: ServerJsonRpcMessage) -> CallOutcome {
     match message {
         JsonRpcMessage::Response(response) => match response.result {
             ServerResult::CallToolResult(result) => CallOutcome::Result(result),
             other => {
-                contentless(other).map_or(CallOutcome::Broken(String::new()), CallOutcome::Result)
+                let what = match &other {
+                    ServerResult::CustomResult(custom) => Some(json_kind(&custom.0)),
+                    _ => None,
+                };
+                contentless(other).map_or_else(|| not_a_tool_result(what), CallOutcome::Result)
             }
         },
         JsonRpcMessage::Error(error) => CallOutcome::Rejected(error.error.message.to_string()),
         _ => CallOutcome::Broken(String::new()),
+    }
+}
+
+/// What a call through rmcp's `call_tool` that failed comes to: the server's JSON-RPC error,
+/// an answer that is no tool result (rmcp's `UnexpectedResponse`, as [`outcome_of`] reads
+/// it), or else a broken connection (the caller explains it).
+pub(super) fn outcome_of_error(error: rmcp::ServiceError) -> CallOutcome {
+    match error {
+        rmcp::ServiceError::McpError(e) => CallOutcome::Rejected(e.message.to_string()),
+        rmcp::ServiceError::UnexpectedResponse => not_a_tool_result(None),
+        _ => CallOutcome::Broken(String::new()),
+    }
+}
+
+/// [`CallOutcome::NotAToolResult`] for an answer whose `result` was `what` (a JSON type,
+/// when known).
+fn not_a_tool_result(what: Option<&str>) -> CallOutcome {
+    let said = "the server's answer to the call is not a tool result";
+    CallOutcome::NotAToolResult(match what {
+        Some(what) => format!("{said} (its result is {what})"),
+        None => said.to_owned(),
+    })
+}
+
+/// `value`'s JSON type, as [`not_a_tool_result`] names it.
+fn json_kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object of another shape",
     }
 }
 

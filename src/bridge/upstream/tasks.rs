@@ -396,7 +396,7 @@ pub(super) async fn call_as_task(
             repair_result(Pending::CallTool, &mut value);
             match serde_json::from_value::<CallToolResult>(value) {
                 Ok(result) => CallOutcome::Result(result),
-                Err(e) => CallOutcome::Rejected(crate::bridge::refusal::cap(
+                Err(e) => CallOutcome::NotAToolResult(crate::bridge::refusal::cap(
                     &format!("the server's tasks/result answer is not a tool result: {e}"),
                     300,
                 )),
