@@ -49,9 +49,10 @@ lines written while no cell ran by it): a sandbox that dies before it never ran 
 again in a fresh sandbox); one that dies after it ended the code's own way.
 
 Every string sent is valid Unicode (no lone surrogates: the host's JSON reader refuses them),
-and a call whose line the host could not read as sent (a lone surrogate, NaN, an integer
-outside -2**63..2**64-1, nesting past the host's reader, a line over `max_line`) raises
-ToolError in the code instead of being sent.
+and a call whose line the host could not read as sent (a lone surrogate, NaN or an
+infinity, an int too long for Python to write, nesting past the host's reader, a line over
+`max_line`) raises ToolError in the code instead of being sent. Integers of any length are
+sent as they are: the host reads them exactly.
 
 The host treats every line from here as untrusted: the code runs in this process and can
 reach the private descriptors, so nothing here is a security boundary. What the runner

@@ -71,6 +71,7 @@ mod cli;
 mod code_file;
 pub mod config;
 mod doctor;
+mod exact_json;
 /// The audit log, the read-only mode and approval of calls through MCP elicitation.
 mod governance;
 /// The fixed limits of a run (deadline, calls, sizes, memory), in one place.

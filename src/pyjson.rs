@@ -3,7 +3,8 @@
 //! Structured results reach the code, and the result object is printed, written this way
 //! (`{"sum": 5}`, `{"stdout": "…", "error": null, …}`): separators `", "` and `": "`,
 //! non-ASCII escaped as `\uXXXX` (surrogate pairs above U+FFFF), keys in their given order.
-//! Python writes floats with `repr`; integral floats keep a `.0` here too.
+//! Integers are written exactly, of any length, as Python writes an `int`. Python writes
+//! floats with `repr`; integral floats keep a `.0` here too.
 
 use serde_json::Value;
 
@@ -45,15 +46,21 @@ fn write_value(out: &mut String, value: &Value) {
     }
 }
 
+/// An integer as written, whatever its length (serde_json keeps its text: Cargo.toml's
+/// `arbitrary_precision`), as Python writes an `int`; a float as the shortest text that
+/// reads back as the same f64, which Python's `json.loads` reads as that very float.
 fn write_number(out: &mut String, n: &serde_json::Number) {
-    if n.is_f64() {
-        let f = n.as_f64().unwrap_or(f64::NAN);
-        if f.is_finite() && f.fract() == 0.0 && f.abs() < 1e16 {
+    if n.is_f64()
+        && let Some(f) = n.as_f64()
+    {
+        if f.fract() == 0.0 && f.abs() < 1e16 {
             out.push_str(&format!("{f:.1}"));
-            return;
+        } else if let Some(shortest) = serde_json::Number::from_f64(f) {
+            out.push_str(shortest.as_str());
         }
+        return;
     }
-    out.push_str(&n.to_string());
+    out.push_str(n.as_str());
 }
 
 fn write_string(out: &mut String, s: &str) {
@@ -107,6 +114,19 @@ mod tests {
         assert_eq!(
             to_string(&v),
             "[18446744073709551615, -9223372036854775808]"
+        );
+    }
+
+    #[test]
+    fn integers_beyond_64_bits_are_written_digit_for_digit_and_floats_as_before() {
+        let v: Value = serde_json::from_str(
+            r#"{"c": 18446744073709551616, "d": -123456789012345678901234567890,
+                "e": 1E2, "f": 1.50, "g": 12345678901234567890.5, "h": 1e-7, "i": -0.0}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            to_string(&v),
+            r#"{"c": 18446744073709551616, "d": -123456789012345678901234567890, "e": 100.0, "f": 1.5, "g": 1.2345678901234567e+19, "h": 1e-7, "i": -0.0}"#
         );
     }
 }

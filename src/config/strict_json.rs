@@ -9,6 +9,10 @@ use std::fmt;
 use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
+/// The key under which serde_json's `arbitrary_precision` feature (Cargo.toml) hands a
+/// visitor a number it does not read as an i64 or u64, as a one-entry map to its text.
+const NUMBER_TOKEN: &str = "$serde_json::private::Number";
+
 /// Parse `text`, refusing any object with a key twice.
 ///
 /// # Errors
@@ -92,6 +96,15 @@ impl<'de> Visitor<'de> for Seed {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
         let mut out = Map::new();
         while let Some(key) = map.next_key::<String>()? {
+            if out.is_empty() && key == NUMBER_TOKEN {
+                // A number serde_json does not hand over as an i64 or u64 (a float, an
+                // integer beyond 64 bits) comes as a map of this one key and its text.
+                let text: String = map.next_value()?;
+                return text
+                    .parse::<serde_json::Number>()
+                    .map(Value::Number)
+                    .map_err(serde::de::Error::custom);
+            }
             if out.contains_key(&key) {
                 return Err(serde::de::Error::custom(format!(
                     "duplicate key at {}",
@@ -119,8 +132,12 @@ mod tests {
 
     #[test]
     fn ordinary_json_parses_in_order() {
-        let v = parse(r#"{"b": 1, "a": [true, null, "x", 1.5]}"#).unwrap();
-        assert_eq!(v.to_string(), r#"{"b":1,"a":[true,null,"x",1.5]}"#);
+        let v = parse(r#"{"b": 1, "a": [true, null, "x", 1.5, 18446744073709551616]}"#).unwrap();
+        assert_eq!(
+            v.to_string(),
+            r#"{"b":1,"a":[true,null,"x",1.5,18446744073709551616]}"#
+        );
+        assert_eq!(v["a"][3].as_f64(), Some(1.5));
         assert!(parse("{} x").is_err());
     }
 }

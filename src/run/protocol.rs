@@ -55,8 +55,10 @@
 //! ([`super::held`]), so only lines the code forged can hold output back.
 //!
 //! The runner sends only what the host can read as sent: no lone surrogates, and it refuses
-//! in the code (`ToolError`) a call holding NaN, an integer outside `i64`/`u64`, or a line
-//! over `limits.max_line`. The host parses strictly all the same: such a line is a violation.
+//! in the code (`ToolError`) a call holding NaN or an infinity, or a line over
+//! `limits.max_line`. The host parses strictly all the same: such a line is a violation (a
+//! float beyond f64's range too, [`crate::exact_json`]). Integers of any length are read
+//! exactly as written and reach the wrapped server so.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -325,7 +327,9 @@ pub(crate) fn parse_runner_line(line: &[u8]) -> Result<RunnerMessage, ProtocolVi
     // The line a cell sends most, read straight into its fields; whatever this does not
     // accept is read the general way, which gives the same message for every line this
     // accepts and the reason for every other.
-    if let Ok(call) = serde_json::from_slice::<DirectCall>(line) {
+    if let Ok(call) = serde_json::from_slice::<DirectCall>(line)
+        && crate::exact_json::check_range(&call.args).is_ok()
+    {
         return Ok(RunnerMessage::Call {
             id: call.id,
             tool: call.tool,
@@ -358,7 +362,7 @@ enum CallTag {
 /// [`parse_runner_line`] after the length check, for any line: the line read as a [`Value`],
 /// then by its `type`.
 fn parse_by_value(line: &[u8]) -> Result<RunnerMessage, ProtocolViolation> {
-    let value: Value = serde_json::from_slice(line).map_err(|_| ProtocolViolation::NotJson)?;
+    let value = crate::exact_json::from_slice(line).map_err(|_| ProtocolViolation::NotJson)?;
     let Value::Object(mut map) = value else {
         return Err(ProtocolViolation::Shape("not an object"));
     };
@@ -449,6 +453,8 @@ mod tests {
             br#"{"type":"call","id":1,"tool":"add","args":{},"x":null}"#,
             br#"{"type":"Call","id":1,"tool":"add","args":{}}"#,
             br#"{"type":"call","id":1,"tool":"add","args":{"a":1e400}}"#,
+            br#"{"type":"call","id":1,"tool":"add","args":{"a":[1E-400,-2e308]}}"#,
+            br#"{"type":"call","id":1,"tool":"add","args":{"a":-18446744073709551617}}"#,
             br#"{"type":"call","id":1,"tool":"\ud800","args":{}}"#,
             br#"{"type":"call","id":1,"tool":"add","args":{}} x"#,
             br#"{"type":"output","text":"hi","truncated":false}"#,
@@ -468,6 +474,18 @@ mod tests {
             panic!("not a call");
         };
         assert_eq!(args.to_string(), r#"{"z":1,"a":2}"#);
+    }
+
+    #[test]
+    fn a_call_holding_integers_beyond_64_bits_is_read_digit_for_digit() {
+        let args = r#"{"a":18446744073709551617,"b":[-1000000000000000000000000000000],"c":1.5}"#;
+        let line = format!(r#"{{"type":"call","id":1,"tool":"echo","args":{args}}}"#);
+        for read in [parse_runner_line, parse_by_value] {
+            let Ok(RunnerMessage::Call { args: read, .. }) = read(line.as_bytes()) else {
+                panic!("not a call: {line}");
+            };
+            assert_eq!(read.to_string(), args);
+        }
     }
 
     #[test]

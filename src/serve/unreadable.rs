@@ -19,10 +19,10 @@
 //! - `-32602 Invalid params` for a request of a method rmcp knows whose `params` are missing
 //!   or of the wrong shape (rmcp would take it for an unknown method and say `-32601`).
 //!
-//! An answer's id is the request's id as the client wrote it: serde_json holds a number
-//! outside i64 and u64 (and one written with a fraction or an exponent) as an f64, which
-//! prints otherwise (`-9.999999999999999e18`), so such an id is copied from the request's
-//! text ([`ErrorAnswer::line`]).
+//! An answer's id is the request's id as the client wrote it: serde_json keeps a number's
+//! digits ([`crate::exact_json`]) but writes one in float form with its exponent made
+//! plain (`1E20` as `1e+20`), so such an id is copied from the request's text
+//! ([`ErrorAnswer::line`]).
 //!
 //! A refused notification (`jsonrpc` `"2.0"`, a string `method`, no `id`) gets no answer on stdio (section 4.1:
 //! a notification is never answered); over HTTP its POST gets `400` with the error.
@@ -111,9 +111,9 @@ fn is_typed(method: &str) -> bool {
 #[derive(Debug)]
 pub(super) struct ErrorAnswer {
     /// The response: `jsonrpc`, `id` (a string, a number or `null`) and `error` (`code`,
-    /// `message`). A number id serde_json holds as an f64 is written from `id_text`.
+    /// `message`). A number id in float form is written from `id_text`.
     pub(super) value: Value,
-    /// The id's text in the message, for a number id held as an f64.
+    /// The id's text in the message, for a number id in float form.
     id_text: Option<String>,
 }
 
@@ -175,7 +175,7 @@ pub(super) struct Refusal {
 /// the value).
 pub(super) fn parse(text: &[u8]) -> Result<Value, Box<Refusal>> {
     let text = text.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(text);
-    serde_json::from_slice::<Value>(text).map_err(|e| {
+    crate::exact_json::from_slice(text).map_err(|e| {
         let why = e.to_string();
         Box::new(Refusal {
             answer: error_answer(text, PARSE_ERROR, &format!("Parse error: {why}")),

@@ -220,6 +220,23 @@ async fn a_remote_result_whose_optional_fields_are_null_keeps_its_text() {
 }
 
 #[tokio::test]
+async fn integers_beyond_64_bits_from_a_remote_server_reach_the_code_as_it_wrote_them() {
+    for via in REMOTE {
+        let (_server, bridge) = open_scenario("results", via).await;
+        let text = bridge
+            .call(&CallBudget::new(5), "beyond_64_bits", &json!({}))
+            .await
+            .unwrap();
+        assert_eq!(
+            text,
+            r#"{"zeta": 18446744073709551616, "alpha": [-123456789012345678901234567890, 340282366920938463463374607431768211457], "f": 100.0, "g": 0.30000000000000004}"#,
+            "{via:?}"
+        );
+        bridge.close().await;
+    }
+}
+
+#[tokio::test]
 async fn a_tool_whose_input_schema_is_not_an_object_is_left_out_and_the_rest_kept() {
     for via in [Via::Stdio, Via::HttpJson] {
         let (_server, bridge) = open(via).await;

@@ -6,7 +6,7 @@
 //! descriptor (it shares runner.py's process), which the host holds to its own rules
 //! (`src/run/cell_rules.rs`).
 //!
-//! Index: lone surrogates; arguments JSON cannot carry; the line cap; output kept when a
+//! Index: lone surrogates; arguments JSON cannot carry; integers beyond 64 bits both ways; the line cap; output kept when a
 //! cell is stopped (deadline, protocol violation, memory); a runner that exits by itself or
 //! refuses a host line; tools with reserved names; forged lines: a `done` past the output cap or
 //! denying truncation, calls after a `done`, lines written while a held sandbox runs no cell,
@@ -43,6 +43,7 @@ fn run(backend: &str, code: &str, args: &[&str]) -> super::common::Exec {
 crate::on_both_backends!(
     an_error_holding_lone_surrogates_keeps_what_was_printed,
     arguments_json_cannot_carry_exactly_raise_tool_error_and_never_reach_the_server,
+    integers_beyond_64_bits_pass_between_the_code_and_the_server_digit_for_digit,
     a_call_over_the_line_cap_raises_tool_error,
     output_printed_before_the_deadline_is_returned,
     output_printed_before_a_protocol_violation_is_returned,
@@ -76,7 +77,7 @@ fn an_error_holding_lone_surrogates_keeps_what_was_printed(backend: &str) {
 
 fn arguments_json_cannot_carry_exactly_raise_tool_error_and_never_reach_the_server(backend: &str) {
     let code = r#"
-for tool, args in ((echo, {"text": "\ud800"}), (add, {"a": 10**309, "b": 0}), (echo, {"x": 2**64 + 1}), (add, {"a": float("nan"), "b": 1})):
+for tool, args in ((echo, {"text": "\ud800"}), (add, {"a": 10**5000, "b": 0}), (echo, {"x": float("inf")}), (add, {"a": float("nan"), "b": 1})):
     try:
         await tool(args)
         print("sent")
@@ -89,6 +90,45 @@ print(await calls({}))
         r.printed(),
         "refused: arguments cannot be sent as JSON\n".repeat(4) + "1\n",
         "{r:?}"
+    );
+}
+
+/// A server's structuredContent holding integers no 64 bits hold reaches the code as the
+/// server wrote them, and the code's arguments reach the server so, validated against an
+/// inputSchema that types them (README "How a call works", steps 3 and 4).
+fn integers_beyond_64_bits_pass_between_the_code_and_the_server_digit_for_digit(backend: &str) {
+    let structured = r#"{"c": 18446744073709551616, "d": -123456789012345678901234567890, "f": 0.30000000000000004}"#;
+    let schema = serde_json::json!({"type": "object", "properties": {
+        "a": {"type": "integer", "minimum": 0}, "b": {"type": "array", "items": {"type": "integer"}}}});
+    let script = serde_json::json!({
+        "tools": [{"name": "big_numbers", "inputSchema": schema}],
+        "on": {"tools/call:big_numbers": [{"raw": format!(
+            r#"{{"jsonrpc":"2.0","id":$ID,"result":{{"content":[],"structuredContent":{structured}}}}}{}"#,
+            "\n"
+        )}]},
+    });
+    let scenario = Scenario::from_value("numbers", script);
+    let code = "import json\n\
+        text = await big_numbers({'a': 2**64 + 1, 'b': [-10**30, 10**309]})\n\
+        print(text)\n\
+        print(json.loads(text)['c'] == 2**64, json.loads(text)['d'] == -123456789012345678901234567890)";
+    let r = exec_with(
+        code,
+        ExecOptions {
+            backend,
+            server: scenario.command(),
+            ..Default::default()
+        },
+    );
+    assert_eq!(r.printed(), format!("{structured}\nTrue True\n"), "{r:?}");
+    let sent = format!(
+        r#""arguments":{{"a":18446744073709551617,"b":[-1000000000000000000000000000000,1{}]}}"#,
+        "0".repeat(309)
+    );
+    assert!(
+        scenario.received().contains(&sent),
+        "{}",
+        scenario.received()
     );
 }
 

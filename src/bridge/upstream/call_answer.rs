@@ -120,6 +120,10 @@ pub(super) fn read_line(bytes: &[u8], pending: &PendingMap) -> Option<ServerJson
         // drops it.
         || (content.as_ref().is_some_and(|c| !c.is_empty())
             && structured_content.as_ref().is_some_and(|s| !s.is_object()))
+        // A float beyond f64 (`1e400`): the full reading refuses the line as not JSON.
+        || structured_content
+            .as_ref()
+            .is_some_and(|s| crate::exact_json::check_range(s).is_err())
     {
         return None;
     }

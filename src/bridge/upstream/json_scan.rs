@@ -6,7 +6,7 @@ use serde_json::Value;
 /// The value of the top-level `"id"` member of a JSON object's text, read without parsing
 /// the rest (which may be invalid or too deep).
 pub(crate) fn top_level_id(bytes: &[u8]) -> Option<Value> {
-    serde_json::from_slice(top_level_id_text(bytes)?).ok()
+    crate::exact_json::from_slice(top_level_id_text(bytes)?).ok()
 }
 
 /// The text of the top-level `"id"` member's value in a JSON object's text, as written (a

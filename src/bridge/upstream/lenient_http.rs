@@ -163,7 +163,7 @@ fn repair_event(mut sse: Sse, pending: &PendingMap, refuse: &impl Fn(Value, &str
     let Some(data) = sse.data.as_deref().filter(|d| !d.trim().is_empty()) else {
         return sse;
     };
-    let decoded = match serde_json::from_str::<Value>(data) {
+    let decoded = match crate::exact_json::from_slice(data.as_bytes()) {
         Ok(value) => decode(value, pending),
         Err(e) => unparsable_line(data.trim().as_bytes(), &e, pending),
     };

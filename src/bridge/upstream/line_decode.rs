@@ -14,7 +14,6 @@
 //! which is a few dozen bytes, so a flood of large `notifications/message` lines costs one
 //! JSON parse each, off the runtime thread.
 
-use serde_json::Value;
 use tokio::task::JoinHandle;
 
 use super::repair::{Decoded, Pending, PendingMap, decode, id_key, unparsable_line};
@@ -63,7 +62,7 @@ impl LineReader {
         if let Some(message) = super::call_answer::read_line(bytes, pending) {
             return LineOutcome::Read(Decoded::Message(Box::new(message)));
         }
-        let decoded = match serde_json::from_slice::<Value>(bytes) {
+        let decoded = match crate::exact_json::from_slice(bytes) {
             Ok(value) if self.raw.deliver(&value) => return LineOutcome::Delivered,
             Ok(value) => {
                 if bytes.len() > MAX_NOTIFICATION_BYTES

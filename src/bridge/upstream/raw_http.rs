@@ -179,7 +179,7 @@ impl RawHttp {
             // A JSON-RPC error may come with an error status; anything else is the status.
             let body = read_bounded(response, MAX_ERROR_BODY_BYTES).await.ok();
             return body
-                .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+                .and_then(|b| crate::exact_json::from_slice(&b).ok())
                 .and_then(|v| answer_in(v, id))
                 .ok_or_else(|| format!("the server answered HTTP {status}"));
         }
@@ -188,7 +188,7 @@ impl RawHttp {
         }
         if content_type.starts_with("application/json") {
             let body = read_bounded(response, MAX_RAW_RESPONSE_BYTES).await?;
-            let value = serde_json::from_slice::<Value>(&body)
+            let value = crate::exact_json::from_slice(&body)
                 .map_err(|e| format!("the server's answer is not JSON: {e}"))?;
             return answer_in(value, id)
                 .ok_or_else(|| "the server's answer has no response to the request".to_owned());
@@ -250,7 +250,7 @@ async fn answer_in_events(response: reqwest::Response, id: &str) -> Result<Value
         let Some(data) = event.data.as_deref().filter(|d| !d.trim().is_empty()) else {
             continue;
         };
-        if let Some(answer) = serde_json::from_str::<Value>(data)
+        if let Some(answer) = crate::exact_json::from_slice(data.as_bytes())
             .ok()
             .and_then(|v| answer_in(v, id))
         {

@@ -1,7 +1,7 @@
 //! A tool's result as the string the code receives (README "How a call works", step 4).
 //!
-//! `structuredContent` when present, as Python's `json.dumps` writes it (integers exact up
-//! to 64 bits); otherwise the content blocks: text as is, joined by `\n`, and every other block as a short bracketed
+//! `structuredContent` when present, as Python's `json.dumps` writes it (integers exact at
+//! any length, as the server wrote them); otherwise the content blocks: text as is, joined by `\n`, and every other block as a short bracketed
 //! line that says what it was (`[image: image/png, 1234 bytes of base64]`), so nothing is
 //! dropped silently and nothing unbounded is copied.
 //!

@@ -51,7 +51,7 @@ async fn every_result_shape_reaches_the_code_as_clear_bounded_text() {
         r#"{"above_2_53": 9007199254740993, "u64_max": 18446744073709551615, "i64_min": -9223372036854775808}"#
     );
 
-    for tool in ["nan", "infinity", "lone_surrogate"] {
+    for tool in ["nan", "infinity", "beyond_f64", "lone_surrogate"] {
         let (outcome, took) = timed(&bridge, tool).await;
         let why = match outcome {
             Err(CallError::ToolFailed(t)) => t,
@@ -63,5 +63,17 @@ async fn every_result_shape_reaches_the_code_as_clear_bounded_text() {
     }
     // The bad lines did not break the connection.
     assert_eq!(call(&bridge, "empty_content").await.unwrap(), "");
+    bridge.close().await;
+}
+
+#[tokio::test]
+async fn integers_beyond_64_bits_in_structured_content_reach_the_code_as_the_server_wrote_them() {
+    let scenario = Scenario::load("results");
+    let bridge = open(&scenario).await;
+    // Keys in the server's order; floats as the same floats, written the shortest way.
+    assert_eq!(
+        call(&bridge, "beyond_64_bits").await.unwrap(),
+        r#"{"zeta": 18446744073709551616, "alpha": [-123456789012345678901234567890, 340282366920938463463374607431768211457], "f": 100.0, "g": 0.30000000000000004}"#
+    );
     bridge.close().await;
 }

@@ -12,9 +12,9 @@ import weakref
 from . import capture, channel, inbox, wire
 from .inbox import ToolError
 
-# Integers the host's JSON reader (serde_json) keeps exactly: i64 and u64. Others would be
-# rounded to a float, or refused as a line that is not JSON.
-MIN_INT, MAX_INT = -(1 << 63), (1 << 64) - 1
+# The host reads integers of any length exactly, as written, so an int is sent as it is
+# (one past Python's int-to-text limit, 4300 digits, cannot be written: ValueError).
+
 # Nesting of `args` the host's reader takes (its limit is 128 levels for the whole line).
 MAX_ARGS_DEPTH = 100
 
@@ -23,11 +23,6 @@ _ids = itertools.count(1)
 
 def _unsendable(why):
     return ToolError("arguments cannot be sent as JSON: " + why)
-
-
-def _number(value):
-    text = str(value)
-    return text if len(text) <= 40 else "of %d digits" % len(text.lstrip("-"))
 
 
 # The call line's text as the runner's encoder writes {"type", "id", "tool", "args"}.
@@ -63,17 +58,13 @@ def call_line(call_id, tool, params, tool_json=None):
         )
     if plain:
         return line
-    # Read it back as the host will: integers exactly, and not nested too deep.
+    # Read it back as the host will: not nested too deep.
     try:
         pending = [(json.loads(text)["args"], 1)]
     except RecursionError:
         raise _unsendable("nested too deep") from None
     while pending:
         value, depth = pending.pop()
-        if type(value) is int and not MIN_INT <= value <= MAX_INT:
-            raise _unsendable(
-                "the integer %s is outside -2**63..2**64-1 (send it as a string)" % _number(value)
-            )
         if isinstance(value, (dict, list)):
             if depth > MAX_ARGS_DEPTH:
                 raise _unsendable("nested more than %d levels deep" % MAX_ARGS_DEPTH)
@@ -84,8 +75,8 @@ def call_line(call_id, tool, params, tool_json=None):
 
 def _reads_back_as_is(params):
     """Whether `params` is read back from its JSON as it is and passes the read-back check
-    of call_line: only dicts with str keys, lists, str, bool, None, float and ints within
-    MIN_INT..MAX_INT, each of exactly that type, nested at most MAX_ARGS_DEPTH deep. Anything
+    of call_line: only dicts with str keys, lists, str, bool, None, float and int, each of
+    exactly that type, nested at most MAX_ARGS_DEPTH deep. Anything
     else (a subclass, a tuple, a key that is not a str) goes through the read-back, which
     gives the error, if any."""
     if type(params) is dict:  # the usual arguments: a dict of strings, numbers, bools, None
@@ -95,8 +86,8 @@ def _reads_back_as_is(params):
                 kind is str
                 or kind is bool
                 or kind is float
+                or kind is int
                 or value is None
-                or (kind is int and MIN_INT <= value <= MAX_INT)
             ):
                 break
         else:
@@ -105,12 +96,8 @@ def _reads_back_as_is(params):
     while pending:
         value, depth = pending.pop()
         kind = type(value)
-        if kind is str or kind is bool or kind is float or value is None:
+        if kind is str or kind is bool or kind is float or kind is int or value is None:
             continue
-        if kind is int:
-            if MIN_INT <= value <= MAX_INT:
-                continue
-            return False
         if depth > MAX_ARGS_DEPTH:
             return False
         if kind is dict:
