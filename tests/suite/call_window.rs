@@ -86,10 +86,15 @@ fn a_run_whose_code_ended_does_not_send_the_calls_it_left_unawaited(backend: &st
     let r = run(backend, code, &["--deadline", "60"], &journal);
     assert_eq!(r.printed(), "end of code\n", "{r:?}");
     assert!(!r.stopped(), "{r:?}");
-    // The sixteen written went out; the run ended without sending any of the rest.
+    // At most the sixteen written went out (one of them may still be on its way when the
+    // code's end withdraws it); the run ended without sending any of the rest, which a
+    // host that kept reading call lines after the code's end did: the server got all 40.
     std::thread::sleep(std::time::Duration::from_millis(500));
     let sent = journal_of(&journal, "slow").iter().filter(|c| **c).count();
-    assert_eq!(sent, 16, "calls the server got; {r:?}");
+    assert!(
+        (1..=16).contains(&sent),
+        "calls the server got: {sent}; {r:?}"
+    );
 }
 
 fn a_held_call_whose_wait_timed_out_is_never_sent_and_the_next_call_goes_out(backend: &str) {
