@@ -100,14 +100,23 @@ fn a_run_whose_code_ended_does_not_send_the_calls_it_left_unawaited(backend: &st
 fn a_held_call_whose_wait_timed_out_is_never_sent_and_the_next_call_goes_out(backend: &str) {
     let dir = tempfile::tempdir().unwrap();
     let journal = dir.path().join("journal");
-    // Sixteen calls are written and four held; all twenty time out in the code, and the
-    // echo after them goes out once a written one is answered.
+    // Sixteen calls of 3 s are written first and four more are held behind them; the four
+    // held ones give up in the code after 0.3 s, long before a written one is answered and
+    // makes room, and the echo after them all goes out. A runner that wrote a held call
+    // whose task gave up would send 20.
     let code = "import asyncio\n\
-                async def one():\n    try:\n        await asyncio.wait_for(slow(seconds=2), 0.5)\n    except asyncio.TimeoutError:\n        return 'timed out'\n\
-                print(sorted(set(await asyncio.gather(*[one() for _ in range(20)]))))\n\
+                async def held():\n    try:\n        await asyncio.wait_for(slow(seconds=3), 0.3)\n    except asyncio.TimeoutError:\n        return 'timed out'\n\
+                written = [asyncio.ensure_future(slow(seconds=3)) for _ in range(16)]\n\
+                given_up = await asyncio.gather(*[held() for _ in range(4)])\n\
+                await asyncio.gather(*written)\n\
+                print(given_up)\n\
                 print(await echo(text='after'))";
     let r = run(backend, code, &["--deadline", "60"], &journal);
-    assert_eq!(r.printed(), "['timed out']\nafter\n", "{r:?}");
+    assert_eq!(
+        r.printed(),
+        "['timed out', 'timed out', 'timed out', 'timed out']\nafter\n",
+        "{r:?}"
+    );
     let sent = journal_of(&journal, "slow").iter().filter(|c| **c).count();
     assert_eq!(sent, 16, "the four held calls were given up unsent; {r:?}");
 }
