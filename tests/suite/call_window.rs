@@ -11,7 +11,7 @@
 
 use std::path::Path;
 
-use super::common::{Exec, ExecOptions, exec_with, toy};
+use super::common::{Exec, exec_wrapping, toy};
 
 crate::on_both_backends!(
     output_printed_while_more_than_sixteen_calls_wait_reaches_the_deadline_result,
@@ -25,15 +25,7 @@ crate::on_both_backends!(
 fn run(backend: &str, code: &str, args: &[&str], journal: &Path) -> Exec {
     let mut server = toy();
     server.extend(["--journal".to_owned(), journal.display().to_string()]);
-    exec_with(
-        code,
-        ExecOptions {
-            backend,
-            args: args.iter().map(|s| s.to_string()).collect(),
-            server,
-            ..Default::default()
-        },
-    )
+    exec_wrapping(backend, code, args, server)
 }
 
 /// The journal's lines of calls of `tool` the server got (`call`) or answered (`done`), in
@@ -132,7 +124,7 @@ fn forge_slow_calls(count: usize, seconds: u32, after: &str) -> String {
 fn forged_calls_past_sixteen_are_served_sixteen_at_a_time(backend: &str) {
     let dir = tempfile::tempdir().unwrap();
     let journal = dir.path().join("journal");
-    let code = forge_slow_calls(24, 1, "import time\ntime.sleep(4)\nprint('slept')");
+    let code = forge_slow_calls(24, 3, "import time\ntime.sleep(4)\nprint('slept')");
     let r = run(backend, &code, &["--deadline", "60"], &journal);
     assert_eq!(r.printed(), "slept\n", "{r:?}");
     let (mut at_once, mut most) = (0, 0);

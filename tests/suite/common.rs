@@ -225,6 +225,19 @@ impl Default for ExecOptions<'_> {
 }
 
 /// Run `mcp-code-mode exec --code CODE` with the toy server (or `opts.server`).
+/// `exec` of `code` on `backend` with the extra options `args`, wrapping `server`.
+pub(crate) fn exec_wrapping(backend: &str, code: &str, args: &[&str], server: Vec<String>) -> Exec {
+    exec_with(
+        code,
+        ExecOptions {
+            backend,
+            args: args.iter().map(|s| s.to_string()).collect(),
+            server,
+            ..Default::default()
+        },
+    )
+}
+
 pub(crate) fn exec_with(code: &str, opts: ExecOptions<'_>) -> Exec {
     let mut cmd = Command::new(bin());
     cmd.arg("exec")
@@ -256,14 +269,7 @@ pub(crate) fn exec_with(code: &str, opts: ExecOptions<'_>) -> Exec {
 
 /// `exec` on `backend` with the toy server and extra CLI args.
 pub(crate) fn exec_on(backend: &str, code: &str, args: &[&str]) -> Exec {
-    exec_with(
-        code,
-        ExecOptions {
-            backend,
-            args: args.iter().map(|s| s.to_string()).collect(),
-            ..Default::default()
-        },
-    )
+    exec_wrapping(backend, code, args, toy())
 }
 
 /// `exec` on the native backend with the toy server and extra CLI args.

@@ -14,19 +14,11 @@
 
 use std::process::Command;
 
-use super::common::{ExecOptions, bin, exec_with, python_client, require, toy, venv_python};
+use super::common::{bin, exec_wrapping, python_client, require, toy, venv_python};
 use super::common::{native_client_ready, serve_command};
 
 fn run(backend: &str, code: &str, args: &[&str], server: Vec<String>) -> super::common::Exec {
-    exec_with(
-        code,
-        ExecOptions {
-            backend,
-            args: args.iter().map(|s| s.to_string()).collect(),
-            server,
-            ..Default::default()
-        },
-    )
+    exec_wrapping(backend, code, args, server)
 }
 
 /// Write a config file for this test and return its path.

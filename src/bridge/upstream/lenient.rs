@@ -379,7 +379,8 @@ pub(super) fn initialize(result: &mut Value, hints: &mut Hints) {
     );
 }
 
-fn kind(value: &Value) -> &'static str {
+/// `value`'s JSON type in words (`null`, `a number`, `an object`, ...), for hints and errors.
+pub(super) fn kind(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",

@@ -263,15 +263,12 @@ fn not_a_tool_result(what: Option<&str>) -> CallOutcome {
     })
 }
 
-/// `value`'s JSON type, as [`not_a_tool_result`] names it.
+/// `value`'s JSON type, as [`not_a_tool_result`] names it: an object here is one of
+/// another shape than a tool result.
 fn json_kind(value: &Value) -> &'static str {
     match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
         Value::Object(_) => "an object of another shape",
+        other => super::lenient::kind(other),
     }
 }
 
