@@ -9,6 +9,10 @@
 //! bits: the kernel reads `int` arguments as 32-bit, so a 64-bit compare can be bypassed by
 //! setting high bits (`socket(AF_INET | 1 << 32)` passed a plain equality rule on this
 //! machine). Rules say "allow iff equal", never "deny iff equal".
+//! A syscall allowed whatever its arguments is answered by its number and arch alone, so the
+//! kernel's seccomp action cache (Linux 5.11+) allows it without running the program: a tool
+//! call's write, poll and recvfrom cost the same inside the sandbox as outside. The program's
+//! length counts only for the syscalls with argument rules and the refused ones.
 //! Sources: seccomp(2), seccomp_rule_add(3), Documentation/userspace-api/seccomp_filter.rst.
 //!
 //! The policy itself is in `policy.rs`; this module holds its shape and the filter builder.
