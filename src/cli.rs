@@ -245,8 +245,16 @@ struct ExecArgs {
     run: RunArgs,
 }
 
-/// Parse the command line and run; the process's exit code.
+/// Parse the command line and run; the process's exit code. Lines still queued for stderr
+/// are given [`crate::stderr_queue::FINAL_WAIT`] to be written: a stderr nobody reads does
+/// not keep the process from ending.
 pub(crate) fn main() -> ExitCode {
+    let code = run();
+    crate::stderr_queue::finish(crate::stderr_queue::FINAL_WAIT);
+    code
+}
+
+fn run() -> ExitCode {
     let cli = Cli::parse();
     init_logging(matches!(cli.command, Command::Serve(_)));
     // Descriptors our own parent leaked without O_CLOEXEC (a pipe, a socket) would pass on
@@ -264,6 +272,9 @@ pub(crate) fn main() -> ExitCode {
         crate::stderr_log::error_line(&e.to_string());
         return ExitCode::from(2);
     }
+    // From here on the process stays itself: stderr is written by a thread of its own, so
+    // that a client that never reads it cannot freeze the runtime thread below.
+    crate::stderr_queue::start();
     // One thread runs every task: a tool call's wake-ups (the runner's line, the server's
     // answer, the result written back) stay on it instead of waking a second worker, which
     // took about 15% of serve's CPU per call and 1.5 of its 4 context switches. Nothing may
@@ -276,7 +287,7 @@ pub(crate) fn main() -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("mcp-code-mode: failed to start the async runtime: {e}");
+            crate::stderr_log::error_line(&format!("failed to start the async runtime: {e}"));
             return ExitCode::from(2);
         }
     };
@@ -404,11 +415,13 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             // Which limits held is part of what a run reports; stdout carries only the result.
             // A run refused before its sandbox started held no limits: no empty field then.
             match &report.limits {
-                Some(limits) => eprintln!(
+                Some(limits) => crate::stderr_log::line(&format!(
                     "mcp-code-mode: limits: {limits}; calls sent: {}",
                     report.calls
-                ),
-                None => eprintln!("mcp-code-mode: calls sent: {}", report.calls),
+                )),
+                None => {
+                    crate::stderr_log::line(&format!("mcp-code-mode: calls sent: {}", report.calls))
+                }
             }
             #[allow(clippy::print_stdout)]
             {

@@ -83,6 +83,7 @@ pub mod rootfs;
 /// SIGTERM, SIGINT and SIGHUP: how they end `serve` and `exec`, and the exit codes they leave.
 mod signals;
 mod stderr_log;
+mod stderr_queue;
 
 pub use serve::description;
 

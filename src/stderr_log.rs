@@ -10,6 +10,9 @@
 //!
 //! Logs are therefore written without ANSI colours: a colour sequence of our own would be
 //! escaped like anyone else's.
+//!
+//! The escaped text goes to [`crate::stderr_queue`], whose thread writes it: a stderr nobody
+//! reads never holds up the thread that logged.
 
 use std::io::{self, Write};
 
@@ -17,10 +20,12 @@ use tracing_subscriber::fmt::MakeWriter;
 
 use crate::bridge::upstream::plain::shown_url;
 use crate::sandbox::escape_controls;
+use crate::stderr_queue::{self, Keep};
 
 /// A `MakeWriter` for tracing-subscriber whose writers escape every control character but
 /// newline and tab (C0, DEL, C1: ECMA-48) and cut every URL to [`shown_url`] before the
-/// text reaches stderr. Each `write` call is
+/// text reaches stderr (through [`stderr_queue`], as a log line that is dropped when
+/// stderr has fallen 1 MiB behind). Each `write` call is
 /// escaped on its own; tracing's fmt layer writes each event in one call, so a multi-byte
 /// character is never split across calls in practice, and one that is split is written as
 /// U+FFFD rather than as raw bytes.
@@ -28,10 +33,26 @@ use crate::sandbox::escape_controls;
 pub(crate) struct EscapedStderr;
 
 impl<'a> MakeWriter<'a> for EscapedStderr {
-    type Writer = EscapingWriter<io::Stderr>;
+    type Writer = EscapingWriter<QueuedStderr>;
 
     fn make_writer(&'a self) -> Self::Writer {
-        EscapingWriter(io::stderr())
+        EscapingWriter(QueuedStderr(Keep::IfRoom))
+    }
+}
+
+/// A writer whose every `write` is one piece of text for [`stderr_queue::write`], kept as
+/// the [`Keep`] says.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct QueuedStderr(Keep);
+
+impl Write for QueuedStderr {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        stderr_queue::write(buf, self.0);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
     }
 }
 
@@ -55,8 +76,14 @@ impl<W: Write> Write for EscapingWriter<W> {
 /// Print `mcp-code-mode: {message}` on stderr with control characters escaped: the one
 /// line a failed command ends with, which may quote a wrapped server's stderr.
 pub(crate) fn error_line(message: &str) {
-    let mut writer = EscapingWriter(io::stderr());
-    let _ = writeln!(writer, "mcp-code-mode: {message}");
+    line(&format!("mcp-code-mode: {message}"));
+}
+
+/// Print `text` and a newline on stderr, with control characters escaped and URLs cut, in
+/// one piece and never dropped (a result line, a progress line, the last error).
+pub(crate) fn line(text: &str) {
+    let mut writer = EscapingWriter(QueuedStderr(Keep::Always));
+    let _ = writer.write_all(format!("{text}\n").as_bytes());
 }
 
 /// `text` with each `scheme://…` URL in it shown as [`shown_url`] shows it. A URL runs from

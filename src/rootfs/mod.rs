@@ -402,7 +402,7 @@ pub(crate) struct Progress {
 impl Progress {
     pub(crate) fn step(&self, what: &str) {
         if !self.quiet {
-            eprintln!("rootfs: {what}");
+            crate::stderr_log::line(&format!("rootfs: {what}"));
         }
     }
 }

@@ -111,5 +111,7 @@ mod unread_answers;
 /// Wrapped servers that stop reading their input: calls given up are never written, and
 /// what waits for such a server is bounded.
 mod unread_input;
+/// A client that never reads serve's stderr: serve goes on answering, signals still end it.
+mod unread_stderr;
 /// What runs while the code awaits a tool call: timers, pipes, threads, forks, signals.
 mod waiting_calls;

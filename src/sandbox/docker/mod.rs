@@ -164,10 +164,10 @@ pub fn build_image(rootfs: &Rootfs) -> Result<String, DockerError> {
         return Ok(tag);
     }
     let what = format!("import the rootfs {} as image {tag}", rootfs.dir.display());
-    eprintln!(
+    crate::stderr_log::line(&format!(
         "docker: importing the rootfs {} as image {tag}",
         rootfs.dir.display()
-    );
+    ));
     let mut tar = std::process::Command::new("tar")
         .args(["--owner=0", "--group=0", "--numeric-owner", "-C"])
         .arg(&rootfs.dir)
