@@ -15,7 +15,9 @@
 //!   (not an object, `jsonrpc` other than `"2.0"`, an id that is neither a string nor an
 //!   integer rmcp can hold, a `method` that is no string, a batch: MCP has none since
 //!   2025-06-18). rmcp holds a number id as an i64, so a request whose id is a number
-//!   outside -2^63..2^63-1 (`18446744073709551616`, `1e20`) is refused here, never run;
+//!   outside -2^63..2^63-1 (`18446744073709551616`, `1e20`) is refused here, never run; so
+//!   is an integer in float form from 2^53 on (`1e16`), which rmcp reads through an f64:
+//!   past 2^53 an f64 holds only every second integer, so the float cannot say which was sent;
 //! - `-32602 Invalid params` for a request of a method rmcp knows whose `params` are missing
 //!   or of the wrong shape (rmcp would take it for an unknown method and say `-32601`).
 //!
@@ -194,7 +196,7 @@ pub(super) fn invalid(message: &Value, text: &[u8]) -> Option<Refusal> {
     let unusable_id = id.filter(|id| id.is_number() && NumberOrString::deserialize(*id).is_err());
     let error = if let Some(id) = unusable_id {
         format!(
-            "the id {} is no integer from -2^63 to 2^63-1, the ids serve takes",
+            "the id {} is neither an integer from -2^63 to 2^63-1 nor one below 2^53 in float form (1.0, 1e2), the ids serve takes",
             answer_id_text(id, text)
         )
     } else {
@@ -444,6 +446,9 @@ mod tests {
             "-9999999999999999999",
             "1e20",
             "1.5",
+            "1e16",
+            "9007199254740992.0",
+            "-12345678901234567.0",
             "-1E+400",
         ] {
             let text = format!(
@@ -456,6 +461,11 @@ mod tests {
                     let refusal = invalid(&message, text.as_bytes()).expect(&text);
                     assert_eq!(*refusal.answer.code(), INVALID_REQUEST, "{text}");
                     assert!(refusal.why.contains(id), "{}", refusal.why);
+                    assert!(
+                        refusal.why.contains("below 2^53 in float form"),
+                        "{}",
+                        refusal.why
+                    );
                     refusal.answer
                 }
             };
@@ -478,5 +488,10 @@ mod tests {
         );
         let message = json!({"jsonrpc": "2.0", "id": 1.0, "method": "ping"});
         assert!(refuse(&message).is_none());
+        for id in ["1e15", "9007199254740991.0", "-9007199254740991.0"] {
+            let text = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping"}}"#);
+            let message = parse(text.as_bytes()).unwrap();
+            assert!(invalid(&message, text.as_bytes()).is_none(), "{text}");
+        }
     }
 }
