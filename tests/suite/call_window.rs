@@ -6,8 +6,10 @@
 //! written behind a call it cannot serve yet is still read at the deadline.
 //!
 //! Index: output at the deadline with 40 calls waiting; a finished code's unawaited calls;
-//! held calls a timeout gave up; forged calls past the cap (served sixteen at a time, and the
-//! output written after them at the deadline).
+//! held calls a timeout gave up; held calls of an event loop of the code's own that is
+//! stopped, closed after it stopped, or whose thread is blocked (none holds up another
+//! loop's calls); forged calls past the cap (served sixteen at a time, and the output
+//! written after them at the deadline).
 
 use std::path::Path;
 
@@ -17,6 +19,9 @@ crate::on_both_backends!(
     output_printed_while_more_than_sixteen_calls_wait_reaches_the_deadline_result,
     a_run_whose_code_ended_does_not_send_the_calls_it_left_unawaited,
     a_held_call_whose_wait_timed_out_is_never_sent_and_the_next_call_goes_out,
+    held_calls_of_a_stopped_event_loop_wait_for_it_without_holding_up_another_loops_calls,
+    held_calls_of_an_event_loop_closed_after_it_stopped_are_dropped_and_hold_up_no_later_call,
+    held_calls_of_an_event_loop_whose_thread_is_blocked_hold_up_no_other_loops_calls,
     forged_calls_past_sixteen_are_served_sixteen_at_a_time,
     output_written_behind_forged_calls_the_host_cannot_serve_yet_reaches_the_deadline_result,
 );
@@ -111,6 +116,87 @@ fn a_held_call_whose_wait_timed_out_is_never_sent_and_the_next_call_goes_out(bac
     );
     let sent = journal_of(&journal, "slow").iter().filter(|c| **c).count();
     assert_eq!(sent, 16, "the four held calls were given up unsent; {r:?}");
+}
+
+fn held_calls_of_a_stopped_event_loop_wait_for_it_without_holding_up_another_loops_calls(
+    backend: &str,
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let journal = dir.path().join("journal");
+    // A loop of the code's own, in a thread, makes 20 calls of 2 s: sixteen are written and
+    // four held; it then stops (it is not closed) before any is answered. The main loop's
+    // call, held behind them, goes out when the first answer makes room: a runner that left
+    // the room to the stopped loop never wrote it (the run hit its deadline). Run again, the
+    // stopped loop writes its four and gets all twenty answers.
+    let code = "import asyncio, threading\n\
+                L2 = asyncio.new_event_loop()\n\
+                tasks, results = [], []\n\
+                def start():\n    tasks.extend(L2.create_task(slow(seconds=2)) for _ in range(20))\n    L2.run_until_complete(asyncio.sleep(0.2))\n\
+                t = threading.Thread(target=start)\n\
+                t.start()\n\
+                t.join()\n\
+                print(await echo(text='main call'), flush=True)\n\
+                def resume():\n    results.extend(L2.run_until_complete(asyncio.gather(*tasks)))\n\
+                t = threading.Thread(target=resume)\n\
+                t.start()\n\
+                t.join()\n\
+                print(len(results), 'answers')";
+    let r = run(backend, code, &["--deadline", "40"], &journal);
+    assert_eq!(r.printed(), "main call\n20 answers\n", "{r:?}");
+    assert!(!r.stopped(), "{r:?}");
+}
+
+fn held_calls_of_an_event_loop_closed_after_it_stopped_are_dropped_and_hold_up_no_later_call(
+    backend: &str,
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let journal = dir.path().join("journal");
+    // The main loop's sixteen calls of 5 s fill the window; a loop of the code's own, in a
+    // thread, makes four more (held: the 5 s leave room for a slow start of the thread) and
+    // stops. All sixteen are answered while it is stopped,
+    // then the code closes it: its four can never be awaited. A runner that gave each free
+    // place to the stopped loop lost them all when it closed, and the echo after waited
+    // behind its four to the deadline. Now they are dropped unsent and the echo goes out.
+    let code = "import asyncio, threading\n\
+                written = [asyncio.ensure_future(slow(seconds=5)) for _ in range(16)]\n\
+                await asyncio.sleep(0)\n\
+                L2 = asyncio.new_event_loop()\n\
+                kept = []\n\
+                def stopped():\n    kept.extend(L2.create_task(slow(seconds=2)) for _ in range(4))\n    L2.run_until_complete(asyncio.sleep(0.2))\n\
+                t = threading.Thread(target=stopped)\n\
+                t.start()\n\
+                t.join()\n\
+                print(len(await asyncio.gather(*written)), 'answers', flush=True)\n\
+                L2.close()\n\
+                print(await echo(text='after the close'), flush=True)";
+    let r = run(backend, code, &["--deadline", "40"], &journal);
+    assert_eq!(r.printed(), "16 answers\nafter the close\n", "{r:?}");
+    assert!(!r.stopped(), "{r:?}");
+    let sent = journal_of(&journal, "slow").iter().filter(|c| **c).count();
+    assert_eq!(sent, 16, "the closed loop's four were never sent; {r:?}");
+}
+
+fn held_calls_of_an_event_loop_whose_thread_is_blocked_hold_up_no_other_loops_calls(backend: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let journal = dir.path().join("journal");
+    // A loop of the code's own makes 20 calls of 2 s (sixteen written, four held) and then
+    // blocks its thread until the main loop's call is answered. That call, held behind the
+    // four, goes out as answers make room, with the four before it: a runner that left each
+    // free place to the blocked loop never wrote it, and both waited until the deadline.
+    let code = "import asyncio, threading\n\
+                sent, go = threading.Event(), threading.Event()\n\
+                results = []\n\
+                async def blocking():\n    tasks = [asyncio.ensure_future(slow(seconds=2)) for _ in range(20)]\n    await asyncio.sleep(0)\n    sent.set()\n    go.wait()\n    results.extend(await asyncio.gather(*tasks))\n\
+                t = threading.Thread(target=lambda: asyncio.new_event_loop().run_until_complete(blocking()))\n\
+                t.start()\n\
+                sent.wait()\n\
+                print(await echo(text='main call'), flush=True)\n\
+                go.set()\n\
+                t.join()\n\
+                print(len(results), 'answers')";
+    let r = run(backend, code, &["--deadline", "40"], &journal);
+    assert_eq!(r.printed(), "main call\n20 answers\n", "{r:?}");
+    assert!(!r.stopped(), "{r:?}");
 }
 
 /// Code that writes `count` raw `call` lines of `slow` (its own ids, past the runner's

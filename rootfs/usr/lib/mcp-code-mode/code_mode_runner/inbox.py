@@ -64,10 +64,13 @@ pending = {}  # call id -> (loop, future); dict operations are atomic under the 
 # calls beyond it, (id, line, loop) in order, waiting here for a result to make room. The
 # host reads the runner's lines in order, so a call it cannot serve yet would hold back the
 # output and the `done` written after it; held here, a call that waits is never in the way,
-# and one still waiting when the cell ends is never written (nobody runs to await it). Both
-# change under _window_lock, which is never held across a write.
+# and one still waiting when the cell ends is never written (nobody runs to await it). A held
+# call goes out only while its loop runs (see _write_held), and never holds up the calls of
+# other loops. All of these change under _window_lock, which is never held across a write.
 unanswered = set()
 held = collections.deque()
+_held_loops = {}  # loop -> how many calls of `held` are its
+_queued = set()  # loops with a _write_held queued (call_soon_threadsafe) that has not run
 _window_lock = threading.Lock()
 eof = threading.Event()
 # Set while the main thread is not reading the protocol (a cell runs): only then can input
@@ -106,6 +109,8 @@ def _after_fork():
     _forked = True
     _window_lock = threading.Lock()  # another thread may have held it at the fork
     held.clear()  # calls of the parent's tasks
+    _held_loops.clear()
+    _queued.clear()
 
 
 def send_call(call_id, line, loop):
@@ -117,9 +122,39 @@ def send_call(call_id, line, loop):
             unanswered.add(call_id)
         else:
             held.append((call_id, line, loop))
+            _held_loops[loop] = _held_loops.get(loop, 0) + 1
+            # Room, yet calls wait: those of loops that are not running (see _write_held).
+            passed_over = len(unanswered) < wire.limits["calls_in_flight"]
     if room:
         wire.write_line(line)
-    return room
+        return True
+    if passed_over:
+        _write_held(None)  # this loop runs: its call goes out past them
+    return False
+
+
+def _unhold(index):
+    """Take held[index] off `held` (the caller holds _window_lock); its entry."""
+    entry = held[index]
+    del held[index]
+    loop = entry[2]
+    count = _held_loops[loop] - 1
+    if count:
+        _held_loops[loop] = count
+    else:
+        del _held_loops[loop]
+    return entry
+
+
+def _drop_loop(loop):
+    """A closed `loop`'s held calls: nobody can await them any more, so they are dropped
+    unwritten, and off `pending` (the caller holds _window_lock)."""
+    index = 0
+    while index < len(held):
+        if held[index][2] is loop:
+            pending.pop(_unhold(index)[0], None)
+        else:
+            index += 1
 
 
 def forget(call_id):
@@ -130,7 +165,7 @@ def forget(call_id):
         with _window_lock:
             for index, entry in enumerate(held):
                 if entry[0] == call_id:
-                    del held[index]
+                    _unhold(index)
                     break
 
 
@@ -140,34 +175,60 @@ def new_cell():
     with _window_lock:
         unanswered.clear()
         held.clear()
+        _held_loops.clear()
+        _queued.clear()
 
 
 def _answered(call_id):
-    """A result for `call_id` was read: its place in the window is free, and the next held
-    call is written by its own loop (never here: a reader that waited on a full pipe would
-    stop reading the host's lines, which the host may wait on before it reads ours)."""
+    """A result for `call_id` was read: its place in the window is free. Held calls are
+    written by a loop that runs (never here: a reader that waited on a full pipe would stop
+    reading the host's lines, which the host may wait on before it reads ours), so each loop
+    with a held call gets a _write_held queued: one that runs writes them at once, one that
+    is stopped (or whose thread the code blocks) when it runs again, while the others' go
+    out meanwhile. A closed loop's held calls are dropped."""
     with _window_lock:
         if call_id not in unanswered:
             return
         unanswered.discard(call_id)
-        while held:
-            loop = held[0][2]
+        if not held:
+            return
+        for loop in list(_held_loops):
+            if loop in _queued and not loop.is_closed():
+                continue  # its _write_held has yet to run
             try:
-                loop.call_soon_threadsafe(_write_held)
-                return
+                loop.call_soon_threadsafe(_write_held, loop)
+                _queued.add(loop)
             except RuntimeError:  # that loop is closed: nobody waits for its calls
-                held.popleft()
+                _queued.discard(loop)
+                _drop_loop(loop)
 
 
-def _write_held():
-    """Write held calls, in order, while the window has room."""
+def _write_held(loop):
+    """Write held calls, in order, while the window has room, passing over those of a loop
+    that is not running: a stopped loop's wait until it runs again (the _write_held queued
+    on it then writes them), so that they never hold up the calls of loops that run; a
+    closed loop's are dropped. `loop` is the loop this was queued on, None when send_call
+    calls it."""
+    limit = wire.limits["calls_in_flight"]
     while True:
         with _window_lock:
-            if not held or len(unanswered) >= wire.limits["calls_in_flight"]:
+            if loop is not None:
+                _queued.discard(loop)
+                loop = None
+            entry = None
+            index = 0
+            while entry is None and index < len(held) and len(unanswered) < limit:
+                owner = held[index][2]
+                if owner.is_running():
+                    entry = _unhold(index)
+                elif owner.is_closed():
+                    _drop_loop(owner)
+                else:
+                    index += 1
+            if entry is None:
                 return
-            call_id, line, _ = held.popleft()
-            unanswered.add(call_id)
-        wire.write_line(line)
+            unanswered.add(entry[0])
+        wire.write_line(entry[1])
 
 
 os.register_at_fork(after_in_child=_after_fork)
