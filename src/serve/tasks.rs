@@ -210,6 +210,9 @@ impl Tasks {
         }
         let code = super::run_python_code(params.get("arguments").and_then(Value::as_object))
             .map_err(|why| (INVALID_PARAMS, why))?;
+        if let Some(why) = super::unreadable::progress_token_error(params) {
+            return Err((INVALID_PARAMS, why));
+        }
         let progress_token = params
             .pointer("/_meta/progressToken")
             .cloned()

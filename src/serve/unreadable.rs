@@ -199,6 +199,11 @@ pub(super) fn invalid(message: &Value, text: &[u8]) -> Option<Refusal> {
             "the id {} is neither an integer from -2^63 to 2^63-1 nor one below 2^53 in float form (1.0, 1e2), the ids serve takes",
             answer_id_text(id, text)
         )
+    } else if let Some(why) = (message.get("method").and_then(Value::as_str) == Some("tools/call"))
+        .then(|| message.get("params").and_then(progress_token_error))
+        .flatten()
+    {
+        why
     } else {
         match ClientJsonRpcMessage::deserialize(message) {
             Ok(JsonRpcMessage::Request(request)) => match &request.request {
@@ -228,6 +233,19 @@ pub(super) fn invalid(message: &Value, text: &[u8]) -> Option<Refusal> {
         notification: envelope_ok && message.get("id").is_none(),
         why: error,
     })
+}
+
+/// Why the `progressToken` in `params._meta` cannot be taken, when there is one that is not
+/// a string or an integer rmcp holds (-2^63..2^63-1, or below 2^53 in float form). MCP
+/// (basic/utilities/progress) says a progress token MUST be a string or an integer; a run
+/// whose token could not be echoed would get no progress without anyone saying so, so such
+/// a `tools/call` is refused (`-32602`) instead.
+pub(super) fn progress_token_error(params: &Value) -> Option<String> {
+    let token = params.pointer("/_meta/progressToken")?;
+    NumberOrString::deserialize(token).err()?;
+    Some(format!(
+        "the progressToken {token} is neither a string nor an integer from -2^63 to 2^63-1 (below 2^53 in float form), the tokens serve can send progress under (MCP: a progress token is a string or an integer)"
+    ))
 }
 
 /// The JSON-RPC error response to the message `text` (or its first part, when it was too
@@ -423,6 +441,44 @@ mod tests {
             }
         });
         assert_eq!(method_constants(&schema), ["ping", "tools/list"]);
+    }
+
+    #[test]
+    fn a_run_whose_progress_token_is_no_string_or_integer_is_invalid_params() {
+        for token in [
+            "1.5",
+            "true",
+            "null",
+            r#"{"a":1}"#,
+            "[1]",
+            "18446744073709551616",
+            "1e16",
+        ] {
+            let text = format!(
+                r#"{{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{{"name":"run_python","arguments":{{"code":"1"}},"_meta":{{"progressToken":{token}}}}}}}"#
+            );
+            let message = parse(text.as_bytes()).unwrap();
+            let refusal = invalid(&message, text.as_bytes()).expect(&text);
+            assert_eq!(*refusal.answer.code(), INVALID_PARAMS, "{text}");
+            assert_eq!(refusal.answer.value["id"], 3);
+            let said = refusal.answer.value["error"]["message"].as_str().unwrap();
+            // The token as serde_json writes it: an exponent in its plain form.
+            let shown = token.replace("e16", "e+16");
+            assert!(
+                said.starts_with(&format!("Invalid params: tools/call: the progressToken {shown} is neither a string nor an integer")),
+                "{said}"
+            );
+        }
+        for token in [r#""abc""#, "7", "-9223372036854775808", "1e3", "1.0"] {
+            let text = format!(
+                r#"{{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{{"name":"run_python","arguments":{{"code":"1"}},"_meta":{{"progressToken":{token}}}}}}}"#
+            );
+            let message = parse(text.as_bytes()).unwrap();
+            assert!(invalid(&message, text.as_bytes()).is_none(), "{text}");
+        }
+        // Only a run's token is checked: serve sends progress for nothing else.
+        let ping = json!({"jsonrpc": "2.0", "id": 4, "method": "ping", "params": {"_meta": {"progressToken": 1.5}}});
+        assert!(refuse(&ping).is_none());
     }
 
     #[test]

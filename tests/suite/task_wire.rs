@@ -6,7 +6,9 @@
 //! - `tasks/result` carries only the fields of the session's protocol: no `resultType`
 //!   (added in 2026-07-28) in a 2025-11-25 session, `resultType: "complete"` for a
 //!   2026-07-28 client (which has no `initialize` and names its version in each request's
-//!   `_meta`).
+//!   `_meta`);
+//! - a run whose `progressToken` is no string or integer (MCP basic/utilities/progress) is
+//!   refused with -32602, as a task and as a plain call, instead of running without progress.
 
 use std::time::Duration;
 
@@ -159,4 +161,42 @@ async fn tasks_result_has_result_type_complete_in_a_2026_07_28_session() {
     let mut session = Session::stateless();
     let (_, result) = session.task_result().await;
     assert_eq!(result["result"]["resultType"], "complete", "{result}");
+}
+
+#[tokio::test]
+async fn a_run_whose_progress_token_is_no_string_or_integer_is_refused_as_a_task_and_as_a_plain_call()
+ {
+    let mut session = Session::initialized().await;
+    let run = |task: bool, token: Value| {
+        let mut params = json!({"name": "run_python", "arguments": {"code": "print('done')"},
+            "_meta": {"progressToken": token}});
+        if task {
+            params["task"] = json!({"ttl": 60000});
+        }
+        params
+    };
+    for (id, task) in [(2, true), (3, false)] {
+        let refused = session
+            .request(id, "tools/call", run(task, json!(1.5)))
+            .await;
+        assert_eq!(refused["error"]["code"], -32602, "{refused}");
+        assert!(
+            refused["error"]["message"].as_str().is_some_and(
+                |m| m.contains("the progressToken 1.5 is neither a string nor an integer")
+            ),
+            "{refused}"
+        );
+    }
+    // A string token is taken either way.
+    let created = session
+        .request(4, "tools/call", run(true, json!("p")))
+        .await;
+    assert!(created["result"]["task"]["taskId"].is_string(), "{created}");
+    let plain = session
+        .request(5, "tools/call", run(false, json!("q")))
+        .await;
+    assert_eq!(
+        plain["result"]["structuredContent"]["stdout"], "done\n",
+        "{plain}"
+    );
 }
