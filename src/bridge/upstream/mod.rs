@@ -29,6 +29,7 @@
 //! unknown protocol version is accepted (an unknown one with a warning).
 
 mod call_answer;
+mod call_timer;
 mod http_thread;
 pub(crate) mod json_scan;
 mod lenient;
@@ -287,6 +288,7 @@ pub(crate) struct Upstream {
     tools_changed: Arc<ToolsChanged>,
     restarts: std::sync::atomic::AtomicU64,
     task_tools: TaskTools,
+    timers: call_timer::CallTimers,
 }
 
 impl Upstream {
@@ -319,6 +321,7 @@ impl Upstream {
                 tools_changed,
                 restarts: std::sync::atomic::AtomicU64::new(0),
                 task_tools,
+                timers: call_timer::CallTimers::default(),
             },
             tools,
         ))
@@ -409,9 +412,9 @@ impl Upstream {
                     .unwrap_or(CallOutcome::TimedOut);
             }
             if let Some(calls) = &calls {
-                return tokio::time::timeout_at(deadline, calls.call(tool, args, ticket))
-                    .await
-                    .unwrap_or(CallOutcome::TimedOut);
+                let call = calls.call(tool, args, ticket);
+                let bounded = self.timers.within(deadline, call).await;
+                return bounded.unwrap_or(CallOutcome::TimedOut);
             }
             let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(args.clone());
             let call = async {
@@ -420,10 +423,10 @@ impl Upstream {
                     None => peer.call_tool(params).await,
                 }
             };
-            match tokio::time::timeout_at(deadline, call).await {
-                Err(_) => CallOutcome::TimedOut,
-                Ok(Ok(result)) => CallOutcome::Result(result),
-                Ok(Err(e)) => raw_call::outcome_of_error(e),
+            match self.timers.within(deadline, call).await {
+                None => CallOutcome::TimedOut,
+                Some(Ok(result)) => CallOutcome::Result(result),
+                Some(Err(e)) => raw_call::outcome_of_error(e),
             }
         };
         let closed = async {
