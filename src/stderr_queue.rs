@@ -11,6 +11,11 @@
 //! A line that must not be lost (`Keep::Always`: the last-resort error, `exec`'s limits) is
 //! queued whatever the queue holds; these are a few lines per process. Before [`start`] (the
 //! launcher, a library user, the first lines of the command line) lines are written directly.
+//!
+//! Why not tracing-appender's `non_blocking` writer: its bound counts lines, not bytes (a
+//! relayed server line can be long, so the memory it holds has no fixed bound), its lossy
+//! mode only counts what it drops where the log reader never sees it, and it has no line
+//! that is never dropped; the lines that end `serve` and `exec` must not be lost.
 
 use std::collections::VecDeque;
 use std::io::{self, Write};
