@@ -372,7 +372,7 @@ fn parse_by_value(line: &[u8]) -> Result<RunnerMessage, ProtocolViolation> {
     };
     match kind.as_str() {
         "call" => {
-            let call: WireCall = serde_json::from_value(Value::Object(map))
+            let call: WireCall = crate::exact_json::typed(Value::Object(map))
                 .map_err(|_| ProtocolViolation::Shape("bad call"))?;
             Ok(RunnerMessage::Call {
                 id: call.id,

@@ -205,7 +205,7 @@ pub(super) fn invalid(message: &Value, text: &[u8]) -> Option<Refusal> {
     {
         why
     } else {
-        match ClientJsonRpcMessage::deserialize(message) {
+        match crate::exact_json::typed_ref::<ClientJsonRpcMessage>(message) {
             Ok(JsonRpcMessage::Request(request)) => match &request.request {
                 ClientRequest::CustomRequest(custom) if is_typed(&custom.method) => {
                     format!("{} needs params of its own shape", custom.method)

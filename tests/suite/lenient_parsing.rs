@@ -24,7 +24,7 @@ use super::misbehaving_servers::{Scenario, entry, kept_tool_names};
 
 /// How the scripted server is reached.
 #[derive(Clone, Copy, Debug)]
-enum Via {
+pub(super) enum Via {
     Stdio,
     /// Streamable HTTP, each answer an `application/json` body.
     HttpJson,

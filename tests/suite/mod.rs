@@ -115,3 +115,5 @@ mod unread_input;
 mod unread_stderr;
 /// What runs while the code awaits a tool call: timers, pipes, threads, forks, signals.
 mod waiting_calls;
+/// Integers beyond 64 bits pass through rmcp's message types, from servers and clients.
+mod wide_integers;

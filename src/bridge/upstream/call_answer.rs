@@ -57,7 +57,7 @@ pub(super) fn read(message: &Value) -> Option<ServerJsonRpcMessage> {
     {
         return None;
     }
-    let result = CallToolResult::deserialize(result).ok()?;
+    let result = crate::exact_json::typed_ref::<CallToolResult>(result).ok()?;
     Some(ServerJsonRpcMessage::response(
         ServerResult::CallToolResult(result),
         id,

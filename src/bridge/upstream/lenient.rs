@@ -57,14 +57,15 @@ impl Hints {
     }
 }
 
-/// Whether `T` reads `value` (read in place: nothing is copied).
+/// Whether `T` reads `value` (read in place, as from its text when it holds an integer
+/// beyond 64 bits: [`crate::exact_json::typed_ref`]).
 fn parses<T: DeserializeOwned>(value: &Value) -> bool {
-    T::deserialize(value).is_ok()
+    crate::exact_json::typed_ref::<T>(value).is_ok()
 }
 
-/// Whether `T` reads the object `obj` (read in place: nothing is copied).
+/// Whether `T` reads the object `obj` (as [`parses`]).
 fn object_parses<T: DeserializeOwned>(obj: &Map<String, Value>) -> bool {
-    T::deserialize(obj).is_ok()
+    crate::exact_json::typed_object::<T>(obj).is_ok()
 }
 
 /// Keep the fields of `obj` that `T` can read: the `core` fields as they are, then every

@@ -285,7 +285,7 @@ fn contentless(result: ServerResult) -> Option<CallToolResult> {
         ServerResult::EmptyResult(_) => (None, None),
         ServerResult::TaskAckResult(ack) => (Some(ack.result_type), ack.meta),
         ServerResult::CustomResult(custom) => {
-            let MetaOnly { meta } = serde_json::from_value(custom.0).ok()?;
+            let MetaOnly { meta } = crate::exact_json::typed(custom.0).ok()?;
             (None, Some(meta))
         }
         _ => return None,

@@ -122,7 +122,7 @@ pub(super) fn decode(mut value: Value, pending: &PendingMap) -> Decoded {
     {
         return Decoded::Message(Box::new(message));
     }
-    match serde_json::from_value::<ServerJsonRpcMessage>(value) {
+    match crate::exact_json::typed::<ServerJsonRpcMessage>(value) {
         Ok(message) => Decoded::Message(Box::new(message)),
         Err(e) => match id {
             Some(id) if is_response => error_reply(

@@ -342,7 +342,7 @@ pub(super) async fn call_as_task(
         Some((RawAnswer::Result(value), guard)) => (value, guard),
     };
     let (Ok(CreateTaskResult { mut task }), Some(mut guard)) =
-        (serde_json::from_value(created), guard)
+        (crate::exact_json::typed(created), guard)
     else {
         // A guard, if the answer named a task id, cancels that task.
         return CallOutcome::Rejected(format!(
@@ -368,7 +368,7 @@ pub(super) async fn call_as_task(
         {
             None => return CallOutcome::Broken(String::new()),
             Some(RawAnswer::Error(message)) => return CallOutcome::Rejected(message),
-            Some(RawAnswer::Result(value)) => match serde_json::from_value::<Task>(value) {
+            Some(RawAnswer::Result(value)) => match crate::exact_json::typed::<Task>(value) {
                 Ok(task) if task.task_id == task_id => task,
                 _ => {
                     return CallOutcome::Rejected(format!(
@@ -394,7 +394,7 @@ pub(super) async fn call_as_task(
         Some(RawAnswer::Error(message)) => CallOutcome::Rejected(message),
         Some(RawAnswer::Result(mut value)) => {
             repair_result(Pending::CallTool, &mut value);
-            match serde_json::from_value::<CallToolResult>(value) {
+            match crate::exact_json::typed::<CallToolResult>(value) {
                 Ok(result) => CallOutcome::Result(result),
                 Err(e) => CallOutcome::NotAToolResult(crate::bridge::refusal::cap(
                     &format!("the server's tasks/result answer is not a tool result: {e}"),

@@ -96,7 +96,7 @@ pub(super) async fn call_tool(
         // A result without `content` that rmcp read as another shape, as `call_tool` takes it.
         other => serde_json::to_value(&other)
             .ok()
-            .and_then(|value| serde_json::from_value(value).ok())
+            .and_then(|value| crate::exact_json::typed(value).ok())
             .ok_or(ServiceError::UnexpectedResponse),
     }
 }
