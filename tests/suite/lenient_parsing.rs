@@ -88,8 +88,14 @@ async fn open(via: Via) -> (Server, Bridge) {
 
 /// The bridge on `tests/scenarios/NAME.json`, reached `via`.
 async fn open_scenario(name: &str, via: Via) -> (Server, Bridge) {
+    open_with(Scenario::load(name), via).await
+}
+
+/// The bridge on the scripted server playing `scenario`, reached `via`; panics when the
+/// server is not wrapped.
+pub(super) async fn open_with(scenario: Scenario, via: Via) -> (Server, Bridge) {
     let mut server = Server {
-        scenario: Scenario::load(name),
+        scenario,
         http: None,
     };
     let spec = match via {
@@ -99,7 +105,7 @@ async fn open_scenario(name: &str, via: Via) -> (Server, Bridge) {
     };
     let bridge = Bridge::open(vec![entry(spec)], false)
         .await
-        .unwrap_or_else(|e| panic!("{via:?}: the {name} server did not start: {e}"));
+        .unwrap_or_else(|e| panic!("{via:?}: the server was not wrapped: {e}"));
     (server, bridge)
 }
 

@@ -21,8 +21,8 @@ use serde_json::{Value, json};
 
 use super::common::{initialize, native_available, next_message, send_line, serve_toy};
 use super::http_serving::Served;
-use super::lenient_parsing::{Server, Via, http_spec};
-use super::misbehaving_servers::{Scenario, entry, kept_tool_names};
+use super::lenient_parsing::{Server, Via, open_with};
+use super::misbehaving_servers::{Scenario, kept_tool_names};
 
 /// 2^64, the bound the Python SDK writes for a uint64 (`Field(ge=0, lt=2**64)`).
 const TWO_TO_64: &str = "18446744073709551616";
@@ -41,20 +41,8 @@ fn wide(text: &str) -> Value {
 
 /// The bridge on the scripted server playing `scenario`, reached `via`.
 async fn open(scenario: Value, via: Via) -> (Server, Bridge) {
-    let mut server = Server {
-        scenario: Scenario::from_value("wide", scenario),
-        http: None,
-    };
-    let spec = match via {
-        Via::Stdio => server.scenario.spec(),
-        Via::HttpJson => http_spec(&mut server, "json"),
-        Via::HttpSse => http_spec(&mut server, "sse"),
-    };
-    let bridge = Bridge::open(vec![entry(spec)], false)
-        .await
-        .unwrap_or_else(|e| panic!("{via:?}: the server was not wrapped: {e}"))
-        .with_call_timeout(Duration::from_secs(20));
-    (server, bridge)
+    let (server, bridge) = open_with(Scenario::from_value("wide", scenario), via).await;
+    (server, bridge.with_call_timeout(Duration::from_secs(20)))
 }
 
 #[tokio::test]
