@@ -243,6 +243,9 @@ pub(super) fn invalid(message: &Value, text: &[u8]) -> Option<Refusal> {
 pub(super) fn progress_token_error(params: &Value) -> Option<String> {
     let token = params.pointer("/_meta/progressToken")?;
     NumberOrString::deserialize(token).err()?;
+    // The token is shown cut: an object or array may fill a whole line (16 MiB), which the
+    // answer and the log line would otherwise carry back in full.
+    let token = crate::bridge::refusal::cap(&token.to_string(), 100);
     Some(format!(
         "the progressToken {token} is neither a string nor an integer from -2^63 to 2^63-1 (below 2^53 in float form), the tokens serve can send progress under (MCP: a progress token is a string or an integer)"
     ))
@@ -479,6 +482,16 @@ mod tests {
         // Only a run's token is checked: serve sends progress for nothing else.
         let ping = json!({"jsonrpc": "2.0", "id": 4, "method": "ping", "params": {"_meta": {"progressToken": 1.5}}});
         assert!(refuse(&ping).is_none());
+    }
+
+    #[test]
+    fn a_huge_progress_token_is_shown_cut_in_the_refusal() {
+        let token = format!("[{}]", vec!["1"; 100_000].join(","));
+        let params =
+            json!({"_meta": {"progressToken": serde_json::from_str::<Value>(&token).unwrap()}});
+        let why = progress_token_error(&params).unwrap();
+        assert!(why.len() < 1_000, "{} bytes", why.len());
+        assert!(why.contains("the progressToken [1,1,"), "{why}");
     }
 
     #[test]

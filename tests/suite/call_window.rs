@@ -153,7 +153,7 @@ fn held_calls_of_an_event_loop_closed_after_it_stopped_are_dropped_and_hold_up_n
     let journal = dir.path().join("journal");
     // The main loop's sixteen calls of 5 s fill the window; a loop of the code's own, in a
     // thread, makes four more (held: the 5 s leave room for a slow start of the thread) and
-    // stops. All sixteen are answered while it is stopped,
+    // stops after its first turn (the four are sent to the window then). All sixteen are answered while it is stopped,
     // then the code closes it: its four can never be awaited. A runner that gave each free
     // place to the stopped loop lost them all when it closed, and the echo after waited
     // behind its four to the deadline. Now they are dropped unsent and the echo goes out.
@@ -162,7 +162,7 @@ fn held_calls_of_an_event_loop_closed_after_it_stopped_are_dropped_and_hold_up_n
                 await asyncio.sleep(0)\n\
                 L2 = asyncio.new_event_loop()\n\
                 kept = []\n\
-                def stopped():\n    kept.extend(L2.create_task(slow(seconds=2)) for _ in range(4))\n    L2.run_until_complete(asyncio.sleep(0.2))\n\
+                def stopped():\n    kept.extend(L2.create_task(slow(seconds=2)) for _ in range(4))\n    L2.run_until_complete(asyncio.sleep(0))\n\
                 t = threading.Thread(target=stopped)\n\
                 t.start()\n\
                 t.join()\n\

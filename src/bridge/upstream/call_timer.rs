@@ -90,8 +90,13 @@ mod tests {
     #[tokio::test]
     async fn a_reused_timer_ends_work_at_its_new_deadline_whether_earlier_or_later() {
         let timers = CallTimers::default();
-        // Armed at 10 s, then moved earlier: the work ends at the new deadline.
-        assert_eq!(timers.within(after(10_000), async {}).await, Some(()));
+        // Armed at 10 s (work pending at first, so the timer is polled and registered),
+        // then moved earlier: the work ends at the new deadline.
+        assert_eq!(
+            timers.within(after(10_000), tokio::task::yield_now()).await,
+            Some(())
+        );
+        assert_eq!(timers.idle.lock().unwrap().len(), 1);
         let start = Instant::now();
         let never = std::future::pending::<()>();
         assert_eq!(timers.within(after(50), never).await, None);
@@ -100,7 +105,11 @@ mod tests {
         // A timer that fired is not kept.
         assert!(timers.idle.lock().unwrap().is_empty());
         // Armed at 20 ms, then moved later: the work is not ended at the old instant.
-        assert_eq!(timers.within(after(20), async {}).await, Some(()));
+        assert_eq!(
+            timers.within(after(20), tokio::task::yield_now()).await,
+            Some(())
+        );
+        assert_eq!(timers.idle.lock().unwrap().len(), 1);
         let start = Instant::now();
         let never = std::future::pending::<()>();
         assert_eq!(timers.within(after(150), never).await, None);

@@ -222,7 +222,10 @@ def _write_held(loop):
                 if owner.is_running():
                     entry = _unhold(index)
                 elif owner.is_closed():
+                    # Its calls may stand before `index` too (it was passed over as stopped
+                    # and closed since): the scan starts again, so none is skipped.
                     _drop_loop(owner)
+                    index = 0
                 else:
                     index += 1
             if entry is None:
