@@ -12,7 +12,7 @@
 //! A timer is reused only on the runtime that made it (a timer belongs to its runtime's
 //! driver), and only when its call ended before it fired; a call given up (dropped) drops
 //! its timer. At most [`MAX_IDLE`] timers wait between calls; one that reaches its old
-//! deadline while idle fires once, waking nothing that waits on it.
+//! deadline while idle fires once, a spurious wake-up of the task that last polled it.
 
 use std::future::Future;
 use std::pin::Pin;

@@ -69,7 +69,6 @@ pending = {}  # call id -> (loop, future); dict operations are atomic under the 
 # other loops. All of these change under _window_lock, which is never held across a write.
 unanswered = set()
 held = collections.deque()
-_held_loops = {}  # loop -> how many calls of `held` are its
 _queued = set()  # loops with a _write_held queued (call_soon_threadsafe) that has not run
 _window_lock = threading.Lock()
 eof = threading.Event()
@@ -109,7 +108,6 @@ def _after_fork():
     _forked = True
     _window_lock = threading.Lock()  # another thread may have held it at the fork
     held.clear()  # calls of the parent's tasks
-    _held_loops.clear()
     _queued.clear()
 
 
@@ -122,7 +120,6 @@ def send_call(call_id, line, loop):
             unanswered.add(call_id)
         else:
             held.append((call_id, line, loop))
-            _held_loops[loop] = _held_loops.get(loop, 0) + 1
             # Room, yet calls wait: those of loops that are not running (see _write_held).
             passed_over = len(unanswered) < wire.limits["calls_in_flight"]
     if room:
@@ -133,26 +130,14 @@ def send_call(call_id, line, loop):
     return False
 
 
-def _unhold(index):
-    """Take held[index] off `held` (the caller holds _window_lock); its entry."""
-    entry = held[index]
-    del held[index]
-    loop = entry[2]
-    count = _held_loops[loop] - 1
-    if count:
-        _held_loops[loop] = count
-    else:
-        del _held_loops[loop]
-    return entry
-
-
 def _drop_loop(loop):
     """A closed `loop`'s held calls: nobody can await them any more, so they are dropped
     unwritten, and off `pending` (the caller holds _window_lock)."""
     index = 0
     while index < len(held):
         if held[index][2] is loop:
-            pending.pop(_unhold(index)[0], None)
+            pending.pop(held[index][0], None)
+            del held[index]
         else:
             index += 1
 
@@ -165,7 +150,7 @@ def forget(call_id):
         with _window_lock:
             for index, entry in enumerate(held):
                 if entry[0] == call_id:
-                    _unhold(index)
+                    del held[index]
                     break
 
 
@@ -175,7 +160,6 @@ def new_cell():
     with _window_lock:
         unanswered.clear()
         held.clear()
-        _held_loops.clear()
         _queued.clear()
 
 
@@ -192,7 +176,7 @@ def _answered(call_id):
         unanswered.discard(call_id)
         if not held:
             return
-        for loop in list(_held_loops):
+        for loop in dict.fromkeys(entry[2] for entry in held):  # each once, in order
             if loop in _queued and not loop.is_closed():
                 continue  # its _write_held has yet to run
             try:
@@ -220,7 +204,8 @@ def _write_held(loop):
             while entry is None and index < len(held) and len(unanswered) < limit:
                 owner = held[index][2]
                 if owner.is_running():
-                    entry = _unhold(index)
+                    entry = held[index]
+                    del held[index]
                 elif owner.is_closed():
                     # Its calls may stand before `index` too (it was passed over as stopped
                     # and closed since): the scan starts again, so none is skipped.
