@@ -436,21 +436,36 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// How long an ended startup waits for the wrapped servers it started to be reaped.
+/// How long an ended startup waits at most for the wrapped servers it started to be reaped.
 const STARTUP_REAP_WAIT: Duration = Duration::from_millis(200);
+/// How often that wait looks whether a child is left.
+const STARTUP_REAP_POLL: Duration = Duration::from_millis(2);
 
 /// serve's exit after its startup ended unfinished, by `ending` or (`None`) by the client
 /// going away: 0, or 128 + the signal's number. The dropped startup killed the servers it
-/// had started (each server's process is killed when dropped); this gives their watchers a
-/// moment to reap them, so that none is left as a zombie.
+/// had started (each server's process is killed when dropped); this gives their watchers
+/// up to [`STARTUP_REAP_WAIT`] to reap them, so that none is left as a zombie, and ends as
+/// soon as this process has no child left.
 async fn startup_ended(ending: Option<signals::Ending>) -> ExitCode {
     if let Some(ending) = ending {
         tracing::info!("{} during startup; ending", ending.name());
     }
-    tokio::time::sleep(STARTUP_REAP_WAIT).await;
+    let waited = std::time::Instant::now();
+    while has_children() && waited.elapsed() < STARTUP_REAP_WAIT {
+        tokio::time::sleep(STARTUP_REAP_POLL).await;
+    }
     ending.map_or(ExitCode::SUCCESS, |ending| {
         ExitCode::from(ending.exit_code())
     })
+}
+
+/// Whether this process has a child not yet reaped, running or exited: waitid(2) on every
+/// child with `WNOHANG | WNOWAIT` looks without reaping (tokio's watchers reap them), and
+/// fails with ECHILD only when no child is left.
+fn has_children() -> bool {
+    use nix::sys::wait::{Id, WaitPidFlag, waitid};
+    let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
+    !matches!(waitid(Id::All, flags), Err(nix::errno::Errno::ECHILD))
 }
 
 /// `exec`'s run, stopped by the first SIGTERM, SIGINT or SIGHUP: its sandbox is killed, and
