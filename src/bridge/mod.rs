@@ -241,7 +241,10 @@ impl Bridge {
     /// ([`Catalog::unavailable`]) and retried by [`Bridge::refresh`]; with
     /// `options.strict`, or when no server started, the servers that did start are closed
     /// and the first failure (in entry order) is returned. A refused catalog (a name clash,
-    /// a label naming no tool) closes every server.
+    /// a label naming no tool of a server that started) closes every server. The labels of a
+    /// server that failed to start are checked at its first list, when a later try starts
+    /// it: one naming no tool then keeps it out (closed, unavailable with that refusal as
+    /// its reason, tried again later) and the others stay.
     ///
     /// # Errors
     /// [`BridgeError`] naming the server, entry or tools at fault.

@@ -43,8 +43,9 @@ impl Shared {
     /// on success the candidate's tools become the server's and the catalog is put in force
     /// with the next generation number (after the first, [`super::Bridge::catalog_version`]
     /// grows too, so the warm pool replaces its sandboxes). `labels` is what a label naming
-    /// no tool does for the candidate's server, or for every server without a candidate;
-    /// the other servers' labels were checked when their lists came, and are not again.
+    /// no tool does for the candidate's server, or for every running server without a
+    /// candidate; the other servers' labels were checked when their lists came, and are not
+    /// again, and those of a server that is not running wait for its first list.
     ///
     /// # Errors
     /// The [`CatalogError`] of a refused catalog (a name clash, a label naming no tool
@@ -62,6 +63,9 @@ impl Shared {
             let (tools, check) = match &candidate {
                 Some((i, tools)) if *i == index => (tools.clone(), labels),
                 Some(_) => (state.tools.clone(), LabelCheck::Quiet),
+                // A server that is not running listed nothing its labels could name: they
+                // are checked at its first list, when a later try starts it (`retry`).
+                None if state.upstream.is_none() => (state.tools.clone(), LabelCheck::Quiet),
                 None => (state.tools.clone(), labels),
             };
             listed.push(Listed {

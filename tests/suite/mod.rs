@@ -24,6 +24,9 @@ mod controls;
 mod docker_backend;
 /// `doctor` and `--strict`.
 mod doctor;
+/// A server that fails to start: its allow, private, approve and disabledTools lists wait for
+/// its first list and do not stop the others.
+mod down_server_labels;
 /// The main job: `exec` and `serve` with real MCP clients.
 mod end_to_end;
 /// The exit codes signals leave, and what `exec` prints when one stops it.

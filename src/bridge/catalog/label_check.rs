@@ -1,7 +1,8 @@
 //! What a catalog build does with a label (an `allow`, `private`, `approve` or
 //! `disabledTools` entry) that names no tool: refuse the catalog at a server's first list,
 //! where it is most likely a typo, but only warn at a re-list, where the server dropped or
-//! renamed a tool.
+//! renamed a tool. A server that failed to start has listed nothing yet: its labels wait for
+//! its first list, on the later try that starts it.
 
 use super::CatalogError;
 
@@ -20,7 +21,8 @@ pub(crate) enum LabelCheck {
     /// unknown) and the rest of the new list comes into force.
     Warn,
     /// Go on without a word: a server whose list this build does not change (its labels
-    /// were checked, or warned about, when that list came).
+    /// were checked, or warned about, when that list came), or one that is not running (it
+    /// listed nothing; its labels are checked at its first list).
     Quiet,
 }
 

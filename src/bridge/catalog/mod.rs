@@ -5,8 +5,8 @@
 //! deep, cannot be compiled, accepts no object (no_object.rs) or whose patterns would take
 //! too much memory (patterns.rs) is left out with a warning. Startup stops when two kept tools
 //! would get the same Python name, or when an allowlist, approval or private label names no
-//! tool it could name (see [`LabelList`]); at a re-list such a label only gets a warning
-//! ([`LabelCheck`]).
+//! tool it could name (see [`LabelList`]); at a re-list such a label only gets a warning, and
+//! a server that is not running has its labels checked at its first list ([`LabelCheck`]).
 
 mod cost;
 mod identifier_chars;
