@@ -11,6 +11,11 @@
 //! it with [`serve::CodeModeServer::new`], or hold one sandbox across cells with
 //! [`run::HeldSandbox`] (variables kept, each cell with its own call budget).
 //!
+//! The private-data rule ([`run::Steering::taint`]) lasts as long as what holds the data: a
+//! held sandbox's cells share one taint; each [`run::run_code`] starts untainted (its sandbox
+//! is fresh), so an agent loop whose model sees one run's output before it writes the next
+//! gives its runs one shared taint through [`run::run_steered`] (see [`run::run_code`]).
+//!
 //! The native sandbox re-executes the running program as its launcher, so a program that
 //! uses [`sandbox::native::NativeBackend::for_rootfs`] calls [`dispatch_launcher`] first.
 //!

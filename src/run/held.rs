@@ -24,7 +24,7 @@ use super::protocol::{
 use super::stop::{Gone, NotReady, Stop};
 use super::{CallEnd, EXIT_GRACE, MAX_CALLS_IN_FLIGHT, RunEvent, RunReport, RunResult, Steering};
 use crate::bridge::refusal::CallError;
-use crate::bridge::{Bridge, CallBudget};
+use crate::bridge::{Bridge, CallBudget, Taint};
 use crate::limits::{MAX_PROTOCOL_LINE_BYTES, MAX_REFUSED_CALLS};
 use crate::lines::{LineRead, continue_line, read_line};
 use crate::sandbox::{Backend, CpuPriority, HeldLimits, Sandbox, SandboxError};
@@ -33,6 +33,13 @@ use crate::sandbox::{Backend, CpuPriority, HeldLimits, Sandbox, SandboxError};
 /// caller's own agent loop. Each cell has its own
 /// call budget and deadline. After a cell is stopped (deadline, protocol violation, crash)
 /// the sandbox is gone, and later cells are stopped at once.
+///
+/// The private-data rule (README, "Private data") holds across the sandbox's cells: the
+/// sandbox owns one [`Taint`], which every cell shares, since what a private tool answered
+/// in one cell can wait in a variable for the next. From the first call to a private tool
+/// sent in any cell, that cell and every later one can call only private tools (any other
+/// call raises `ToolError` and never reaches its server). A new `HeldSandbox` (its
+/// variables empty) starts untainted, unless started with [`Self::start_in_session`].
 ///
 /// Nothing the sandbox writes while no cell runs counts toward the next cell: the host reads
 /// nothing after a cell's `done`, and a line written after it (by a thread or a forked child
@@ -50,6 +57,8 @@ pub struct HeldSandbox {
     control: Box<dyn crate::sandbox::SandboxControl>,
     limits: HeldLimits,
     dead: Option<Gone>,
+    /// The private-data taint every cell of this sandbox shares ([`Self::cell`]).
+    taint: Taint,
     /// A stopped or cancelled cell leaves killing the sandbox to [`Self::discard`] instead
     /// of killing it and waiting for its end (set for one-cell runs, whose result must not
     /// wait on `docker kill`, `docker rm` and the like).
@@ -82,6 +91,32 @@ impl HeldSandbox {
         Ok(Self::begin(bridge, sandbox, false).await)
     }
 
+    /// [`Self::start`], its cells sharing `taint`, the private-data taint of the session
+    /// the sandbox belongs to: a private call sent by an earlier run of that session (one
+    /// run with [`super::run_steered`] and a [`Steering`] holding a clone of `taint`, or a
+    /// cell of another sandbox) refuses the cells' non-private calls, and a private call
+    /// sent by a cell refuses theirs.
+    ///
+    /// # Errors
+    /// As [`Self::start`].
+    pub async fn start_in_session(
+        bridge: Arc<Bridge>,
+        backend: &dyn Backend,
+        taint: Taint,
+    ) -> Result<Self, SandboxError> {
+        let mut held = Self::start(bridge, backend).await?;
+        held.taint = taint;
+        Ok(held)
+    }
+
+    /// The private-data taint this sandbox's cells share (a clone shares its state): set
+    /// once a cell sent a call to a private tool, never cleared. Give a clone to the
+    /// [`Steering`] of other runs that may see this sandbox's data (such as runs whose code a
+    /// model writes after reading this sandbox's output), so the rule holds for them too.
+    pub fn taint(&self) -> Taint {
+        self.taint.clone()
+    }
+
     /// Hold `sandbox` and send it the bridge's catalog; with `ready`, the `start` asks the
     /// runner to say `ready` once it waits for its first cell (see [`Self::wait_ready`]).
     pub(crate) async fn begin(bridge: Arc<Bridge>, sandbox: Sandbox, ready: bool) -> Self {
@@ -105,6 +140,7 @@ impl HeldSandbox {
             limits: control.limits(),
             control,
             dead: None,
+            taint: Taint::default(),
             quick_stop: false,
             abandoned: false,
             pooled: false,
@@ -176,7 +212,9 @@ impl HeldSandbox {
 
     /// Run one cell with a budget of `max_calls` and a deadline of `deadline` from now (a
     /// deadline too long for a clock to count to, such as `Duration::MAX`, is taken as
-    /// [`super::FAR_DEADLINE`]).
+    /// [`super::FAR_DEADLINE`]), under the sandbox's private-data taint ([`Self::taint`]):
+    /// after a private call in this or an earlier cell, a call to a tool that is not private
+    /// raises `ToolError` in the code and never reaches its server.
     ///
     /// # Errors
     /// [`SandboxError`] when the sandbox failed to start (the launcher's own error).
@@ -186,7 +224,10 @@ impl HeldSandbox {
         max_calls: u32,
         deadline: Duration,
     ) -> Result<RunReport, SandboxError> {
-        let steering = Steering::default();
+        let steering = Steering {
+            taint: self.taint.clone(),
+            ..Steering::default()
+        };
         let budget = steering.budget(max_calls);
         let audit = match audit::RunAudit::begin(&self.bridge, &budget, code).await {
             Ok(audit) => audit,

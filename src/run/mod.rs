@@ -124,7 +124,10 @@ pub struct Steering {
     /// Where [`RunEvent`]s go, if anyone listens.
     pub events: Option<mpsc::UnboundedSender<RunEvent>>,
     /// The private-data taint of the client session the run belongs to (the default: a
-    /// session of its own, as for `exec`).
+    /// fresh one, a session of its own, as for `exec`). Runs that share one (clones of a
+    /// [`Taint`] share its state) share the private-data rule: after a private call in any
+    /// of them, only private tools can be called in all of them. `serve` gives every run of
+    /// an MCP session the session's taint.
     pub taint: Taint,
     /// Who approves the calls that need it (`serve`: the request's MCP client); `None`
     /// refuses them.
@@ -225,6 +228,14 @@ impl RunReport {
 
 /// Run `code` in a fresh sandbox from `backend`, its calls checked by `bridge`.
 ///
+/// Each run starts untainted (the private-data rule: README, "Private data"): its sandbox
+/// is fresh, so no variable holds what an earlier run read. What a run prints leaves it,
+/// though: when a model that saw one run's output writes the next run's code (an agent
+/// loop), the data goes on in the model, and the runs of that loop must share one taint,
+/// as `serve` does for an MCP session: run them with [`run_steered`] and a [`Steering`]
+/// whose `taint` is a clone of one [`Taint`] kept for the loop (or of
+/// [`HeldSandbox::taint`] when the loop also holds a sandbox).
+///
 /// # Errors
 /// [`SandboxError`] when the sandbox could not be started at all (the launcher failed before
 /// runner.py began); everything after that is a [`RunResult`].
@@ -238,7 +249,7 @@ pub async fn run_code(
 }
 
 /// [`run_code`], steered: cancelled by `steering.cancel`, its events sent to
-/// `steering.events`. A run cancelled while its sandbox starts or runs returns a stopped
+/// `steering.events`, under the private-data taint `steering.taint`. A run cancelled while its sandbox starts or runs returns a stopped
 /// result with the error [`CANCELLED`] at once, and a run stopped by its deadline (or a
 /// protocol violation) returns its result at once too: killing the sandbox and clearing its
 /// remains (its exit, cgroup or container) happen in the background.

@@ -438,7 +438,9 @@ impl Pool {
     }
 
     /// Run `code` in a sandbox of this pool ([`Self::take`]); its deadline and call budget
-    /// start at the take. The sandbox ends with the run.
+    /// start at the take. The sandbox ends with the run. Each run starts untainted, as with
+    /// [`crate::run::run_code`] (whose doc says when runs must share a taint instead: then
+    /// use [`Self::run_steered`]).
     ///
     /// # Errors
     /// [`SandboxError`] when the sandbox could not be started at all.

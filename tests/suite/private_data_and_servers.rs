@@ -2,7 +2,8 @@
 //! schemas, and several servers behind one sandbox.
 //!
 //! Index:
-//! - private data: after a private call only private tools work, on every later run too;
+//! - private data: after a private call only private tools work, on every later run too, and
+//!   in every later cell of a library's held sandbox (a fresh one starts untainted);
 //! - discovery and catalog: descriptions cut, discovery answered by the host, schemas too deep
 //!   or hostile left out or bounded, a held-back server validated by its schemas;
 //! - several servers: a config file, their environments stay on the host, name clashes and
@@ -13,9 +14,15 @@
 //! Tests that run code use both backends; startup checks need no sandbox.
 
 use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+use mcp_code_mode::bridge::{Bridge, ServerEntry};
+use mcp_code_mode::run::HeldSandbox;
 
 use super::common::{bin, exec_wrapping, python_client, require, toy, venv_python};
 use super::common::{native_client_ready, serve_command};
+use super::runner_edge_cases::{calls_seen, journalled_toy, library_backend};
 
 fn run(backend: &str, code: &str, args: &[&str], server: Vec<String>) -> super::common::Exec {
     exec_wrapping(backend, code, args, server)
@@ -36,6 +43,7 @@ fn toy_json() -> String {
 
 crate::on_both_backends!(
     only_private_tools_after_a_private_call,
+    a_private_read_in_one_cell_refuses_public_calls_in_later_cells,
     a_refused_private_call_does_not_taint,
     a_failed_private_call_still_taints,
     private_on_one_server_refuses_another,
@@ -51,6 +59,70 @@ fn only_private_tools_after_a_private_call(backend: &str) {
     let code = "print(await secret({}))\ntry:\n    await add({'a': 1, 'b': 2})\nexcept ToolError as e:\n    print('refused:', 'private' in str(e))\nprint(await secret({}))";
     let r = run(backend, code, &["--private", "secret"], toy());
     assert_eq!(r.printed(), "s3cr3t\nrefused: True\ns3cr3t\n", "{r:?}");
+}
+
+/// The library's [`HeldSandbox`] keeps variables across cells, so a private tool's answer
+/// read in one cell could go out in a later one: the cells share the sandbox's taint. A
+/// fresh held sandbox starts untainted, and one started in the first one's session shares it.
+fn a_private_read_in_one_cell_refuses_public_calls_in_later_cells(backend: &str) {
+    const REFUSED: &str = "refused: echo refused: a private tool was called earlier in this session, so only private tools can be called until the session ends\n";
+    let journal = std::env::temp_dir().join(format!(
+        "mcp-code-mode-held-taint-{backend}-{}.journal",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_file(&journal);
+    let sandboxes = library_backend(backend);
+    let runtime = tokio::runtime::Runtime::new().expect("a runtime");
+    runtime.block_on(async {
+        let server = journalled_toy(&journal);
+        let entry = ServerEntry::stdio("toy", server[0].clone(), server[1..].to_vec())
+            .private(["secret"]);
+        let bridge = Arc::new(Bridge::open(vec![entry], false).await.expect("the toy"));
+        let cell = async |held: &mut HeldSandbox, code: &str| {
+            let r = held
+                .cell(code, 10, Duration::from_secs(30))
+                .await
+                .expect("the sandbox started");
+            assert!(r.result.succeeded(), "{r:?}");
+            r.result.stdout
+        };
+        let leak = "try:\n    print(await echo({'text': s}))\nexcept ToolError as e:\n    print('refused:', e)";
+        let mut held = HeldSandbox::start(bridge.clone(), sandboxes.as_ref())
+            .await
+            .expect("a sandbox");
+        assert!(!held.taint().is_set());
+        assert_eq!(cell(&mut held, "s = await secret({})\nprint(s)").await, "s3cr3t\n");
+        assert_eq!(cell(&mut held, leak).await, REFUSED);
+        assert!(held.taint().is_set());
+        // Private tools still answer in the later cell.
+        assert_eq!(cell(&mut held, "print(await secret({}))").await, "s3cr3t\n");
+
+        let mut joined =
+            HeldSandbox::start_in_session(bridge.clone(), sandboxes.as_ref(), held.taint())
+                .await
+                .expect("a sandbox");
+        assert_eq!(cell(&mut joined, &format!("s = 'x'\n{leak}")).await, REFUSED);
+        joined.close().await;
+        held.close().await;
+
+        let mut fresh = HeldSandbox::start(bridge.clone(), sandboxes.as_ref())
+            .await
+            .expect("a sandbox");
+        assert!(!fresh.taint().is_set());
+        assert_eq!(cell(&mut fresh, &format!("s = 'fresh'\n{leak}")).await, "fresh\n");
+        fresh.close().await;
+        bridge.close().await;
+    });
+    assert_eq!(
+        calls_seen(&journal),
+        [
+            "call secret {}",
+            "call secret {}",
+            r#"call echo {"text":"fresh"}"#
+        ],
+        "no refused echo reached the server"
+    );
+    let _ = std::fs::remove_file(&journal);
 }
 
 fn a_refused_private_call_does_not_taint(backend: &str) {

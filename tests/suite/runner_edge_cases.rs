@@ -352,14 +352,14 @@ fn a_forged_done_line_cannot_exceed_the_output_limit(backend: &str) {
 }
 
 /// The toy server over stdio, journalling every call it sees to `journal`.
-fn journalled_toy(journal: &Path) -> Vec<String> {
+pub(crate) fn journalled_toy(journal: &Path) -> Vec<String> {
     let mut server = toy();
     server.extend(["--journal".to_owned(), journal.display().to_string()]);
     server
 }
 
 /// The calls the journalled toy saw, as `call <tool> <arguments JSON>` lines.
-fn calls_seen(journal: &Path) -> Vec<String> {
+pub(crate) fn calls_seen(journal: &Path) -> Vec<String> {
     std::fs::read_to_string(journal)
         .unwrap_or_default()
         .lines()
@@ -407,17 +407,14 @@ fn no_call_after_a_done_line_reaches_the_server(backend: &str) {
     }
 }
 
-/// Run `body` with a held sandbox on `backend` over the journalled toy server.
-fn with_held_sandbox<F>(backend: &str, journal: &Path, body: F)
-where
-    F: AsyncFnOnce(&mut HeldSandbox),
-{
+/// The library's backend named `backend` (`native` or `docker`), 60 s per sandbox start.
+pub(crate) fn library_backend(backend: &str) -> Arc<dyn Backend> {
     let rootfs = mcp_code_mode::rootfs::ensure(&mcp_code_mode::rootfs::Options {
         quiet: true,
         ..Default::default()
     })
     .expect("the rootfs");
-    let sandboxes: Arc<dyn Backend> = match backend {
+    match backend {
         "native" => Arc::new(mcp_code_mode::sandbox::native::NativeBackend::new(
             bin(),
             rootfs.dir.clone(),
@@ -428,7 +425,15 @@ where
             mcp_code_mode::sandbox::docker::DockerBackend::new(&rootfs, 60)
                 .expect("the docker backend"),
         ),
-    };
+    }
+}
+
+/// Run `body` with a held sandbox on `backend` over the journalled toy server.
+fn with_held_sandbox<F>(backend: &str, journal: &Path, body: F)
+where
+    F: AsyncFnOnce(&mut HeldSandbox),
+{
+    let sandboxes = library_backend(backend);
     let runtime = tokio::runtime::Runtime::new().expect("a runtime");
     runtime.block_on(async {
         let server = journalled_toy(journal);
