@@ -369,6 +369,13 @@ impl HeldSandbox {
         })
     }
 
+    /// Whether the last cell went unacknowledged because nothing came within
+    /// [`Self::ack_limit`] (the sandbox is stopped, frozen, paused or too slow), not because
+    /// its output ended.
+    pub(super) fn stalled(&self) -> bool {
+        matches!(self.dead, Some(Gone::Stopped(Stop::Unacknowledged(_))))
+    }
+
     /// Put the sandbox at `priority` ([`SandboxControl::set_priority`]): `false` when the
     /// change failed.
     ///

@@ -284,9 +284,12 @@ pub async fn run_steered(
 /// [`pool::ACK_LIMIT`], before the runner acknowledged the cell (`began`, sent after it read
 /// the cell and before any of the code runs: [`protocol`]), it is killed and nothing it
 /// sends is read any more, so none of its code is heard and none of its calls reaches a
-/// server; with `pool` the cell then runs in the pool's next sandbox (an idle one, or one
-/// started for it), under the same deadline. A sandbox that dies after `began` (the code
-/// crashed, ran out of memory) reports that end: the code never runs twice.
+/// server; with `pool` the cell then runs in another sandbox under the same deadline: after
+/// a death, the pool's next one (an idle one, or one started for it); after a silence, one
+/// the run starts itself (a cold start, never held to [`pool::ACK_LIMIT`]), while the pool
+/// replaces those that were idle beside the silent one ([`pool::Pool::suspect_idle`]), so a
+/// run waits for an acknowledgement at most once. A sandbox that dies after `began` (the
+/// code crashed, ran out of memory) reports that end: the code never runs twice.
 ///
 /// The run's audit records (`run_start`, `run_end`) are written around all of it
 /// ([`audit`]).
@@ -353,21 +356,36 @@ async fn run_budgeted(
     };
     steering.tell(RunEvent::Started);
     // Until a sandbox acknowledges the cell: each pooled one thrown away here is gone from
-    // the pool, and a cold one is never thrown away here; the deadline bounds it all.
+    // the pool, and a cold one is never thrown away here; the deadline bounds it all. A
+    // pooled one that died unheard costs the run next to nothing, so the run takes the next;
+    // one that stalled cost it `ACK_LIMIT`, so the run starts a sandbox of its own, held to
+    // no such bound, and pays that wait once whatever else in the pool stalls.
     let report = loop {
         held.quick_stop = true;
+        let sent = std::time::Instant::now();
         let report = held
             .cell_until(code, budget.clone(), deadline, options.deadline, steering)
             .await;
         let Some(side) = pool.filter(|_| held.pooled && held.unheard) else {
             break report;
         };
-        tracing::info!(
-            "pooled sandbox thrown away: it did not acknowledge the cell (it died, or sent nothing within {} s); the run takes another",
-            pool::ACK_LIMIT.as_secs_f64()
-        );
+        let stalled = held.stalled();
         held.discard_into(Some(side.endings));
-        let start = async { side.pool.take().await.map(|(held, _)| held) };
+        let start = async {
+            if stalled {
+                tracing::info!(
+                    "pooled sandbox thrown away: it did not acknowledge the cell within {} s; the run starts cold",
+                    pool::ACK_LIMIT.as_secs_f64()
+                );
+                side.pool.suspect_idle(sent);
+                side.pool.start_cold().await
+            } else {
+                tracing::info!(
+                    "pooled sandbox thrown away: it ended before it acknowledged the cell; the run takes another"
+                );
+                side.pool.take().await.map(|(held, _)| held)
+            }
+        };
         held = match start_within(start, deadline, options.deadline, steering).await {
             Ok(started) => started?,
             Err(stopped) => return Ok(stopped),

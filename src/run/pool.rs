@@ -28,7 +28,11 @@
 //! `began`, written as soon as the runner has read the cell, before any code runs) within
 //! [`ACK_LIMIT`]: one that is stopped, frozen, paused or too slow is killed, nothing it
 //! sends is read any more (so none of its tool calls reaches a server), and the cell goes to
-//! the pool's next sandbox under the same deadline ([`super::run_in`]).
+//! a sandbox the run starts itself, under the same deadline ([`super::run_in`]), so a run
+//! waits for an acknowledgement at most once. The sandboxes idle beside the silent one are
+//! replaced too (`Pool::suspect_idle`): whatever silenced it (the host stopping or
+//! freezing the pool's processes, pausing its containers, a machine too loaded to wake
+//! them) may hold them as well, and each would cost a later run that wait again.
 //!
 //! Slots start their sandboxes one at a time, so filling the pool competes with a cold run
 //! for the CPU as little as one more start does.
@@ -56,7 +60,7 @@ mod slot;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
 use tokio::sync::{oneshot, watch};
@@ -126,6 +130,9 @@ pub struct PoolStats {
     pub dead: u64,
     /// Idle sandboxes thrown away because the catalog changed.
     pub stale: u64,
+    /// Idle sandboxes thrown away because a taken one did not acknowledge its cell while
+    /// they were idle beside it (they may be silenced the same way; see the module doc).
+    pub suspect: u64,
     /// Starts that failed (no `ready`).
     pub failed: u64,
 }
@@ -140,7 +147,17 @@ struct Member {
 /// An idle sandbox as the pool lists it: ask its slot for it through `give`.
 struct Idle {
     id: u64,
-    give: oneshot::Sender<oneshot::Sender<Member>>,
+    /// When it was listed (it had said `ready` just before).
+    listed: Instant,
+    give: oneshot::Sender<Ask>,
+}
+
+/// What the pool asks of an idle sandbox's slot.
+enum Ask {
+    /// Hand the sandbox over through this sender (a take).
+    Take(oneshot::Sender<Member>),
+    /// End it at once: a sandbox idle beside it did not acknowledge its cell.
+    Suspect,
 }
 
 #[derive(Default)]
@@ -151,6 +168,7 @@ struct Counters {
     adopted: AtomicU64,
     dead: AtomicU64,
     stale: AtomicU64,
+    suspect: AtomicU64,
     failed: AtomicU64,
 }
 
@@ -278,6 +296,7 @@ impl Pool {
             adopted: c.adopted.load(Ordering::SeqCst),
             dead: c.dead.load(Ordering::SeqCst),
             stale: c.stale.load(Ordering::SeqCst),
+            suspect: c.suspect.load(Ordering::SeqCst),
             failed: c.failed.load(Ordering::SeqCst),
         }
     }
@@ -314,7 +333,7 @@ impl Pool {
                 Source::Cold => break,
                 Source::Idle(idle) => {
                     let (reply, member) = oneshot::channel();
-                    if idle.give.send(reply).is_err() {
+                    if idle.give.send(Ask::Take(reply)).is_err() {
                         continue;
                     }
                     let Ok(member) = member.await else {
@@ -353,6 +372,48 @@ impl Pool {
         self.shared.counters.cold.fetch_add(1, Ordering::SeqCst);
         let held = HeldSandbox::start(self.bridge.clone(), self.backend.as_ref()).await?;
         Ok((held, false))
+    }
+
+    /// A sandbox of the take's own, never a pooled one (counted as cold): for a run whose
+    /// pooled sandbox did not acknowledge its cell, which is not made to wait for another
+    /// acknowledgement ([`super::run_in`]).
+    ///
+    /// # Errors
+    /// [`SandboxError`] when the backend cannot start one.
+    pub(super) async fn start_cold(&self) -> Result<HeldSandbox, SandboxError> {
+        self.shared.counters.cold.fetch_add(1, Ordering::SeqCst);
+        HeldSandbox::start(self.bridge.clone(), self.backend.as_ref()).await
+    }
+
+    /// A taken sandbox did not acknowledge the cell sent to it at `sent`: end every sandbox
+    /// listed idle before then, at once (killed, without the runner's exit grace; their
+    /// slots start new ones). They waited beside the silent one, and whatever silenced it
+    /// (the host stopping or freezing the pool's processes, pausing its containers, a machine
+    /// too loaded to wake them) may hold them too: kept, each could cost a later run
+    /// [`ACK_LIMIT`] again. Replacing them costs background starts, one at a time. Those
+    /// listed since `sent` said `ready` while it was already silent, and are kept.
+    pub(super) fn suspect_idle(&self, sent: Instant) {
+        let suspects: VecDeque<Idle> = {
+            let mut state = self.shared.state();
+            let (suspects, kept) = std::mem::take(&mut state.idle)
+                .into_iter()
+                .partition(|idle| idle.listed < sent);
+            state.idle = kept;
+            suspects
+        };
+        if suspects.is_empty() {
+            return;
+        }
+        self.shared.room.notify_waiters();
+        tracing::info!(
+            count = suspects.len(),
+            "idle pooled sandboxes thrown away: one taken beside them did not acknowledge its cell"
+        );
+        for idle in suspects {
+            if idle.give.send(Ask::Suspect).is_ok() {
+                self.shared.counters.suspect.fetch_add(1, Ordering::SeqCst);
+            }
+        }
     }
 
     /// The sandbox of `member` when it is current and alive; else it is thrown away.

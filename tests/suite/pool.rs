@@ -21,6 +21,9 @@
 //!   fails;
 //! - a taken pooled sandbox held to no acknowledgement bound (`ACK_LIMIT`): the stopped-member
 //!   test fails on both backends (its run waits for its deadline);
+//! - a run whose pooled sandbox did not acknowledge its cell taking the pool's next one (as
+//!   before session 16's fix) instead of starting its own: the test with five silenced
+//!   members fails on both backends (10.2 s native, 10.3 s Docker, against 2.5 s and 3.3 s);
 //! - idle pooled sandboxes left alone when the pool closes: the test of every way serve ends
 //!   and the pooled 100-run tests in cleanup.rs fail (cgroups, containers left).
 
@@ -221,6 +224,50 @@ fn a_stopped_idle_pool_member_is_replaced_and_the_run_succeeds(backend: &str) {
         }
         drop(thaw);
     }
+}
+
+/// Every idle pooled sandbox silenced at once (stopped by a signal; Docker: paused): the run
+/// that takes one waits for its acknowledgement once (`ACK_LIMIT`, 2 s), then starts a
+/// sandbox of its own instead of giving each silenced member the same wait in turn (five
+/// members: 10 s before the fix). The silenced members idle beside it are thrown away with
+/// it, none of them is left, and the pool refills with sandboxes that serve runs.
+fn a_run_waits_for_one_silenced_pool_member_however_many_are_silenced(backend: &str) {
+    const SIZE: usize = 5;
+    const LISTED: &str = "pooled sandbox ready idle=";
+    const GIVEN_UP: &str = "thrown away: it did not acknowledge the cell";
+    let how = if backend == "docker" { "pause" } else { "STOP" };
+    let mut served = Served::start(backend, &["--pool", &SIZE.to_string(), "--deadline", "60"]);
+    served.wait_logged(LISTED, SIZE);
+    let idle = served.wait_sandboxes(SIZE);
+    let silenced: Vec<_> = idle.iter().map(|id| served.silence_idle(id, how)).collect();
+    let start = Instant::now();
+    let run = served.run("print('answered')");
+    let took = start.elapsed();
+    assert_eq!(stdout(&run), "answered\n", "{run}");
+    assert_eq!(run["is_error"], false, "{run}");
+    assert!(!pooled(&run), "served by a sandbox of its own: {run}");
+    // One wait and a cold start, with room for a loaded machine; trying each silenced member
+    // in turn takes at least 5 x 2 s.
+    assert!(
+        took < Duration::from_secs(8),
+        "the run took {took:?} with {SIZE} silenced members; serve's log:\n{}",
+        served.log_text()
+    );
+    assert_eq!(served.logged(GIVEN_UP), 1, "{}", served.log_text());
+    let start = Instant::now();
+    while idle.iter().any(|id| served.exists(id))
+        || silenced.iter().any(|(_, pid)| pid.is_some_and(alive))
+    {
+        assert!(
+            start.elapsed() < PATIENCE,
+            "silenced sandboxes are still there: {idle:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The taken member's replacement and one for each thrown away.
+    served.wait_logged(LISTED, 2 * SIZE);
+    let later = served.run("print('pooled')");
+    assert!(pooled(&later) && stdout(&later) == "pooled\n", "{later}");
 }
 
 /// serve ends while its idle pooled sandbox is frozen (native: in a cgroup v1 freezer group
@@ -471,6 +518,7 @@ on_both_backends!(
     the_next_pooled_run_has_its_own_pid_namespace_and_cgroup,
     a_pool_member_killed_while_idle_is_replaced_and_the_run_succeeds,
     a_stopped_idle_pool_member_is_replaced_and_the_run_succeeds,
+    a_run_waits_for_one_silenced_pool_member_however_many_are_silenced,
     a_frozen_idle_pool_member_is_ended_when_serve_exits,
     code_that_crashes_before_its_first_line_runs_once_and_reports_its_crash,
     a_catalog_change_replaces_the_pooled_sandboxes,

@@ -7,14 +7,16 @@
 //! Index: a take does not wait for a stalled refill; the start that loses a take's race joins
 //! the pool, which still holds no more than its size idle; a pooled sandbox silent past the
 //! acknowledgement bound is replaced, and none of what it sends later (its `began`, its
-//! calls) reaches the bridge.
+//! calls) reaches the bridge; a run waits for one acknowledgement however many members are
+//! silent.
 //!
 //! Each test was checked to fail with its rule taken out: a take that waits for the refill
 //! (as before the race) takes 10 s; a race whose losing start is dropped leaves the next
 //! run cold; a pool that lists every ready sandbox holds two idle after a race; a pooled
 //! sandbox held to no acknowledgement bound makes its run wait until its output is let
 //! through, and a bound that left the silent sandbox's output read lets its call reach the
-//! server.
+//! server; a run that takes the pool's next sandbox after a silent one (instead of starting
+//! its own) waits for every silent member in turn (8.0 s with four, against 2.3 s).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -144,10 +146,10 @@ struct Held {
     journal: PathBuf,
 }
 
-/// A pool of one whose start number `n` (from 0) is held back as `holds[n]`, and every later
-/// start as `rest`, wrapping the toy server (its journal named after `name`); returned once
-/// its first member is idle. `None` when the native sandbox cannot run here.
-async fn pool_holding(name: &str, holds: Vec<Hold>, rest: Hold) -> Option<Held> {
+/// A pool of `size` whose start number `n` (from 0) is held back as `holds[n]`, and every
+/// later start as `rest`, wrapping the toy server (its journal named after `name`); returned
+/// once it is full. `None` when the native sandbox cannot run here.
+async fn pool_holding(name: &str, size: usize, holds: Vec<Hold>, rest: Hold) -> Option<Held> {
     if !require(native_available(), "user namespaces are not available here") {
         return None;
     }
@@ -172,8 +174,8 @@ async fn pool_holding(name: &str, holds: Vec<Hold>, rest: Hold) -> Option<Held> 
             .await
             .expect("open the toy"),
     );
-    let pool = Pool::new(bridge.clone(), backend.clone(), 1);
-    until("the pool to fill", || pool.stats().idle == 1).await;
+    let pool = Pool::new(bridge.clone(), backend.clone(), size);
+    until("the pool to fill", || pool.stats().idle == size).await;
     Some(Held {
         pool,
         backend,
@@ -239,7 +241,7 @@ async fn until(what: &str, mut done: impl FnMut() -> bool) {
 async fn a_take_does_not_wait_for_a_stalled_refill() {
     let stalled = Gate::new();
     let holds = vec![Hold::None, Hold::Start(stalled.clone())];
-    let Some(held) = pool_holding("stalled", holds, Hold::None).await else {
+    let Some(held) = pool_holding("stalled", 1, holds, Hold::None).await else {
         return;
     };
     let (pool, options) = (&held.pool, RunOptions::default());
@@ -280,7 +282,7 @@ async fn a_start_that_loses_a_takes_race_joins_the_pool() {
         Hold::Delay(Duration::from_secs(2)),
         Hold::Start(own.clone()),
     ];
-    let Some(held) = pool_holding("race", holds, Hold::Start(later.clone())).await else {
+    let Some(held) = pool_holding("race", 1, holds, Hold::Start(later.clone())).await else {
         return;
     };
     let (pool, options) = (&held.pool, RunOptions::default());
@@ -310,7 +312,7 @@ async fn a_pool_of_one_never_holds_two_idle_sandboxes_after_a_race() {
         Hold::Start(own.clone()),
         Hold::Start(refill.clone()),
     ];
-    let Some(held) = pool_holding("two-idle", holds, Hold::None).await else {
+    let Some(held) = pool_holding("two-idle", 1, holds, Hold::None).await else {
         return;
     };
     let (pool, options) = (&held.pool, RunOptions::default());
@@ -346,7 +348,7 @@ async fn a_pool_of_one_never_holds_two_idle_sandboxes_after_a_race() {
 async fn a_silent_pool_member_never_gets_a_tool_call_through_the_bridge() {
     let silent = Gate::new();
     let holds = vec![Hold::Output(silent.clone())];
-    let Some(held) = pool_holding("silent", holds, Hold::None).await else {
+    let Some(held) = pool_holding("silent", 1, holds, Hold::None).await else {
         return;
     };
     let code = "print(await echo({'text': 'once'}))";
@@ -372,5 +374,53 @@ async fn a_silent_pool_member_never_gets_a_tool_call_through_the_bridge() {
         1,
         "calls that reached the server:\n{calls}"
     );
+    held.close().await;
+}
+
+/// Every sandbox of a pool of four says `ready` and then nothing (as when the host stops,
+/// freezes or pauses them all): the run that takes one waits [`ACK_LIMIT`] for its
+/// acknowledgement once, then starts a sandbox of its own, rather than giving each silent
+/// member the same wait in turn (4 × 2 s before the fix); the three idle beside it are thrown
+/// away as suspect, nothing of theirs is read, and the pool refills with sandboxes that serve
+/// runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_waits_for_one_acknowledgement_however_many_pool_members_are_silent() {
+    const SIZE: usize = 4;
+    let silent = Gate::new();
+    let holds = vec![Hold::Output(silent.clone()); SIZE];
+    let Some(held) = pool_holding("all-silent", SIZE, holds, Hold::None).await else {
+        return;
+    };
+    let pool = &held.pool;
+    let start = Instant::now();
+    let report = pool
+        .run("print('answered')", &RunOptions::default())
+        .await
+        .expect("a run");
+    let took = start.elapsed();
+    assert!(report.result.succeeded(), "{report:?}");
+    assert_eq!(report.result.stdout, "answered\n");
+    assert!(!report.pooled, "served by its own start: {report:?}");
+    // One wait and a cold start; trying every silent member takes at least 8 s.
+    assert!(
+        took < ACK_LIMIT + Duration::from_secs(4),
+        "the run took {took:?} with {SIZE} silent members"
+    );
+    assert!(!silent.passed(), "a silent member's output was read");
+    let stats = pool.stats();
+    assert_eq!(
+        (stats.taken, stats.cold, stats.suspect),
+        (1, 1, SIZE as u64 - 1),
+        "{stats:?}"
+    );
+
+    // The slots start fresh sandboxes, and the next run takes one.
+    until("the pool to refill", || pool.stats().idle == SIZE).await;
+    let next = pool
+        .run("print('pooled')", &RunOptions::default())
+        .await
+        .expect("a run");
+    assert!(next.pooled && next.result.succeeded(), "{next:?}");
+    assert_eq!(pool.stats().suspect, SIZE as u64 - 1);
     held.close().await;
 }

@@ -12,7 +12,7 @@ use tokio::sync::{oneshot, watch};
 
 use super::churn::catalog_rests;
 use super::{
-    FINISH_LIMIT, Idle, Member, READY_LIMIT, REFILL_WAIT, RETRY_FIRST, RETRY_MAX, Shared,
+    Ask, FINISH_LIMIT, Idle, Member, READY_LIMIT, REFILL_WAIT, RETRY_FIRST, RETRY_MAX, Shared,
     hand_to_waiter,
 };
 use crate::bridge::Bridge;
@@ -135,6 +135,8 @@ enum Origin {
 enum Next {
     Taken(oneshot::Sender<Member>),
     Dead,
+    /// A sandbox taken while this one was idle did not acknowledge its cell.
+    Suspect,
     Stale,
     Closed,
 }
@@ -174,12 +176,13 @@ async fn idle_until_used(
     }
     let id = shared.ids.fetch_add(1, Ordering::SeqCst);
     let (give, mut asked) = oneshot::channel();
+    let listed = Instant::now();
     let idle = {
         let mut state = shared.state();
         if state.idle.len() >= shared.size {
             None
         } else {
-            state.idle.push_back(Idle { id, give });
+            state.idle.push_back(Idle { id, listed, give });
             if origin == Origin::Race {
                 shared.counters.adopted.fetch_add(1, Ordering::SeqCst);
             }
@@ -192,10 +195,10 @@ async fn idle_until_used(
         return Went::Full;
     };
     tracing::info!(idle, "pooled sandbox ready");
-    let listed = Instant::now();
     let next = tokio::select! {
         asked = &mut asked => match asked {
-            Ok(reply) => Next::Taken(reply),
+            Ok(Ask::Take(reply)) => Next::Taken(reply),
+            Ok(Ask::Suspect) => Next::Suspect,
             Err(_) => Next::Closed,
         },
         () = held.stops_waiting() => Next::Dead,
@@ -223,16 +226,24 @@ async fn idle_until_used(
             shared.counters.stale.fetch_add(1, Ordering::SeqCst);
             tracing::info!("pooled sandbox thrown away: the catalog changed");
         }
-        Next::Closed => {}
+        Next::Suspect | Next::Closed => {}
     }
     shared.unlist(id);
-    if matches!(next, Next::Closed) {
-        // serve's exit waits for this: no grace for a runner that runs nothing.
-        held.end_now().await;
-        Went::Closed
-    } else {
-        held.close().await;
-        Went::Away
+    // No grace for a runner that runs nothing when serve's exit waits for it (the pool
+    // closed) or when it may be unable to wake for it (a suspect).
+    match next {
+        Next::Closed => {
+            held.end_now().await;
+            Went::Closed
+        }
+        Next::Suspect => {
+            held.end_now().await;
+            Went::Away
+        }
+        _ => {
+            held.close().await;
+            Went::Away
+        }
     }
 }
 
