@@ -13,7 +13,14 @@
 //! - a cap on open connections ([`ConnectionLimits::max_connections`]): past it, the
 //!   listener stops accepting, so further connections wait in the kernel's accept queue
 //!   until one closes, instead of each taking a descriptor the process may need for its
-//!   sandboxes and wrapped servers.
+//!   sandboxes and wrapped servers;
+//! - when a token is required, a connection that has not presented it (no request of its
+//!   own passed the token check, [`Authenticated`]) is shut down gracefully one header
+//!   read timeout after it was accepted: the request in flight is answered, then the
+//!   connection closes. Without it, a client without the token could keep every slot of
+//!   the cap busy for ever with keep-alive requests that need no token (`/healthz/live`)
+//!   or that are refused (`401`, which also closes its connection), and lock every token
+//!   holder out.
 //!
 //! Shutdown: when `stop` resolves, no more connections are accepted, each open one is shut
 //! down gracefully (hyper finishes the request in flight, then closes), and the function
@@ -21,9 +28,11 @@
 
 use std::pin::pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use axum::Router;
+use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
@@ -49,12 +58,53 @@ pub(crate) struct ConnectionLimits {
     pub max_connections: usize,
 }
 
+/// Whether a connection has presented the bearer token: found in the extensions of each
+/// request on it. The token check ([`super::guard`]) calls [`Authenticated::note`] when a
+/// request passes it; a connection without it is closed one header read timeout after it
+/// was accepted (see the module documentation).
+#[derive(Clone, Debug, Default)]
+pub(super) struct Authenticated(Arc<AtomicBool>);
+
+impl Authenticated {
+    /// Note that a request on this connection presented the token.
+    pub(super) fn note(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+
+    fn is_set(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+/// A connection's service: `inner`, with the connection's [`Authenticated`] put in each
+/// request's extensions.
+struct Tagged<S> {
+    inner: S,
+    authenticated: Authenticated,
+}
+
+impl<S: hyper::service::Service<http::Request<Incoming>>>
+    hyper::service::Service<http::Request<Incoming>> for Tagged<S>
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn call(&self, mut request: http::Request<Incoming>) -> Self::Future {
+        request.extensions_mut().insert(self.authenticated.clone());
+        self.inner.call(request)
+    }
+}
+
 /// Serve `app` on the connections `listener` accepts, within `limits`, until `stop`
 /// resolves and every connection has closed (see the module documentation).
+/// `token_required`: whether requests need the bearer token, so that a connection which
+/// never presented it is closed after one header read timeout (`false`: no connection is).
 pub(super) async fn serve_connections(
     listener: TcpListener,
     app: Router,
     limits: ConnectionLimits,
+    token_required: bool,
     stop: impl Future<Output = ()>,
 ) {
     // Outermost, so no layer reads a body before its deadline is set.
@@ -109,15 +159,40 @@ pub(super) async fn serve_connections(
             warned_full = false;
         }
         let _ = stream.set_nodelay(true);
-        let service = TowerToHyperService::new(app.clone());
+        let authenticated = Authenticated::default();
+        if !token_required {
+            authenticated.note();
+        }
+        let service = Tagged {
+            inner: TowerToHyperService::new(app.clone()),
+            authenticated: authenticated.clone(),
+        };
         let builder = builder.clone();
         let closing = closing.clone();
+        let unauthenticated_for = limits.header_read_timeout;
         connections.spawn(async move {
             let _permit = permit;
             let mut connection = pin!(builder.serve_connection(TokioIo::new(stream), service));
+            // Resolves at shutdown, or one header read timeout after the accept when no
+            // request on this connection has presented the token by then.
+            let end = async {
+                tokio::select! {
+                    () = closing.cancelled() => {}
+                    () = async {
+                        tokio::time::sleep(unauthenticated_for).await;
+                        if authenticated.is_set() {
+                            std::future::pending::<()>().await;
+                        }
+                        tracing::debug!(
+                            "a connection that never presented the token was closed after {} s",
+                            unauthenticated_for.as_secs()
+                        );
+                    } => {}
+                }
+            };
             let served = tokio::select! {
                 served = connection.as_mut() => served,
-                () = closing.cancelled() => {
+                () = end => {
                     connection.as_mut().graceful_shutdown();
                     connection.await
                 }

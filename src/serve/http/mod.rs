@@ -20,7 +20,10 @@
 //! `/mcp` (step 3 below, [`health::host_and_origin`]), against DNS rebinding.
 //!
 //! Checks, in order, on `/mcp` and `/metrics` (`/healthz` needs no token):
-//! 1. the bearer token, when one is set ([`auth`]): `401` with `WWW-Authenticate: Bearer`;
+//! 1. the bearer token, when one is set ([`auth`]): `401` with `WWW-Authenticate: Bearer`
+//!    and `Connection: close`; a connection none of whose requests passed this check is
+//!    closed one header read timeout after it was accepted ([`listen`]), so clients without
+//!    the token cannot keep the connection slots from those with it;
 //! 2. a new session (a `POST` without `Mcp-Session-Id`) while shutting down, or at the
 //!    session cap when no session can be closed to make room (every one has a run in flight
 //!    or was used within `--session-evict-idle`, [`idle`]): `503` with `Retry-After`;
@@ -239,9 +242,15 @@ pub(crate) async fn serve_http(
             let _ = stop_accepting.send(());
         }
     };
-    let serving = listen::serve_connections(listener, app, options.connections, async move {
-        let _ = accepting_stopped.await;
-    });
+    let serving = listen::serve_connections(
+        listener,
+        app,
+        options.connections,
+        options.token.is_some(),
+        async move {
+            let _ = accepting_stopped.await;
+        },
+    );
     tokio::join!(serving, drained);
     tracing::info!("shut down");
     Ok(())
@@ -307,7 +316,11 @@ async fn guard(State(shared): State<Arc<Shared>>, request: Request, next: Next) 
             .get(header::AUTHORIZATION)
             .map(HeaderValue::as_bytes);
         match auth::check(token, presented) {
-            Verdict::Allowed => {}
+            Verdict::Allowed => {
+                if let Some(connection) = request.extensions().get::<listen::Authenticated>() {
+                    connection.note();
+                }
+            }
             verdict => {
                 metrics.refused(RefusalReason::unauthorized);
                 return unauthorized(verdict);
@@ -428,7 +441,8 @@ async fn finish(shared: Arc<Shared>, request: Request, next: Next) -> Response {
     response
 }
 
-/// `401` with the RFC 6750 challenge (`invalid_token` when a wrong token was sent).
+/// `401` with the RFC 6750 challenge (`invalid_token` when a wrong token was sent), and
+/// `Connection: close`: a connection without the token is not kept for further requests.
 fn unauthorized(verdict: Verdict) -> Response {
     let challenge = match verdict {
         Verdict::Wrong => {
@@ -438,7 +452,10 @@ fn unauthorized(verdict: Verdict) -> Response {
     };
     (
         StatusCode::UNAUTHORIZED,
-        [(header::WWW_AUTHENTICATE, challenge)],
+        [
+            (header::WWW_AUTHENTICATE, challenge),
+            (header::CONNECTION, "close"),
+        ],
         "Unauthorized: send Authorization: Bearer <token>\n",
     )
         .into_response()
