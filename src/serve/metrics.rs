@@ -8,7 +8,7 @@
 //! | `runs_total` | counter | `outcome`: `ok`, `error` (raised), `stopped`, `cancelled`, `failed_to_start`, `queue_full` (refused: too many runs or too much code waiting for a slot) |
 //! | `run_duration_seconds` | histogram | (buckets 0.05 s to 600 s) |
 //! | `tool_calls_total` | counter | `server`, `outcome`: `ok`, `tool_error`, `refused`, `host_fault` |
-//! | `refusals_total` | counter | `reason`: `unauthorized`, `origin`, `host`, `body_too_large`, `session_cap`, or a refused call's kind (`outside_schema`, `private_only`, `budget_spent`, ...) |
+//! | `refusals_total` | counter | `reason`: `unauthorized`, `origin`, `host`, `body_too_large`, `body_timeout`, `session_cap`, or a refused call's kind (`outside_schema`, `private_only`, `budget_spent`, ...) |
 //! | `sandboxes_running` | gauge | |
 //! | `sandboxes_pooled` | gauge | (idle warm sandboxes, read at each scrape) |
 //! | `server_restarts_total` | counter | `server` (read at each scrape) |
@@ -74,6 +74,9 @@ pub enum RefusalReason {
     host,
     /// A request body over `--http-max-body` (HTTP 413).
     body_too_large,
+    /// A request body that did not all arrive within `--http-header-timeout` of its
+    /// headers (HTTP 408).
+    body_timeout,
     /// A new session while the session cap is reached (HTTP 503).
     session_cap,
 }
@@ -85,6 +88,7 @@ impl RefusalReason {
             Self::origin => "origin",
             Self::host => "host",
             Self::body_too_large => "body_too_large",
+            Self::body_timeout => "body_timeout",
             Self::session_cap => "session_cap",
         }
     }

@@ -3,7 +3,8 @@
 //! - a connection that sends half a request header is closed within the header read
 //!   timeout;
 //! - a connection that sends a request's headers and then trickles its body is closed
-//!   within the same timeout, counted from the headers;
+//!   within the same timeout, counted from the headers, and is answered `408` (not `413`),
+//!   counted as `body_timeout`;
 //! - while more half-sent connections are open than the process has descriptors, `/healthz`
 //!   still answers (the connection cap keeps the rest in the accept queue, and the timeout
 //!   frees the slots);
@@ -128,6 +129,23 @@ fn a_connection_that_trickles_a_request_body_is_closed_within_the_header_read_ti
         waited >= Duration::from_millis(1500),
         "closed after {waited:?}, before the 2 s timeout: {}",
         String::from_utf8_lossy(&answer)
+    );
+    // A slow body is a timeout, not a body over --http-max-body (200 bytes here).
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(
+        answer.starts_with("HTTP/1.1 408") && answer.contains("sent too slowly"),
+        "{answer}"
+    );
+    assert!(answer.contains("--http-header-timeout"), "{answer}");
+    let (status, metrics) = served.request("GET", "/metrics", &[], "");
+    assert_eq!(status, 200, "{metrics}");
+    assert!(
+        metrics.contains("mcp_code_mode_refusals_total{reason=\"body_timeout\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        !metrics.contains("reason=\"body_too_large\"} 1"),
+        "the slow body was counted as too large: {metrics}"
     );
 }
 

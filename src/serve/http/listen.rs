@@ -107,11 +107,6 @@ pub(super) async fn serve_connections(
     token_required: bool,
     stop: impl Future<Output = ()>,
 ) {
-    // Outermost, so no layer reads a body before its deadline is set.
-    let app = app.layer(axum::middleware::from_fn_with_state(
-        limits.header_read_timeout,
-        super::body_deadline::limit_body_time,
-    ));
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
         .timer(TokioTimer::new())

@@ -29,7 +29,8 @@
 //!    or was used within `--session-evict-idle`, [`idle`]): `503` with `Retry-After`;
 //! 3. rmcp: the `Host` header (loopback names by default, or `--http-allow-host`) and the
 //!    `Origin` header: any `Origin` not listed with `--http-allow-origin` is `403` (the
-//!    transport spec's rule against DNS rebinding); a body over the cap is `413`.
+//!    transport spec's rule against DNS rebinding); a body over the cap is `413`, a body
+//!    that does not all arrive within the header read timeout `408` ([`body_deadline`]).
 //!
 //! Sessions end when the client sends `DELETE`, after `--session-idle` without a request
 //! and without a run in flight ([`idle`]), or at shutdown. Protocol versions that have no sessions (2026-07-28) are not offered:
@@ -242,6 +243,14 @@ pub(crate) async fn serve_http(
             let _ = stop_accepting.send(());
         }
     };
+    // Outermost, so no layer reads a body before its deadline is set.
+    let app = app.layer(axum::middleware::from_fn_with_state(
+        (
+            options.connections.header_read_timeout,
+            server.metrics().clone(),
+        ),
+        body_deadline::limit_body_time,
+    ));
     let serving = listen::serve_connections(
         listener,
         app,
@@ -422,11 +431,18 @@ async fn finish(shared: Arc<Shared>, request: Request, next: Next) -> Response {
     let metrics = shared.server.metrics();
     let mcp = request.uri().path() == MCP_PATH;
     let closes_session = mcp && request.method() == Method::DELETE;
+    let body_timed_out = request
+        .extensions()
+        .get::<body_deadline::BodyTimedOut>()
+        .cloned()
+        .unwrap_or_default();
     let response = next.run(request).await;
     let response = match response.status() {
         // `/metrics`' refusals were counted by its own Host and Origin checks.
         StatusCode::FORBIDDEN if mcp => health::counted_refusal(metrics, response).await,
-        StatusCode::PAYLOAD_TOO_LARGE => {
+        // rmcp's `413` for any body error: a body that was too slow is answered `408` and
+        // counted as such by `body_deadline`.
+        StatusCode::PAYLOAD_TOO_LARGE if !body_timed_out.is_set() => {
             metrics.refused(RefusalReason::body_too_large);
             response
         }
