@@ -67,8 +67,9 @@ Errors are the tail of the traceback with only the code's own frames (`<code>`),
 the causes, contexts and sub-exceptions of an ExceptionGroup (asyncio.TaskGroup's).
 
 Exit status: 0 on EOF from the host (or after a stop), 1 when the host went away mid-write
-or the runner itself failed, 2 on a line from the host it cannot parse, n when the code
-called os._exit(n).
+or the runner itself failed, 2 on a line from the host it cannot parse, 3 when the runner
+ran out of memory itself (errors.runner_failed), n when the code called os._exit(n).
+The runner's own failures go to the diagnostics pipe, never to the code's output.
 Standard library only; Python >= 3.10.
 """
 
@@ -89,9 +90,8 @@ sys.modules["ssl"] = None
 import asyncio  # noqa: E402,F401
 
 del sys.modules["ssl"]
-import traceback  # noqa: E402
 
-from code_mode_runner import cells  # noqa: E402
+from code_mode_runner import cells, errors  # noqa: E402
 
 sys.path.remove(RUNNER_LIB)
 
@@ -99,5 +99,4 @@ if __name__ == "__main__":
     try:
         cells.main()
     except BaseException:
-        channel.diag("internal error:\n" + traceback.format_exc())
-        channel.real_exit(1)
+        errors.runner_failed()

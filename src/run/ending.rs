@@ -14,6 +14,11 @@ pub(super) const STDERR_LOG_CHARS: usize = 2000;
 const STDERR_QUOTE_CHARS: usize = 300;
 /// The runner's exit status for a line from the host it cannot take (runner.py).
 const BAD_HOST_LINE_STATUS: i32 = 2;
+/// The runner's exit status when it ran out of memory itself, without a result
+/// (`OUT_OF_MEMORY_STATUS` in rootfs/usr/lib/mcp-code-mode/code_mode_runner/errors.py): what
+/// a memory rlimit (no memory cgroup to kill it) ends in when even telling the code's
+/// MemoryError fails.
+const RUNNER_OUT_OF_MEMORY_STATUS: i32 = 3;
 
 /// The sandbox closed its pipe without `done`; `output` is what it streamed.
 pub(super) fn ended_early(
@@ -42,6 +47,10 @@ pub(super) fn ended_early(
 pub(super) enum Crash {
     /// The memory limit was hit and the kernel killed it.
     OutOfMemory,
+    /// The runner ran out of memory itself and exited (status 3): under a memory rlimit,
+    /// where no cgroup kills the sandbox. The code can exit with 3 without a result too, and
+    /// then reads this about itself: it is only a message.
+    RunnerOutOfMemory,
     /// It exited with status 0.
     Exited,
     /// A signal killed it (status 128 + the signal).
@@ -63,6 +72,7 @@ impl Crash {
         match ending.status {
             Some(0) => Self::Exited,
             Some(s) if s > 128 => Self::Signal(s - 128),
+            Some(RUNNER_OUT_OF_MEMORY_STATUS) => Self::RunnerOutOfMemory,
             Some(BAD_HOST_LINE_STATUS) if !ending.stderr.is_empty() => {
                 Self::RefusedHostLine(tail(&ending.stderr, STDERR_QUOTE_CHARS).to_owned())
             }
@@ -80,6 +90,9 @@ impl fmt::Display for Crash {
                 f,
                 "the sandbox ran out of memory (limit {} MiB) and was killed",
                 crate::limits::MEMORY_BYTES >> 20
+            ),
+            Self::RunnerOutOfMemory => f.write_str(
+                "the sandbox ran out of memory (its memory limit) and ended without a result",
             ),
             Self::Exited => f.write_str("the sandbox exited without a result"),
             Self::Signal(signal) => write!(
@@ -178,6 +191,18 @@ mod tests {
         assert_eq!(
             result.unwrap().error.as_deref(),
             Some("the sandbox exited with status 1 without a result")
+        );
+    }
+
+    #[test]
+    fn status_three_says_the_runner_ran_out_of_memory() {
+        let result = ended_early(
+            ending(3, "runner: internal error (out of memory to tell it)"),
+            StreamedOutput::default(),
+        );
+        assert_eq!(
+            result.unwrap().error.as_deref(),
+            Some("the sandbox ran out of memory (its memory limit) and ended without a result")
         );
     }
 

@@ -7,7 +7,7 @@
 //! (`src/run/cell_rules.rs`).
 //!
 //! Index: lone surrogates; arguments JSON cannot carry; integers beyond 64 bits both ways; the line cap; output kept when a
-//! cell is stopped (deadline, protocol violation, memory); a runner that exits by itself or
+//! cell is stopped (deadline, protocol violation, memory); running out of memory; a runner that exits by itself or
 //! refuses a host line; tools with reserved names; forged lines: a `done` past the output cap or
 //! denying truncation, calls after a `done`, lines written while a held sandbox runs no cell,
 //! a forged `began`; a flood of refused calls; forged calls in the audit log.
@@ -48,6 +48,7 @@ crate::on_both_backends!(
     output_printed_before_the_deadline_is_returned,
     output_printed_before_a_protocol_violation_is_returned,
     output_printed_before_the_memory_limit_is_returned,
+    running_out_of_memory_is_the_codes_error_without_the_runners_frames,
     a_runner_that_exits_by_itself_reports_its_own_status,
     every_way_to_exit_means_what_it_says,
     a_last_line_without_newline_survives_a_kill,
@@ -182,6 +183,29 @@ fn output_printed_before_the_memory_limit_is_returned(backend: &str) {
     assert!(r.stopped() || r.error().contains("MemoryError"), "{r:?}");
 }
 
+fn running_out_of_memory_is_the_codes_error_without_the_runners_frames(backend: &str) {
+    // A memory cgroup kills the sandbox ("ran out of memory"); the rlimit fallback (an
+    // unprivileged user: scripts/test-unprivileged) gives the code a MemoryError, or a
+    // runaway recursion's SystemError that says it ran out of memory. Either way the error
+    // names memory and nothing of the runner reaches the output.
+    for code in [
+        "import sys\nsys.setrecursionlimit(10**8)\ndef f(n): return f(n+1)\nprint('deep')\nf(0)",
+        "print('hog')\nx = []\nwhile True:\n    x.append([0] * 100)",
+    ] {
+        let r = run(backend, code, &["--deadline", "60"]);
+        let first = code.split('\'').nth(1).unwrap();
+        assert_eq!(r.printed(), format!("{first}\n"), "{r:?}");
+        assert!(
+            r.error().contains("memory") || r.error().contains("MemoryError"),
+            "{r:?}"
+        );
+        assert!(
+            !r.error().contains("runner") && !r.error().contains("without a result"),
+            "{r:?}"
+        );
+    }
+}
+
 fn a_runner_that_exits_by_itself_reports_its_own_status(backend: &str) {
     // The runner's own exit (not the code's os._exit, which ends the cell with a result).
     let exit = format!("{RUNNER_CHANNEL}.real_exit");
@@ -195,10 +219,17 @@ fn a_runner_that_exits_by_itself_reports_its_own_status(backend: &str) {
     );
     let r = run(backend, &code, &[]);
     assert_eq!(r.error(), "the sandbox exited without a result", "{r:?}");
+    // Status 3 is the runner's own out-of-memory end (errors.runner_failed); others say it.
     let r = run(backend, &format!("{exit}(3)"), &[]);
     assert_eq!(
         r.error(),
-        "the sandbox exited with status 3 without a result",
+        "the sandbox ran out of memory (its memory limit) and ended without a result",
+        "{r:?}"
+    );
+    let r = run(backend, &format!("{exit}(5)"), &[]);
+    assert_eq!(
+        r.error(),
+        "the sandbox exited with status 5 without a result",
         "{r:?}"
     );
 }

@@ -4,8 +4,9 @@
 //!
 //! Index: `calls` (ids, refusals, argument checks, asyncio); `globals` (variables, names,
 //! stubs, search_tools); `output` (truncation, capture, streaming, the write cap, lines never
-//! broken); `errors` (tracebacks, SystemExit, syntax errors, surrogates); `wire` (forged
-//! messages, bad host lines, EOF, the line cap, tool names).
+//! broken); `errors` (tracebacks, SystemExit, syntax errors, surrogates); `memory` (running
+//! out of memory under the rlimit fallback's kind of limits); `wire` (forged messages, bad
+//! host lines, EOF, the line cap, tool names).
 
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};
@@ -16,6 +17,7 @@ use std::time::Duration;
 mod calls;
 mod errors;
 mod globals;
+mod memory;
 mod output;
 mod wire;
 
@@ -39,7 +41,21 @@ impl Runner {
     }
 
     fn start_with(limits: Value) -> Runner {
-        let mut runner = Runner::spawn();
+        Runner::start_from(Runner::spawn(), limits)
+    }
+
+    /// Starts the runner (as [`Runner::start`] does) under `prlimit` with these arguments
+    /// (e.g. `--data=N`, `--as=N`), the way the launcher's rlimit fallback limits it.
+    fn start_under_prlimit(prlimit_args: &[&str]) -> Runner {
+        let mut command = Command::new("prlimit");
+        command.args(prlimit_args).arg("--").arg(host_python());
+        Runner::start_from(
+            Runner::spawn_by(command),
+            json!({"stdout_keep": 8192, "stdout_stop": 1048576, "error_chars": 2000}),
+        )
+    }
+
+    fn start_from(mut runner: Runner, limits: Value) -> Runner {
         runner.send(&json!({
             "type": "start",
             "tools": [
@@ -59,8 +75,13 @@ impl Runner {
     }
 
     fn spawn() -> Runner {
+        Runner::spawn_by(Command::new(host_python()))
+    }
+
+    /// Spawns runner.py by `command`, the host's python3 or a command that ends in it.
+    fn spawn_by(mut command: Command) -> Runner {
         let script = concat!(env!("CARGO_MANIFEST_DIR"), "/rootfs/runner.py");
-        let mut child = Command::new(host_python())
+        let mut child = command
             .args(["-I", "-S", "-B", script])
             .env_clear()
             .current_dir(std::env::temp_dir())

@@ -11,7 +11,7 @@ import sys
 import threading
 import types
 
-from . import abi, capture, channel, inbox, tools, wire
+from . import abi, capture, channel, errors, inbox, tools, wire
 from .errors import CODE_FILE, code_exit, error_text
 from .inbox import ToolError, bad_host_line
 
@@ -39,10 +39,24 @@ def run_cell(code_text, namespace, loop):
 run_cell.loop_spoiled = False
 
 
+def _runner_thread(target):
+    """`target` as a runner thread's body: its failure ends the runner as the main loop's
+    does (errors.runner_failed), rather than print into the code's output and leave the
+    runner without the thread."""
+
+    def run():
+        try:
+            target()
+        except BaseException:
+            errors.runner_failed()
+
+    return run
+
+
 def main():
     """Serves the host until it closes the protocol (exit status 0)."""
     abi.seal_abi()  # before any thread starts
-    threading.Thread(target=inbox.drain, name="protocol-drain", daemon=True).start()
+    threading.Thread(target=_runner_thread(inbox.drain), name="protocol-drain", daemon=True).start()
 
     start = inbox.next_message()
     if start is None:
@@ -94,3 +108,4 @@ def main():
         wire.send(began)  # before any of the code runs
         error = run_cell(msg["code"], namespace, loop)
         output.finish(error)
+        errors.renew_reserve()  # when telling an error out of memory gave it back
