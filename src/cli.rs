@@ -391,7 +391,17 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             let pool = Arc::new(Pool::new(bridge.clone(), backend, usize::from(args.pool)));
             let server = CodeModeServer::with_pool(bridge.clone(), pool.clone(), options)
                 .with_queue_limits(args.queue_limits());
-            let served = signals::until_signal(server.serve_stdio(client), signalled).await;
+            // A signal cancels the runs and ends the session as the client's leaving does:
+            // each run's answer (cancelled at shutdown) is still written to the client.
+            let ender = server.clone();
+            let wind_down = move || {
+                ender.stop_taking_runs();
+                ender.cancel_all_runs();
+            };
+            let serving = server.serve_stdio(client);
+            let served =
+                signals::until_signal_wound_down(serving, signalled, wind_down, SIGNAL_WIND_DOWN)
+                    .await;
             pool.close().await;
             bridge.close().await;
             match served {
@@ -435,6 +445,11 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         }
     }
 }
+
+/// How long a signal-ended `serve` on stdio lets its session end after cancelling its runs
+/// (each run ends within its sandbox's kill, at most 500 ms), so that their answers reach the
+/// client; then it is dropped.
+const SIGNAL_WIND_DOWN: Duration = Duration::from_secs(2);
 
 /// How long an ended startup waits at most for the wrapped servers it started to be reaped.
 const STARTUP_REAP_WAIT: Duration = Duration::from_millis(200);

@@ -62,17 +62,25 @@ pub(crate) fn first() -> impl std::future::Future<Output = Ending> + Send + 'sta
     }
 }
 
-/// Run `work` until it ends (`Ok` with its output) or `signalled` ([`first`], watched since
-/// before) resolves (`Err` with the signal). Dropping `work` drops its sandboxes, whose Drop
-/// kills them and removes their cgroup or container.
-pub(crate) async fn until_signal<F: std::future::Future>(
+/// Run `work` until it ends (`Ok` with its output) or `signalled` resolves (`Err` with the
+/// signal); then call `wind_down` (which asks `work` to end: cancel its runs, stop reading
+/// its client) and let `work` go on for at most `limit` more, so that what it answers then
+/// (the cancelled runs' results) is written, before it is dropped. Dropping `work` drops its
+/// sandboxes, whose Drop kills them and removes their cgroup or container.
+pub(crate) async fn until_signal_wound_down<F: std::future::Future>(
     work: F,
     signalled: impl std::future::Future<Output = Ending>,
+    wind_down: impl FnOnce(),
+    limit: std::time::Duration,
 ) -> Result<F::Output, Ending> {
-    tokio::select! {
-        out = work => Ok(out),
-        ending = signalled => Err(ending),
-    }
+    let mut work = std::pin::pin!(work);
+    let ending = tokio::select! {
+        out = &mut work => return Ok(out),
+        ending = signalled => ending,
+    };
+    wind_down();
+    let _ = tokio::time::timeout(limit, work).await;
+    Err(ending)
 }
 
 /// A future that resolves at the first of these signals and records which in `caught`, for

@@ -464,8 +464,9 @@ impl CodeModeServer {
     }
 }
 
-/// The error of a run cancelled at shutdown, after the grace period (`--shutdown-grace`).
-pub const CANCELLED_AT_SHUTDOWN: &str = "the run was cancelled because mcp-code-mode is shutting down (its shutdown grace period ended); the sandbox was killed; run it again in a new session";
+/// The error of a run cancelled at shutdown: by a signal on stdio, after the grace period
+/// (`--shutdown-grace`) over HTTP.
+pub const CANCELLED_AT_SHUTDOWN: &str = "the run was cancelled because mcp-code-mode is shutting down (a signal ended it, over HTTP after its shutdown grace period); the sandbox was killed; run it again in a new session";
 
 impl CodeModeServer {
     /// The error of a cancelled run: [`CANCELLED_AT_SHUTDOWN`] once shutdown cancelled the

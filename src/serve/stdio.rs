@@ -22,6 +22,8 @@
 //!
 //! Every other line passes unchanged. The end of the client's input (or a read error)
 //! cancels every run at once, so the service ends without waiting for them; so does a
+//! signal (`cli`: the runs cancelled, the client is read no more, their answers still
+//! written to it); so does a
 //! stdout that has no reader any more (a write to it failed, or the pipe's read end closed:
 //! [`super::client_output`]), since no answer reaches the client then.
 
@@ -129,8 +131,9 @@ enum Reply {
     Answer(Value, Ticket),
 }
 
-/// Pass the client's lines on until its input ends or `output_gone` is cancelled; then
-/// cancel every run (`disconnected`) and end rmcp's input, which ends the service.
+/// Pass the client's lines on until its input ends, `output_gone` is cancelled or serve
+/// ends the session (`disconnected`: a signal); then cancel every run (`disconnected`) and
+/// end rmcp's input, which ends the service once it has answered the runs.
 async fn read_client<R: AsyncRead + Unpin>(
     input: R,
     to_rmcp: DuplexStream,
@@ -149,6 +152,7 @@ async fn read_client<R: AsyncRead + Unpin>(
     let why = tokio::select! {
         biased;
         () = output_gone.cancelled() => "the client's end of serve's stdout is closed",
+        () = disconnected.cancelled() => "serve is ending",
         () = read_lines(input, &mut routes) => "the client closed its input",
     };
     tracing::info!("{why}; cancelling every run");

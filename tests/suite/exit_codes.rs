@@ -3,7 +3,8 @@
 //! prints the stopped run's result first. (`serve --http`: `http_serving`.)
 //!
 //! Index: a signal ends exec with 128 plus its number after printing what the code printed;
-//! a signal ends serve on stdio with 128 plus its number; a signal ends serve promptly while
+//! a signal ends serve on stdio with 128 plus its number; a signal ends serve with a run in
+//! flight answering it and logging no error; a signal ends serve promptly while
 //! its client holds stdin open; an unknown option before `--code` is named in exec's error;
 //! a code file longer than 16 MiB is refused (exit 2) before anything runs.
 
@@ -95,6 +96,71 @@ fn a_signal_ends_serve_on_stdio_with_128_plus_its_number() {
         let code = exits_within(&mut child, EXIT_BOUND, &format!("serve (SIG{name})"));
         assert_eq!(code, Some(expected), "SIG{name}");
         drop((stdin, stdout));
+    }
+}
+
+#[test]
+fn a_signal_ends_serve_with_a_run_in_flight_answering_it_and_logging_no_error() {
+    if !require(native_available(), "user namespaces are not available here") {
+        return;
+    }
+    for (name, expected) in SIGNALS {
+        let marker = format!("sv{name}{}", std::process::id() % 1_000_000);
+        let code = format!(
+            "import ctypes, time\nctypes.CDLL(None).prctl(15, {marker:?}.encode(), 0, 0, 0)\ntime.sleep(60)"
+        );
+        let mut child = Command::new(bin())
+            .args(["serve", "--pool", "0", "--deadline", "90", "--"])
+            .args(toy())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start serve");
+        let mut stdin = child.stdin.take().expect("stdin");
+        let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+        let stderr = child.stderr.take().expect("stderr");
+        let log = std::thread::spawn(move || std::io::read_to_string(stderr).unwrap_or_default());
+        writeln!(stdin, "{RAW_INITIALIZE}").expect("send initialize");
+        let mut line = String::new();
+        stdout.read_line(&mut line).expect("initialize's answer");
+        assert!(line.contains("\"result\""), "{line}");
+        let call = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "run_python", "arguments": {"code": code}}});
+        writeln!(
+            stdin,
+            r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
+        )
+        .expect("send initialized");
+        writeln!(stdin, "{call}").expect("send the call");
+        until_named(&marker, 1, Duration::from_secs(60), "the run");
+        send_signal(name, child.id());
+        // The client still reads serve's stdout, and holds its stdin open.
+        let rest: Vec<String> = stdout.lines().map_while(Result::ok).collect();
+        let code = exits_within(&mut child, EXIT_BOUND, &format!("serve (SIG{name})"));
+        let log = log.join().expect("stderr");
+        assert_eq!(code, Some(expected), "SIG{name}; stderr: {log}");
+        let answer = rest
+            .iter()
+            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+            .find(|message| message["id"] == 1)
+            .unwrap_or_else(|| panic!("SIG{name}: the run got no answer: {rest:?} {log}"));
+        let text = answer["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or("");
+        assert!(
+            text.contains("cancelled because mcp-code-mode is shutting down"),
+            "SIG{name}: {answer}"
+        );
+        assert!(
+            !log.lines().any(|line| line.contains(" ERROR ")),
+            "SIG{name}: a signal is a normal ending, yet serve logged an error: {log}"
+        );
+        assert!(
+            processes_named(&marker).is_empty(),
+            "SIG{name}: the sandbox outlived serve"
+        );
+        drop(stdin);
     }
 }
 
