@@ -39,6 +39,7 @@ pub(crate) mod listing;
 pub(crate) mod plain;
 mod raw_call;
 mod raw_http;
+mod refusals;
 mod remote;
 mod repair;
 pub(crate) mod result;

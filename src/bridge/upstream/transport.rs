@@ -23,9 +23,10 @@
 
 use std::sync::{Arc, Mutex};
 
+use rmcp::ErrorData;
 use rmcp::model::{
-    ClientJsonRpcMessage, ClientNotification, GetExtensions, JsonRpcMessage, ServerJsonRpcMessage,
-    ServerNotification,
+    ClientJsonRpcMessage, ClientNotification, CreateMessageRequestMethod, GetExtensions,
+    JsonRpcMessage, ServerJsonRpcMessage, ServerNotification, ServerRequest,
 };
 use rmcp::service::RoleClient;
 use rmcp::transport::Transport;
@@ -37,6 +38,7 @@ use super::line_decode::{
     read_off_thread, trimmed,
 };
 use super::raw_call::RawCalls;
+use super::refusals::Refusals;
 use super::repair::{Decoded, PendingMap, expect_answer, expect_request};
 use super::tasks::{LineWriter, RawRequests, TaskTools};
 use super::ticket::WriteTicket;
@@ -195,6 +197,7 @@ where
         in_flight: None,
         reason: reason.clone(),
         unanswered: unanswered.clone(),
+        refusals: Refusals::new(server),
     };
     (
         LineTransport {
@@ -250,6 +253,8 @@ struct Incoming<R> {
     reason: CloseReason,
     /// The server's requests rmcp is answering.
     unanswered: Arc<Unanswered>,
+    /// The server's requests refused here, for the log.
+    refusals: Refusals,
 }
 
 impl LineWriter for Replier {
@@ -270,10 +275,15 @@ struct Replier(WriteQueue);
 
 impl Replier {
     fn refuse(&self, id: Value, message: &str) {
+        self.answer_error(id, json!({"code": -32602, "message": message}));
+    }
+
+    /// Answer the request `id` with the JSON-RPC error object `error`.
+    fn answer_error(&self, id: Value, error: Value) {
         let line = json!({
             "jsonrpc": "2.0",
             "id": id,
-            "error": {"code": -32602, "message": message}
+            "error": error
         });
         let mut bytes = line.to_string().into_bytes();
         bytes.push(b'\n');
@@ -353,11 +363,23 @@ impl<R: AsyncRead + Unpin> Incoming<R> {
         }
     }
 
-    /// `message` for rmcp, unless it is a request of the server's past the bound of
-    /// [`Unanswered`] (then it is dropped unanswered).
+    /// `message` for rmcp, unless it is a request of the server's that serve refuses
+    /// (answered "method not found" here, counted in [`Refusals`], rather than by rmcp,
+    /// which logs a warning for each) or one past the bound of [`Unanswered`] (then it is
+    /// dropped unanswered).
     fn admit(&self, message: ServerJsonRpcMessage) -> Option<ServerJsonRpcMessage> {
         match &message {
             JsonRpcMessage::Request(request) => {
+                if let Some(error) = refused(&request.request) {
+                    let method = &error.message;
+                    self.refusals.refused(&format!(
+                        "{method:?} is no method serve offers; answered -32601"
+                    ));
+                    let id = serde_json::to_value(&request.id).unwrap_or(Value::Null);
+                    let error = serde_json::to_value(&error).unwrap_or(Value::Null);
+                    self.replier.answer_error(id, error);
+                    return None;
+                }
                 let full = self.replier.0.is_full();
                 if !self.unanswered.admit(&self.server, &request.id, full) {
                     return None;
@@ -399,7 +421,7 @@ impl<R: AsyncRead + Unpin> Incoming<R> {
                 return self.admit(message);
             }
             Decoded::Refuse(id, why) => {
-                tracing::warn!(server = %server, "refused a request of the server: {why}");
+                self.refusals.refused(&format!("{why}; answered -32602"));
                 self.replier.refuse(id, &why);
             }
             Decoded::Junk => {
@@ -415,6 +437,24 @@ impl<R: AsyncRead + Unpin> Incoming<R> {
             }
         }
         None
+    }
+}
+
+/// The error serve answers a request of the server's with when it offers no such method:
+/// sampling (serve declares no `sampling` capability) and any method MCP does not define,
+/// as rmcp's client would answer it; `None` for ping, `roots/list` and elicitation, which
+/// rmcp answers.
+fn refused(request: &ServerRequest) -> Option<ErrorData> {
+    match request {
+        ServerRequest::CreateMessageRequest(_) => {
+            Some(ErrorData::method_not_found::<CreateMessageRequestMethod>())
+        }
+        ServerRequest::CustomRequest(custom) => Some(ErrorData::new(
+            rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+            custom.method.clone(),
+            None,
+        )),
+        _ => None,
     }
 }
 

@@ -76,3 +76,64 @@ fn tools_named_in_other_scripts_keep_their_names_and_each_calls_its_own_tool() {
         "{run:?}"
     );
 }
+
+#[test]
+fn thousands_of_refused_server_requests_are_logged_in_a_few_lines_that_count_them() {
+    // README "What wrapped servers send": the first few refused requests are logged one by
+    // one, the rest counted in one line a second at most.
+    if !require(native_available(), "user namespaces are not available") {
+        return;
+    }
+    const SENT: u64 = 3000;
+    let requests: String = (0..SENT)
+        .map(|i| {
+            let request = if i % 2 == 0 {
+                json!({"jsonrpc": "2.0", "id": format!("f{i}"), "method": "sampling/createMessage",
+                       "params": {"messages": [], "maxTokens": 1}})
+            } else {
+                json!({"jsonrpc": "2.0", "id": format!("f{i}"), "method": "made_up/method"})
+            };
+            format!("{request}\n")
+        })
+        .collect();
+    let scenario = Scenario::from_value(
+        "refused_flood",
+        json!({
+            "tools": [{"name": "flood", "inputSchema": {"type": "object"}}],
+            "on": {"tools/call:flood": [
+                {"raw": requests},
+                {"sleep_ms": 1500},
+                {"reply": {"content": [{"type": "text", "text": "done"}]}}
+            ]}
+        }),
+    );
+    let run = exec_scenario("print(await flood())", &scenario);
+    assert_eq!(run.printed(), "done\n", "{run:?}");
+    let lines: Vec<&str> = run
+        .stderr
+        .lines()
+        .filter(|line| line.contains("refused") || line.contains("response error"))
+        .collect();
+    let one_by_one = lines
+        .iter()
+        .filter(|line| line.contains("refused a request of the server"))
+        .count() as u64;
+    let counted: u64 = lines
+        .iter()
+        .filter_map(|line| {
+            let (_, rest) = line.split_once(" WARN ")?;
+            let (count, _) = rest
+                .trim_start()
+                .split_once(" more requests of the server refused")?;
+            count.rsplit(' ').next()?.parse::<u64>().ok()
+        })
+        .sum();
+    assert!(
+        lines.len() <= 12,
+        "{} log lines for {SENT} refused requests:\n{}",
+        lines.len(),
+        lines.join("\n")
+    );
+    assert_eq!(one_by_one, 5, "{}", lines.join("\n"));
+    assert_eq!(one_by_one + counted, SENT, "{}", lines.join("\n"));
+}
