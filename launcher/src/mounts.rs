@@ -73,6 +73,10 @@ pub enum Step {
 /// Setting up a mount failed.
 #[derive(Debug, thiserror::Error)]
 pub enum MountError {
+    /// The rootfs directory itself is missing, unreadable or no directory (moved away or
+    /// removed while `serve` ran, say).
+    #[error("failed to find the rootfs {0}: {1}")]
+    RootfsGone(PathBuf, String),
     /// The rootfs lacks a directory to mount on.
     #[error("failed to find {0} in the rootfs: it needs empty directories tmp, dev and proc")]
     MissingMountPoint(PathBuf),
@@ -157,8 +161,24 @@ pub fn plan(rootfs: &Path, tmp_size: u64) -> Vec<Step> {
     steps
 }
 
-/// Checks the rootfs has the directories the plan mounts on.
+/// Checks the rootfs is there, a directory, and has the directories the plan mounts on.
+///
+/// # Errors
+/// [`MountError::RootfsGone`] when `rootfs` is missing, cannot be looked up, or is no
+/// directory, else [`MountError::MissingMountPoint`] naming the first of
+/// `tmp`, `dev`, `proc` it lacks.
 pub fn check_rootfs(rootfs: &Path) -> Result<(), MountError> {
+    let why = match std::fs::metadata(rootfs) {
+        Ok(meta) if meta.is_dir() => None,
+        Ok(_) => Some("it is no directory".to_owned()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Some("it is missing (was it moved or removed?)".to_owned())
+        }
+        Err(e) => Some(format!("it cannot be read ({e})")),
+    };
+    if let Some(why) = why {
+        return Err(MountError::RootfsGone(rootfs.to_owned(), why));
+    }
     for dir in ["tmp", "dev", "proc"] {
         let path = rootfs.join(dir);
         if !path.is_dir() {
@@ -328,6 +348,36 @@ fn pivot_into(new_root: &Path) -> Result<(), MountError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_rootfs_that_is_gone_is_named_gone_not_as_a_missing_tmp_inside_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let rootfs = dir.path().join("rootfs");
+        for sub in ["tmp", "dev", "proc"] {
+            std::fs::create_dir_all(rootfs.join(sub)).expect("mkdir");
+        }
+        assert!(check_rootfs(&rootfs).is_ok());
+        std::fs::rename(&rootfs, dir.path().join("moved")).expect("rename");
+        let gone = check_rootfs(&rootfs).expect_err("the rootfs is gone");
+        assert!(matches!(gone, MountError::RootfsGone(..)), "{gone:?}");
+        assert_eq!(
+            gone.to_string(),
+            format!(
+                "failed to find the rootfs {}: it is missing (was it moved or removed?)",
+                rootfs.display()
+            )
+        );
+        std::fs::write(&rootfs, b"").expect("a file in its place");
+        let file = check_rootfs(&rootfs).expect_err("a file is no rootfs");
+        assert!(file.to_string().ends_with(": it is no directory"), "{file}");
+        std::fs::remove_file(&rootfs).expect("rm");
+        std::fs::create_dir_all(rootfs.join("dev")).expect("mkdir");
+        let lacking = check_rootfs(&rootfs).expect_err("no tmp");
+        assert!(
+            matches!(lacking, MountError::MissingMountPoint(_)),
+            "{lacking:?}"
+        );
+    }
 
     fn position(steps: &[Step], pred: impl Fn(&Step) -> bool) -> usize {
         steps.iter().position(pred).expect("step present")

@@ -172,6 +172,7 @@ impl HeldSandbox {
                 let why = NotReady::Ended {
                     status: ending.status,
                     stderr_tail: tail(&ending.stderr, STDERR_LOG_CHARS).to_owned(),
+                    start_failure: ending.start_failure,
                 };
                 self.dead = Some(Gone::NotReady(why.clone()));
                 return Err(why);

@@ -72,20 +72,25 @@ pub(crate) enum NotReady {
     Timeout(Duration),
     /// It sent a line over [`crate::limits::MAX_PROTOCOL_LINE_BYTES`].
     TooLong,
-    /// Its output ended: its exit status (if it has one) and the tail of its stderr.
+    /// Its output ended: its exit status (if it has one), the tail of its stderr, and the
+    /// backend's own report of a failed start.
     Ended {
         /// The exit status, `None` when the backend could not tell.
         status: Option<i32>,
         /// The last characters of its stderr (untrusted: the code can write there).
         stderr_tail: String,
+        /// The start failure the backend reported (the launcher's report socket, Docker),
+        /// which says why better than the stderr, where a launcher says nothing then.
+        start_failure: Option<crate::sandbox::SandboxError>,
     },
     /// It sent a line other than `ready`.
     Other,
 }
 
 impl fmt::Display for NotReady {
-    /// Why, for the log: `no ready within 10 s`, `it ended before it was ready (status
-    /// Some(1)): ...`.
+    /// Why, for the log: `no ready within 10 s`, `it ended before it was ready (exit status
+    /// 1): ...`; never an empty reason: the backend's report of a failed start when it made
+    /// one, else the stderr's tail, else that there was none.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Timeout(limit) => write!(f, "no ready within {} s", limit.as_secs_f64()),
@@ -93,10 +98,27 @@ impl fmt::Display for NotReady {
             Self::Ended {
                 status,
                 stderr_tail,
-            } => write!(
-                f,
-                "it ended before it was ready (status {status:?}): {stderr_tail}"
-            ),
+                start_failure,
+            } => {
+                let status = match status {
+                    Some(launcher::failure::FAILURE_STATUS) => format!(
+                        "exit status {}, the launcher's failure before the runner ran",
+                        launcher::failure::FAILURE_STATUS
+                    ),
+                    Some(code) => format!("exit status {code}"),
+                    None => "no exit status known".to_owned(),
+                };
+                match start_failure {
+                    Some(failure) => {
+                        write!(f, "it ended before it was ready ({status}): {failure}")
+                    }
+                    None if stderr_tail.trim().is_empty() => write!(
+                        f,
+                        "it ended before it was ready ({status}); it gave no reason (nothing on stderr)"
+                    ),
+                    None => write!(f, "it ended before it was ready ({status}): {stderr_tail}"),
+                }
+            }
             Self::Other => f.write_str("it sent something other than ready"),
         }
     }
@@ -175,10 +197,11 @@ mod tests {
         let ended = NotReady::Ended {
             status: Some(1),
             stderr_tail: "Traceback".into(),
+            start_failure: None,
         };
         assert_eq!(
             ended.to_string(),
-            "it ended before it was ready (status Some(1)): Traceback"
+            "it ended before it was ready (exit status 1): Traceback"
         );
         assert_eq!(
             Gone::NotReady(ended).to_string(),
@@ -187,6 +210,40 @@ mod tests {
         assert_eq!(
             Gone::NotReady(NotReady::Timeout(Duration::from_secs(10))).to_string(),
             "no ready within 10 s"
+        );
+    }
+
+    #[test]
+    fn a_sandbox_that_ended_before_ready_never_gives_an_empty_reason() {
+        let silent = NotReady::Ended {
+            status: Some(125),
+            stderr_tail: String::new(),
+            start_failure: None,
+        };
+        assert_eq!(
+            silent.to_string(),
+            "it ended before it was ready (exit status 125, the launcher's failure before the runner ran); it gave no reason (nothing on stderr)"
+        );
+        let unknown = NotReady::Ended {
+            status: None,
+            stderr_tail: " \n".into(),
+            start_failure: None,
+        };
+        assert_eq!(
+            unknown.to_string(),
+            "it ended before it was ready (no exit status known); it gave no reason (nothing on stderr)"
+        );
+        // The launcher's own report says why, though its stderr is empty.
+        let reported = NotReady::Ended {
+            status: Some(125),
+            stderr_tail: String::new(),
+            start_failure: Some(crate::sandbox::SandboxError::Spawn(
+                "the rootfs /x is gone".into(),
+            )),
+        };
+        assert_eq!(
+            reported.to_string(),
+            "it ended before it was ready (exit status 125, the launcher's failure before the runner ran): failed to start the sandbox: the rootfs /x is gone"
         );
     }
 }

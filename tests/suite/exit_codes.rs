@@ -6,7 +6,8 @@
 //! a signal ends serve on stdio with 128 plus its number; a signal ends serve with a run in
 //! flight answering it and logging no error; a signal ends serve promptly while
 //! its client holds stdin open; an unknown option before `--code` is named in exec's error;
-//! a code file longer than 16 MiB is refused (exit 2) before anything runs.
+//! a code file longer than 16 MiB is refused (exit 2) before anything runs; a launcher whose
+//! rootfs is gone exits 125 saying so.
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, Command, Stdio};
@@ -256,4 +257,30 @@ fn exec_refuses_a_code_file_longer_than_serve_takes_a_line_without_running_it() 
         "{stderr}"
     );
     assert!(out.stdout.is_empty(), "no run, no result line");
+}
+
+#[test]
+fn a_launcher_whose_rootfs_is_gone_exits_125_saying_the_rootfs_is_gone() {
+    // A rootfs moved away while serve runs: the launcher says the rootfs itself is missing,
+    // not that it lacks a `tmp` directory.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rootfs = dir.path().join("rootfs-gone");
+    let out = Command::new(bin())
+        .arg("__launcher")
+        .arg("--rootfs")
+        .arg(&rootfs)
+        .args(["--", "/usr/bin/python3", "-c", "1"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run the launcher");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(125), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "failed to find the rootfs {}: it is missing (was it moved or removed?) (stage mount)",
+            rootfs.display()
+        )),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("in the rootfs: it needs"), "{stderr}");
 }
