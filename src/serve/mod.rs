@@ -200,9 +200,17 @@ impl CodeModeServer {
 
     /// The same server for one Streamable HTTP session ([`Self::for_session`], offering
     /// only the protocol versions that have sessions). Every run of the session, its task
-    /// runs included, is cancelled once rmcp drops the last clone of it (the session ended).
+    /// runs included, is cancelled once [`Session::closed`] is or rmcp drops the last clone
+    /// of it (the session ended). Must be called inside a Tokio runtime.
     pub fn for_http_session(&self, session: Session) -> Self {
         let server = self.for_session(session);
+        let (closed, disconnected) = (server.session.closed.clone(), server.disconnected.clone());
+        tokio::spawn(async move {
+            tokio::select! {
+                () = closed.cancelled() => disconnected.cancel(),
+                () = disconnected.cancelled() => {}
+            }
+        });
         Self {
             handshake_only: true,
             _session_end: Some(Arc::new(server.disconnected.clone().drop_guard())),

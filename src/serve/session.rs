@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio_util::sync::CancellationToken;
 
 use crate::bridge::Taint;
 use crate::serve::metrics::Metrics;
@@ -33,6 +34,10 @@ pub struct Session {
     pub slots: Arc<Semaphore>,
     /// This session's runs in flight and when it was last used.
     pub activity: Arc<Activity>,
+    /// Cancelled when the session is closed (`DELETE`, `--session-idle`, eviction at the
+    /// session cap): every run of the session is cancelled at once, before rmcp ends the
+    /// session's service (which waits up to 5 s for the answers in flight).
+    pub closed: CancellationToken,
     _seat: Option<Arc<Seat>>,
 }
 
@@ -53,6 +58,7 @@ impl Session {
             taint: Taint::default(),
             slots: Arc::new(Semaphore::new(runs.max(1))),
             activity: Arc::default(),
+            closed: CancellationToken::new(),
             _seat: None,
         }
     }
@@ -169,6 +175,7 @@ impl Seats {
             taint: Taint::default(),
             slots: Arc::new(Semaphore::new(runs.max(1))),
             activity: Arc::default(),
+            closed: CancellationToken::new(),
             _seat: Some(Arc::new(Seat {
                 _permit: permit,
                 metrics: self.metrics.clone(),

@@ -8,6 +8,11 @@
 //! session busy ([`Activity::run`]), and one watch task per session ([`IdleSessions::watch`])
 //! closes it through rmcp's session manager when it is idle for the whole period.
 //!
+//! Closing a session (here, at eviction, or by the client's `DELETE`, [`IdleSessions::closed`])
+//! cancels its runs at once through [`Session::closed`]: rmcp ends the closed session's
+//! service only after up to 5 s spent draining its answers in flight, and a run must not go
+//! on calling wrapped tools for a session already reported closed.
+//!
 //! At the session cap a new session makes room ([`IdleSessions::evict`]): the session idle
 //! longest is closed, if it has no run in flight and has been idle at least
 //! `--session-evict-idle` (so a client that crashed or never sent `DELETE` holds its seat
@@ -20,8 +25,9 @@ use std::time::Duration;
 
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{SessionId, SessionManager};
+use tokio_util::sync::CancellationToken;
 
-use crate::serve::session::Activity;
+use crate::serve::session::{Activity, Session};
 
 /// How often a watch looks at its session at most: the closing comes at most this late.
 const TICK: Duration = Duration::from_secs(1);
@@ -33,10 +39,11 @@ pub(super) struct IdleSessions {
 }
 
 /// One open session: its id in the audit log (what the log may name; the `Mcp-Session-Id`
-/// is a credential) and its activity.
+/// is a credential), its activity, and the token that cancels its runs when it is closed.
 struct Watched {
     audit_id: String,
     activity: Arc<Activity>,
+    closed: CancellationToken,
 }
 
 /// A session [`IdleSessions::evict`] closed.
@@ -52,6 +59,15 @@ impl IdleSessions {
     pub(super) fn touch(&self, id: &str) {
         if let Some(watched) = self.lock().get(id) {
             watched.activity.touch();
+        }
+    }
+
+    /// The session `id` was closed by its client (`DELETE` answered): cancel its runs now,
+    /// before rmcp's end of the session's service (up to 5 s later) would. Unknown ids are
+    /// ignored.
+    pub(super) fn closed(&self, id: &str) {
+        if let Some(watched) = self.lock().remove(id) {
+            watched.closed.cancel();
         }
     }
 
@@ -79,6 +95,7 @@ impl IdleSessions {
         };
         let key: SessionId = Arc::from(id.as_str());
         // A session that ended meanwhile (DELETE, --session-idle) made room already.
+        watched.closed.cancel();
         let _ = manager.close_session(&key).await;
         Some(Evicted {
             audit_id: watched.audit_id,
@@ -86,23 +103,25 @@ impl IdleSessions {
         })
     }
 
-    /// Watch the session `id` (`audit_id` in the audit log) that has just opened: close it
-    /// in `manager` once it has been idle for `idle`; stop watching when it ends otherwise
-    /// (`DELETE`, eviction, shutdown).
+    /// Watch the session `id` that has just opened (`session`: its audit id, activity and
+    /// closing token): close it in `manager`, its runs cancelled, once it has been idle for
+    /// `idle`; stop watching when it ends otherwise (`DELETE`, eviction, shutdown).
     pub(super) fn watch(
         self: &Arc<Self>,
         id: String,
-        audit_id: String,
-        activity: Arc<Activity>,
+        session: &Session,
         manager: Arc<LocalSessionManager>,
         idle: Duration,
     ) {
+        let activity = session.activity.clone();
+        let closed = session.closed.clone();
         activity.touch();
         self.lock().insert(
             id.clone(),
             Watched {
-                audit_id,
+                audit_id: session.id.clone(),
                 activity: activity.clone(),
+                closed: closed.clone(),
             },
         );
         let sessions = self.clone();
@@ -115,6 +134,7 @@ impl IdleSessions {
                             "a session was closed: no request and no run for {} s (--session-idle)",
                             idle.as_secs()
                         );
+                        closed.cancel();
                         let _ = manager.close_session(&key).await;
                         break;
                     }

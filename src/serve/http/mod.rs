@@ -362,8 +362,8 @@ async fn guard(State(shared): State<Arc<Shared>>, request: Request, next: Next) 
         };
         // rmcp's service factory, called while this request is handled, takes the seat; a
         // request that opens no session after all (refused by rmcp) frees it at the end.
-        let activity = seat.activity.clone();
-        let audit_id = seat.id.clone();
+        // Without its seat: this copy must not keep the seat taken.
+        let session = seat.unseat();
         let seat = std::cell::RefCell::new(Some(seat));
         let response = RESERVED_SEAT
             .scope(seat, finish(shared.clone(), request, next))
@@ -375,8 +375,7 @@ async fn guard(State(shared): State<Arc<Shared>>, request: Request, next: Next) 
         {
             shared.idle.watch(
                 id.to_owned(),
-                audit_id,
-                activity,
+                &session,
                 shared.manager.clone(),
                 shared.session_idle,
             );
@@ -436,6 +435,11 @@ async fn finish(shared: Arc<Shared>, request: Request, next: Next) -> Response {
         .get::<body_deadline::BodyTimedOut>()
         .cloned()
         .unwrap_or_default();
+    let session = request
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|id| id.to_str().ok())
+        .map(str::to_owned);
     let response = next.run(request).await;
     let response = match response.status() {
         // `/metrics`' refusals were counted by its own Host and Origin checks.
@@ -448,6 +452,12 @@ async fn finish(shared: Arc<Shared>, request: Request, next: Next) -> Response {
         }
         _ => response,
     };
+    if closes_session && response.status().is_success() {
+        // rmcp has closed the session; its runs stop now, not when rmcp ends its service.
+        if let Some(id) = &session {
+            shared.idle.closed(id);
+        }
+    }
     if closes_session && response.status() == StatusCode::ACCEPTED {
         // rmcp 3.11 answers a closed session with a hard-coded `202 Accepted`; the MCP
         // Python SDK takes only 200 or 204 as success. The session is closed by then, so

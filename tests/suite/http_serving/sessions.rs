@@ -234,3 +234,57 @@ fn a_session_whose_run_outlasts_the_idle_time_is_kept_until_the_run_ends() {
     let log = served.log();
     assert!(!log.contains("cancelled"), "{log}");
 }
+
+/// `DELETE` closes a session at once (README "Sessions"): its run in flight is cancelled
+/// then, its sandbox killed, and no further call reaches a wrapped server. rmcp alone ends
+/// the closed session's service only after up to 5 s spent draining its answers in flight,
+/// and the run went on calling tools all that time.
+#[test]
+fn a_run_calling_tools_in_a_loop_makes_no_call_after_its_session_is_deleted() {
+    if !native_client_ready() {
+        return;
+    }
+    let served = Served::start(&["--pool", "0"], None);
+    let session = served.open_session();
+    let code = "import asyncio\ni = 0\nwhile True:\n    await echo(text=f'loop {i}')\n    i += 1\n    await asyncio.sleep(0.02)\n";
+    let call = serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "run_python", "arguments": {"code": code}}})
+    .to_string();
+    let calls = || {
+        std::fs::read_to_string(&served.journal)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.starts_with("call echo"))
+            .count()
+    };
+    std::thread::scope(|scope| {
+        let running = scope.spawn(|| served.post_in(&session, &call));
+        let end = Instant::now() + Duration::from_secs(60);
+        while calls() < 5 {
+            assert!(
+                Instant::now() < end,
+                "the run never called echo: {}",
+                served.log()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let (status, text) = served.request("DELETE", "/mcp", &[("Mcp-Session-Id", &session)], "");
+        assert_eq!(status, 204, "{text}");
+        let at_delete = calls();
+        std::thread::sleep(Duration::from_secs(2));
+        let after = calls();
+        assert!(
+            after <= at_delete + 1,
+            "{} calls reached the server after the DELETE was answered: {}",
+            after - at_delete,
+            served.log()
+        );
+        let metrics = served.metrics();
+        assert_eq!(
+            sample(&metrics, "mcp_code_mode_sandboxes_running"),
+            Some(0.0),
+            "{metrics}"
+        );
+        let _ = running.join();
+    });
+}
