@@ -32,8 +32,9 @@ pub(crate) struct HttpArgs {
     /// can then run code and call the wrapped tools as you.
     #[arg(long, requires = "http", conflicts_with = "http_token_file")]
     http_no_auth: bool,
-    /// A browser origin (scheme://host:port, `:*` for any port) allowed in the Origin
-    /// header (repeatable); requests with any other Origin get 403.
+    /// A browser origin (scheme://host:port; without a port, the scheme's default one: 443
+    /// for https, 80 for http; `:*` for any port) allowed in the Origin header
+    /// (repeatable); requests with any other Origin get 403.
     #[arg(long = "http-allow-origin", value_name = "ORIGIN", requires = "http")]
     http_allow_origin: Vec<String>,
     /// A Host header value (host or host:port) allowed (repeatable; default: loopback
@@ -76,8 +77,8 @@ impl HttpArgs {
     ///
     /// # Errors
     /// The token file cannot be read, the token is too short, no token is given without
-    /// `--http-no-auth` (or a token is given with it), or `--http-no-auth` names a
-    /// non-loopback address.
+    /// `--http-no-auth` (or a token is given with it), `--http-no-auth` names a
+    /// non-loopback address, or an `--http-allow-origin` entry is not an origin.
     pub(crate) fn options(&self) -> anyhow::Result<Option<HttpOptions>> {
         let Some(addr) = self.http else {
             return Ok(None);
@@ -97,7 +98,8 @@ impl HttpArgs {
         Ok(Some(HttpOptions {
             addr,
             token,
-            allowed_origins: self.http_allow_origin.clone(),
+            allowed_origins: super::authority::exact_origins(&self.http_allow_origin)
+                .map_err(anyhow::Error::msg)?,
             allowed_hosts: self.http_allow_host.clone(),
             max_sessions: self.max_sessions,
             session_runs: self.session_runs,

@@ -31,6 +31,8 @@
 //!    `Origin` header: any `Origin` not listed with `--http-allow-origin` is `403` (the
 //!    transport spec's rule against DNS rebinding); a body over the cap is `413`, a body
 //!    that does not all arrive within the header read timeout `408` ([`body_deadline`]).
+//!    The origins rmcp gets are exact ([`authority`]: an entry without a port names the
+//!    default port).
 //!
 //! Sessions end when the client sends `DELETE`, after `--session-idle` without a request
 //! and without a run in flight ([`idle`]), or at shutdown. Protocol versions that have no sessions (2026-07-28) are not offered:
@@ -44,6 +46,7 @@
 
 pub(crate) mod args;
 mod auth;
+mod authority;
 mod body_deadline;
 mod health;
 mod idle;
@@ -103,8 +106,10 @@ pub(crate) struct HttpOptions {
     /// The bearer token every request must carry; `None` only on a loopback address and
     /// only when the operator chose `--http-no-auth` (every local user may then connect).
     pub token: Option<BearerToken>,
-    /// Browser origins allowed in an `Origin` header (`scheme://host[:port]`); a request
-    /// with any other `Origin` gets `403`. Empty: every `Origin` is refused.
+    /// Browser origins allowed in an `Origin` header (`scheme://host:port`, `scheme://host:*`
+    /// for any port, or `null`; made exact by [`authority::exact_origins`]: an entry
+    /// without a port would match every port in rmcp); a request with any other `Origin`
+    /// gets `403`. Empty: every `Origin` is refused.
     pub allowed_origins: Vec<String>,
     /// `Host` header values allowed (`host` or `host:port`); empty: `localhost`,
     /// `127.0.0.1` and `::1` on a loopback address, any host otherwise (a token is then

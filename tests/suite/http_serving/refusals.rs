@@ -177,3 +177,67 @@ fn health_and_metrics_refuse_a_foreign_host_or_origin_as_mcp_does() {
     assert_eq!(count("host"), Some(3.0), "{metrics}");
     assert_eq!(count("origin"), Some(3.0), "{metrics}");
 }
+
+/// An allowed origin is one scheme, host and port (README "Origin and Host"): an entry
+/// without a port names its scheme's default port, so another port of the same host (another
+/// app) is refused; `:*` asks for any port. rmcp alone let a portless entry match every port.
+#[test]
+fn an_allowed_origin_without_a_port_admits_its_default_port_and_no_other() {
+    let served = Served::start(
+        &[
+            "--http-allow-origin",
+            "https://app.example.com",
+            "--http-allow-origin",
+            "http://localhost:4000",
+            "--http-allow-origin",
+            "http://127.0.0.1:*",
+        ],
+        Some(TOKEN),
+    );
+    for (origin, expected) in [
+        ("https://app.example.com", 200),
+        ("https://app.example.com:443", 200),
+        ("https://app.example.com:9999", 403),
+        ("https://app.example.com:8443", 403),
+        ("http://app.example.com", 403),
+        ("http://localhost:4000", 200),
+        ("http://localhost:3000", 403),
+        ("http://localhost", 403),
+        ("http://127.0.0.1:5173", 200),
+    ] {
+        let (status, text) = served.initialize(&[("Origin", origin)]);
+        assert_eq!(status, expected, "Origin {origin}: {text}");
+    }
+    // The other routes judge the same way.
+    let (status, text) = served.request(
+        "GET",
+        "/healthz/live",
+        &[("Origin", "https://app.example.com:9999")],
+        "",
+    );
+    assert_eq!(status, 403, "{text}");
+    let (status, text) = served.request(
+        "GET",
+        "/healthz/live",
+        &[("Origin", "https://app.example.com")],
+        "",
+    );
+    assert_eq!(status, 200, "{text}");
+}
+
+#[test]
+fn an_allow_origin_entry_that_is_not_an_origin_stops_startup_naming_it() {
+    for entry in ["https://app.example.com/app", "ftp://files.example.com"] {
+        let out = Command::new(bin())
+            .args(["serve", "--http", "127.0.0.1:0", "--http-no-auth"])
+            .args(["--http-allow-origin", entry, "--"])
+            .arg(example("toy_server"))
+            .env_remove("MCP_CODE_MODE_HTTP_TOKEN")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains(entry), "{stderr}");
+    }
+}
