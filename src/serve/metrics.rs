@@ -70,7 +70,8 @@ pub enum RefusalReason {
     unauthorized,
     /// An `Origin` header that is not allowed (HTTP 403).
     origin,
-    /// A `Host` header that is not allowed (HTTP 403).
+    /// A `Host` header that is not allowed (HTTP 403), or a `Host` or request target
+    /// holding userinfo (HTTP 400).
     host,
     /// A request body over `--http-max-body` (HTTP 413).
     body_too_large,

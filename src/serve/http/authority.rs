@@ -1,13 +1,26 @@
-//! Exact `Origin` entries, ahead of rmcp's `Origin` check (module documentation of
-//! [`super`], step 3).
+//! Exact `Origin` entries and the request's authority, ahead of rmcp's `Host` and `Origin`
+//! checks (module documentation of [`super`], step 3).
 //!
 //! - `--http-allow-origin` entries are made exact before rmcp gets them
 //!   ([`exact_origins`]): an entry without a port names its scheme's default port (`443`
 //!   for `https`, `80` for `http`), as browsers define an origin (RFC 6454 section 4), so
 //!   `https://app.example.com` does not admit `https://app.example.com:9999` (rmcp 3.11
 //!   lets a portless entry match any port). `:*` still asks for any port.
+//! - The authority a request names ([`checked_authority`]): a `Host` holding userinfo
+//!   (`evil.com@127.0.0.1`, which rmcp would read as `127.0.0.1`) is refused with `400`
+//!   (RFC 9110 section 7.2: `Host` is `uri-host [":" port]`), and so is an absolute-form
+//!   target with userinfo; an absolute-form target's authority replaces the `Host` header
+//!   before the checks (RFC 9112 section 3.2.2: the server must then ignore `Host`), so
+//!   `POST http://evil.com/mcp` is judged as `Host: evil.com`.
 
-use axum::http::Uri;
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, StatusCode, Uri, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use crate::serve::metrics::{Metrics, RefusalReason};
 
 /// The `--http-allow-origin` entries `entries` (`scheme://host[:port]`, `scheme://host:*`
 /// or `null`), each without a port given its scheme's default one.
@@ -56,6 +69,41 @@ fn exact_origin(entry: &str) -> Result<String, String> {
             _ => Err(refused("its scheme has no default port; give the port")),
         },
     }
+}
+
+/// Middleware on every route: refuse a `Host` or absolute-form target holding userinfo
+/// (`400`, counted as a `host` refusal in `metrics`), and make an absolute-form target's
+/// authority the `Host` that the checks after it judge.
+pub(super) async fn checked_authority(
+    State(metrics): State<Arc<Metrics>>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    let userinfo = request
+        .headers()
+        .get_all(header::HOST)
+        .iter()
+        .any(|host| host.as_bytes().contains(&b'@'))
+        || request
+            .uri()
+            .authority()
+            .is_some_and(|authority| authority.as_str().contains('@'));
+    if userinfo {
+        metrics.refused(RefusalReason::host);
+        return (
+            StatusCode::BAD_REQUEST,
+            "Bad Request: the Host (or the request target's authority) holds userinfo; \
+             send host[:port] only\n",
+        )
+            .into_response();
+    }
+    if let Some(authority) = request.uri().authority().cloned() {
+        let Ok(value) = HeaderValue::from_str(authority.as_str()) else {
+            return (StatusCode::BAD_REQUEST, "Bad Request: invalid target\n").into_response();
+        };
+        request.headers_mut().insert(header::HOST, value);
+    }
+    next.run(request).await
 }
 
 #[cfg(test)]

@@ -31,8 +31,10 @@
 //!    `Origin` header: any `Origin` not listed with `--http-allow-origin` is `403` (the
 //!    transport spec's rule against DNS rebinding); a body over the cap is `413`, a body
 //!    that does not all arrive within the header read timeout `408` ([`body_deadline`]).
-//!    The origins rmcp gets are exact ([`authority`]: an entry without a port names the
-//!    default port).
+//!    Before every route, [`authority`] refuses a `Host` (or absolute-form target)
+//!    holding userinfo with `400` and makes an absolute-form target's authority the
+//!    `Host`; the origins rmcp gets are exact (an entry without a port names the default
+//!    port).
 //!
 //! Sessions end when the client sends `DELETE`, after `--session-idle` without a request
 //! and without a run in flight ([`idle`]), or at shutdown. Protocol versions that have no sessions (2026-07-28) are not offered:
@@ -202,7 +204,11 @@ pub(crate) async fn serve_http(
             get(|| async { "live\n" }).layer(same_checks),
         )
         .merge(guarded)
-        .with_state(shared.clone());
+        .with_state(shared.clone())
+        .layer(axum::middleware::from_fn_with_state(
+            server.metrics().clone(),
+            authority::checked_authority,
+        ));
     tokio::spawn(probe_readiness(shared.clone()));
     tracing::info!(
         "serving MCP over Streamable HTTP on http://{local}{MCP_PATH} ({})",

@@ -241,3 +241,38 @@ fn an_allow_origin_entry_that_is_not_an_origin_stops_startup_naming_it() {
         assert!(stderr.contains(entry), "{stderr}");
     }
 }
+
+/// The `Host` must name an allowed host and nothing else (README "Origin and Host"): a
+/// `Host` with userinfo (`evil.com@127.0.0.1`, which reads as host `127.0.0.1`) gets `400`,
+/// and an absolute-form target's authority, which replaces `Host` (RFC 9112 section 3.2.2),
+/// is checked as the `Host` is; both passed before.
+#[test]
+fn a_host_with_userinfo_or_a_foreign_absolute_form_target_is_refused() {
+    let served = Served::start(&[], Some(TOKEN));
+    let port = served.addr().rsplit(':').next().unwrap().to_owned();
+    let with_userinfo = format!("evil.com@127.0.0.1:{port}");
+    let (status, text) = served.initialize(&[("Host", with_userinfo.as_str())]);
+    assert_eq!(status, 400, "{text}");
+    assert!(text.contains("userinfo"), "{text}");
+    let (status, text) = served.request("GET", "/healthz/live", &[("Host", &with_userinfo)], "");
+    assert_eq!(status, 400, "{text}");
+    let bearer = format!("Bearer {TOKEN}");
+    let headers = [
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+        ("Authorization", bearer.as_str()),
+    ];
+    let (status, text) = served.request("POST", "http://evil.com/mcp", &headers, INITIALIZE);
+    assert_eq!(status, 403, "{text}");
+    let target = format!("http://user@127.0.0.1:{port}/mcp");
+    let (status, text) = served.request("POST", &target, &headers, INITIALIZE);
+    assert_eq!(status, 400, "{text}");
+    let (status, text) = served.request("GET", "http://evil.com/healthz/live", &[], "");
+    assert_eq!(status, 403, "{text}");
+    // An absolute-form target naming this server is served as any request is.
+    let target = format!("http://127.0.0.1:{port}/mcp");
+    let (status, text) = served.request("POST", &target, &headers, INITIALIZE);
+    assert_eq!(status, 200, "{text}");
+    let metrics = served.metrics();
+    assert_eq!(refusals(&metrics, "host"), Some(5.0), "{metrics}");
+}
