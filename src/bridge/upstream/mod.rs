@@ -21,12 +21,11 @@
 //! in the client's session, so a restart never resets it.
 //!
 //! A plain call to a stdio server is written beside rmcp's service loop (`raw_call.rs`);
-//! other requests go through rmcp. A call that times out is dropped, and
-//! `notifications/cancelled` is sent for it (tested); a request still waiting in the write
-//! queue then is withdrawn instead, never written (`write_queue.rs`). Requests the server makes are answered: ping, `roots/list` (no roots),
-//! sampling refused, elicitation declined, anything else "method not found"; one rmcp
-//! cannot read is refused by the transport. An `initialize` answer with an older or an
-//! unknown protocol version is accepted (an unknown one with a warning).
+//! other requests go through rmcp. A call that times out is dropped and `notifications/cancelled`
+//! sent; one still in the write queue is withdrawn, never written (`write_queue.rs`). The
+//! server's requests are answered: ping, `roots/list` (no roots), sampling refused, elicitation
+//! declined, else "method not found" (logged sparingly: `refusals.rs`); an unreadable one is
+//! refused. An `initialize` answer with an older or an unknown protocol version is accepted.
 
 mod call_answer;
 mod call_timer;

@@ -4,9 +4,10 @@
 //! `/healthz`, `/healthz/live` and `/metrics` get the same `Host` and `Origin` checks as `/mcp`.
 
 use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use super::{INITIALIZE, Served, TOKEN, sample, session_id};
-use crate::suite::common::{bin, example};
+use crate::suite::common::{bin, example, exits_within};
 
 /// The count of refusals for `reason` in the text of `/metrics` (`None`: no such sample).
 fn refusals(metrics: &str, reason: &str) -> Option<f64> {
@@ -228,16 +229,22 @@ fn an_allowed_origin_without_a_port_admits_its_default_port_and_no_other() {
 #[test]
 fn an_allow_origin_entry_that_is_not_an_origin_stops_startup_naming_it() {
     for entry in ["https://app.example.com/app", "ftp://files.example.com"] {
-        let out = Command::new(bin())
+        // Bounded: a serve that takes the entry starts and would never exit by itself.
+        let mut serve = Command::new(bin())
             .args(["serve", "--http", "127.0.0.1:0", "--http-no-auth"])
             .args(["--http-allow-origin", entry, "--"])
             .arg(example("toy_server"))
             .env_remove("MCP_CODE_MODE_HTTP_TOKEN")
             .stdin(Stdio::null())
-            .output()
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
             .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        let code = exits_within(&mut serve, Duration::from_secs(60), "serve (a bad origin)");
+        let mut stderr = String::new();
+        let mut pipe = serve.stderr.take().expect("stderr");
+        std::io::Read::read_to_string(&mut pipe, &mut stderr).expect("read stderr");
+        assert_eq!(code, Some(2), "{stderr}");
         assert!(stderr.contains(entry), "{stderr}");
     }
 }
