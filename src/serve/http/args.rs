@@ -83,16 +83,11 @@ impl HttpArgs {
         let Some(addr) = self.http else {
             return Ok(None);
         };
-        let token = match (&self.http_token_file, std::env::var(TOKEN_ENV)) {
-            (Some(path), _) => Some(BearerToken::from_file(path)?),
-            (None, Ok(_)) if self.http_no_auth => {
-                anyhow::bail!("--http-no-auth and a token in {TOKEN_ENV}: give one or the other")
-            }
-            (None, Ok(text)) => {
-                Some(BearerToken::new(&text).with_context(|| format!("the {TOKEN_ENV} variable"))?)
-            }
-            (None, Err(_)) => None,
-        };
+        let token = token(
+            self.http_token_file.as_deref(),
+            std::env::var(TOKEN_ENV).ok(),
+            self.http_no_auth,
+        )?;
         super::auth::require_token(&addr, token.as_ref(), self.http_no_auth)
             .map_err(anyhow::Error::msg)?;
         Ok(Some(HttpOptions {
@@ -112,5 +107,54 @@ impl HttpArgs {
                 max_connections: self.http_max_connections,
             },
         }))
+    }
+}
+
+/// The token from `file`, else from `env` (the [`TOKEN_ENV`] variable's value; one that is
+/// empty or only white space counts as unset, so `--http-no-auth` takes it), else `None`.
+///
+/// # Errors
+/// The file cannot be read or its token is too short or unprintable; the variable's token
+/// is, or it is given with `--http-no-auth`.
+fn token(
+    file: Option<&std::path::Path>,
+    env: Option<String>,
+    no_auth: bool,
+) -> anyhow::Result<Option<BearerToken>> {
+    let env = env.filter(|text| !text.trim().is_empty());
+    Ok(match (file, env) {
+        (Some(path), _) => Some(BearerToken::from_file(path)?),
+        (None, Some(_)) if no_auth => {
+            anyhow::bail!("--http-no-auth and a token in {TOKEN_ENV}: give one or the other")
+        }
+        (None, Some(text)) => {
+            Some(BearerToken::new(&text).with_context(|| format!("the {TOKEN_ENV} variable"))?)
+        }
+        (None, None) => None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_empty_token_variable_counts_as_unset() {
+        for empty in ["", " ", "\n"] {
+            // With --http-no-auth: no token, and no clash with one.
+            let with_no_auth = token(None, Some(empty.to_owned()), true).unwrap();
+            assert!(with_no_auth.is_none(), "{empty:?}");
+            // Without it: still no token, so serving is refused as without one.
+            let without = token(None, Some(empty.to_owned()), false).unwrap();
+            let addr: SocketAddr = "127.0.0.1:8765".parse().unwrap();
+            let refusal = super::super::auth::require_token(&addr, without.as_ref(), false);
+            assert!(refusal.unwrap_err().contains("without a token"));
+        }
+        let given = Some("0123456789abcdef0123".to_owned());
+        let clash = token(None, given.clone(), true).unwrap_err().to_string();
+        assert!(clash.contains("give one or the other"), "{clash}");
+        assert!(token(None, given, false).unwrap().is_some());
+        let short = token(None, Some("abc".to_owned()), false).unwrap_err();
+        assert!(format!("{short:#}").contains("at least 16"), "{short:#}");
     }
 }
