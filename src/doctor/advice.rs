@@ -131,7 +131,7 @@ pub(super) fn build_fix(facts: &Facts) -> String {
             Some(cache) => format!("mcp-code-mode doctor --build --rootfs {}", cache.display()),
             None => "mcp-code-mode doctor --build".into(),
         },
-        RootfsFacts::Missing { dir } => format!(
+        RootfsFacts::Missing { dir } | RootfsFacts::Damaged { dir, .. } => format!(
             "mcp-code-mode doctor --build --rootfs {}",
             dir.parent().unwrap_or(dir).display()
         ),

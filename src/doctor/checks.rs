@@ -362,6 +362,18 @@ fn rootfs_check(facts: &Facts) -> Check {
                 cache.display()
             ))
         }
+        RootfsFacts::Damaged { dir, why } => Check::new(
+            Layer::Rootfs,
+            State::Missing,
+            format!(
+                "damaged at {}: {why} (serve and exec rebuild it on first use); the sandbox probe needs it",
+                dir.display()
+            ),
+        )
+        .fix(format!(
+            "mcp-code-mode doctor --build --rootfs {}",
+            dir.parent().unwrap_or(dir).display()
+        )),
         RootfsFacts::Unknown(e) => {
             Check::new(Layer::Rootfs, State::Missing, e.clone()).fix("pass --rootfs DIR")
         }

@@ -119,6 +119,9 @@ pub(crate) struct CgroupFacts {
 pub(crate) enum RootfsFacts {
     /// Built, with its manifest.
     Present(Rootfs),
+    /// Built, but its runner files are not this binary's (see [`rootfs::runner_damage`]):
+    /// every run would fail. `why` names the first bad file.
+    Damaged { dir: PathBuf, why: String },
     /// Not built yet; it would live in `dir`.
     Missing { dir: PathBuf },
     /// No directory could be worked out, or the build failed.
@@ -190,9 +193,13 @@ pub(crate) async fn find_rootfs(cache_root: Option<PathBuf>, build: bool) -> Roo
             };
         }
         match rootfs::rootfs_dir(&options) {
-            Ok(dir) => {
-                Rootfs::open(&dir).map_or(RootfsFacts::Missing { dir }, RootfsFacts::Present)
-            }
+            Ok(dir) => match Rootfs::open(&dir) {
+                None => RootfsFacts::Missing { dir },
+                Some(r) => match rootfs::runner_damage(&dir) {
+                    None => RootfsFacts::Present(r),
+                    Some(why) => RootfsFacts::Damaged { dir, why },
+                },
+            },
             Err(e) => RootfsFacts::Unknown(e.to_string()),
         }
     })

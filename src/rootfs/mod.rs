@@ -301,13 +301,39 @@ pub fn rootfs_dir(options: &Options) -> Result<PathBuf, RootfsError> {
     Ok(root.join(format!("rootfs-{}", rootfs_key(&options.source))))
 }
 
-/// The cached rootfs for `options` if its manifest is present, else a fresh [`build`].
+/// The cached rootfs for `options` if its manifest is present and its runner files match
+/// this binary's ([`runner_damage`]), else a fresh [`build`] (which replaces a damaged one).
 pub fn ensure(options: &Options) -> Result<Rootfs, RootfsError> {
     let dir = rootfs_dir(options)?;
     if let Some(rootfs) = Rootfs::open(&dir) {
-        return Ok(rootfs);
+        match runner_damage(&dir) {
+            None => return Ok(rootfs),
+            Some(why) => Progress {
+                quiet: options.quiet,
+            }
+            .step(&format!("rebuilding {}: {why}", dir.display())),
+        }
     }
     build(options)
+}
+
+/// Why the rootfs at `dir` cannot run this binary's runner: the first of [`RUNNER_FILES`]
+/// that is missing, unreadable or differs from the embedded one, as
+/// `"<path> is missing"` / `"<path> differs from the runner in this binary"` /
+/// `"failed to read <path>: <error>"`; `None` when every one matches. Reads about 11 small
+/// files; bytecode and the rest of the tree are not checked.
+pub fn runner_damage(dir: &Path) -> Option<String> {
+    RUNNER_FILES.iter().find_map(|(path, contents)| {
+        let shown = format!("/{path}");
+        match fs::read(dir.join(path)) {
+            Ok(found) if found == contents.as_bytes() => None,
+            Ok(_) => Some(format!("{shown} differs from the runner in this binary")),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                Some(format!("{shown} is missing"))
+            }
+            Err(e) => Some(format!("failed to read {shown}: {e}")),
+        }
+    })
 }
 
 /// Builds the rootfs for `options`, replacing a cached one with the same key.

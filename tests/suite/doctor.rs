@@ -1,7 +1,8 @@
 //! `mcp-code-mode doctor` on this host, and `--strict` acting on what it finds.
 //!
 //! Index: doctor as root finds every layer; doctor as an unprivileged user reports the cgroup
-//! fallback and its fix; `--strict` starts only when every layer is there. The module is in
+//! fallback and its fix; a rootfs whose runner.py was deleted is reported damaged with the
+//! rebuild command; `--strict` starts only when every layer is there. The module is in
 //! scripts/test-unprivileged's list, so it runs again as an unprivileged user.
 
 use std::process::{Command, Output};
@@ -38,12 +39,18 @@ impl Doctor {
 
 /// `doctor --build`: the rootfs is made when missing, so the real sandbox probe runs.
 fn doctor() -> Doctor {
+    doctor_with(&["--build"])
+}
+
+/// `doctor ARGS`.
+fn doctor_with(args: &[&str]) -> Doctor {
     let Output {
         status,
         stdout,
         stderr,
     } = Command::new(bin())
-        .args(["doctor", "--build"])
+        .arg("doctor")
+        .args(args)
         .output()
         .expect("run mcp-code-mode doctor");
     let doctor = Doctor {
@@ -113,6 +120,57 @@ fn doctor_as_an_unprivileged_user_reports_the_native_cgroup_fallback_and_its_fix
     );
     assert!(sandbox.contains("limits: rlimits"), "{sandbox}");
     assert_eq!(doctor.code, 1);
+}
+
+#[test]
+fn doctor_reports_a_rootfs_whose_runner_py_was_deleted_as_damaged_with_the_rebuild_command() {
+    if !require(native_available(), "user namespaces are not available here") {
+        return;
+    }
+    // The rootfs doctor --build finds (or makes), copied whole into a cache root of our own.
+    let built = doctor();
+    let line = built.line("rootfs");
+    assert!(line.starts_with("ok "), "{line}");
+    let dir = line[10..]
+        .trim_start_matches("rootfs")
+        .trim_start()
+        .split(": python")
+        .next()
+        .expect("the rootfs line names its directory");
+    let cache = tempfile::tempdir().expect("a temporary cache root");
+    let copied = Command::new("cp")
+        .arg("-a")
+        .arg(dir)
+        .arg(cache.path())
+        .status()
+        .expect("run cp");
+    assert!(copied.success(), "cp -a {dir} failed");
+    let name = std::path::Path::new(dir)
+        .file_name()
+        .expect("a rootfs-KEY name");
+    std::fs::remove_file(cache.path().join(name).join("runner.py")).expect("remove runner.py");
+
+    let doctor = doctor_with(&["--rootfs", &cache.path().display().to_string()]);
+    let rootfs = doctor.line("rootfs");
+    assert!(!rootfs.starts_with("ok "), "{rootfs}");
+    assert!(rootfs.contains("damaged"), "{rootfs}");
+    assert!(rootfs.contains("/runner.py is missing"), "{rootfs}");
+    assert_eq!(
+        doctor.fix("rootfs"),
+        Some(
+            format!(
+                "mcp-code-mode doctor --build --rootfs {}",
+                cache.path().display()
+            )
+            .as_str()
+        )
+    );
+    assert!(
+        !doctor.stdout.contains("every layer (exit 0)"),
+        "{}",
+        doctor.stdout
+    );
+    assert_ne!(doctor.code, 0);
 }
 
 #[test]
