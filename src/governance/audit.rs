@@ -253,7 +253,7 @@ have planted it); name the file itself"
             time: now_rfc3339(),
             record,
         };
-        let mut line = serde_json::to_vec(&stamped).unwrap_or_default();
+        let mut line = escape_line_breaks(serde_json::to_vec(&stamped).unwrap_or_default());
         line.push(b'\n');
         line
     }
@@ -284,6 +284,31 @@ have planted it); name the file itself"
     pub fn code_field(&self, code: &str) -> Option<String> {
         self.options.code.then(|| code.to_owned())
     }
+}
+
+/// `json` (serialized JSON) with U+0085, U+2028 and U+2029 written as `\u0085`,
+/// `\u2028` and `\u2029`: readers that split lines at them (Python's `str.splitlines`)
+/// then see one line per record. JSON already escapes the control characters they also
+/// split at; outside strings JSON has no non-ASCII bytes, so the result parses to the same
+/// value.
+fn escape_line_breaks(json: Vec<u8>) -> Vec<u8> {
+    let text = match String::from_utf8(json) {
+        Ok(text) => text,
+        Err(e) => return e.into_bytes(),
+    };
+    if !text.contains(['\u{85}', '\u{2028}', '\u{2029}']) {
+        return text.into_bytes();
+    }
+    let mut escaped = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        match c {
+            '\u{85}' | '\u{2028}' | '\u{2029}' => {
+                escaped.push_str(&format!("\\u{:04x}", u32::from(c)));
+            }
+            c => escaped.push(c),
+        }
+    }
+    escaped.into_bytes()
 }
 
 /// Bytes of `args` as compact JSON.

@@ -1,7 +1,7 @@
 //! The audit log of a run: sent, refused and approved calls; a run replayed from its log; a
 //! log that survives a SIGKILLed `serve`; `--audit-required` failing closed on a full disk;
 //! `--audit-args` and `--audit-code`; logs that cannot be opened or are symlinks; the server
-//! named in a refusal's record.
+//! named in a refusal's record; records that Python's `str.splitlines()` keeps one per line.
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
@@ -309,4 +309,55 @@ fn audit_names_the_server_of_a_known_tool_refused_for_its_argument_size() {
         assert_eq!(call["tool"], "read_note", "{call}");
     }
     assert!(f.calls_received().is_empty(), "{:?}", f.calls_received());
+}
+
+/// The pieces of `text` as Python's `str.splitlines()` cuts them (at `\n`, `\r`, `\r\n`,
+/// `\x0b`, `\x0c`, `\x1c`, `\x1d`, `\x1e`, U+0085, U+2028 and U+2029; no empty last piece).
+fn python_splitlines(text: &str) -> Vec<&str> {
+    let breaks = [
+        '\n', '\r', '\x0b', '\x0c', '\x1c', '\x1d', '\x1e', '\u{85}', '\u{2028}', '\u{2029}',
+    ];
+    let mut pieces = Vec::new();
+    let mut rest = text;
+    while let Some(at) = rest.find(breaks) {
+        pieces.push(&rest[..at]);
+        let width = if rest[at..].starts_with("\r\n") {
+            2
+        } else {
+            rest[at..].chars().next().map_or(1, char::len_utf8)
+        };
+        rest = &rest[at + width..];
+    }
+    if !rest.is_empty() {
+        pieces.push(rest);
+    }
+    pieces
+}
+
+/// README: line separators are escaped wherever sandbox or server text is logged. Code and
+/// a tool's argument holding U+2028, U+2029, U+0085 and the control characters Python also
+/// splits at are written escaped, so `str.splitlines()` gives one piece per record.
+#[test]
+fn audit_records_split_by_python_splitlines_are_one_piece_each() {
+    let Some(f) = Fixture::ready() else { return };
+    let raw = "a\u{2028}b\u{2029}c\u{85}d\x0be\x0cf\x1cg\x1dh\x1ei";
+    // The schema refuses `note`, but the call's record keeps its arguments.
+    let code = format!(
+        "note = '{raw}' + '\\r\\n'\ntry:\n    await read_note({{'id': 3, 'note': note}})\nexcept ToolError:\n    print('refused')"
+    );
+    let audit = f.audit.display().to_string();
+    let run = f.exec(&code, &["--audit", &audit, "--audit-args", "full"]);
+    assert_eq!(run.printed(), "refused\n", "{run:?}");
+    let text = std::fs::read_to_string(&f.audit).unwrap();
+    let records = f.records();
+    let pieces = python_splitlines(&text);
+    assert_eq!(pieces.len(), records.len(), "{text}");
+    assert!(records.len() >= 3, "{text}");
+    for piece in pieces {
+        serde_json::from_str::<Value>(piece).unwrap_or_else(|e| panic!("{e}: {piece}"));
+    }
+    assert_eq!(of_kind(&records, "run_start")[0]["code"], code);
+    let call = of_kind(&records, "call")[0];
+    let note = format!("{raw}\r\n");
+    assert_eq!(call["args"], json!({"id": 3, "note": note}), "{call}");
 }
