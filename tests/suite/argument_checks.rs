@@ -71,7 +71,10 @@ fn a_call_still_being_checked_at_the_deadline_is_never_sent() {
         return;
     }
     let scenario = Scenario::load("costly_schemas");
-    let calls = 600;
+    // Far more checks than the deadline has time for on a fast idle machine (about 10 ms
+    // each), and a call budget that cannot end the run first: at 600 calls and the default
+    // budget of 200 the budget ran out before the deadline there.
+    let calls = 3000;
     let code = format!(
         "import asyncio\nawait asyncio.gather(*(laughs17({{'x': 's'}}) for _ in range({calls})))\n"
     );
@@ -79,7 +82,12 @@ fn a_call_still_being_checked_at_the_deadline_is_never_sent() {
     let run = exec_with(
         &code,
         ExecOptions {
-            args: vec!["--deadline".into(), "2".into()],
+            args: vec![
+                "--deadline".into(),
+                "2".into(),
+                "--max-calls".into(),
+                calls.to_string(),
+            ],
             server: scenario.command(),
             ..Default::default()
         },
