@@ -249,10 +249,11 @@ pub async fn run_code(
 }
 
 /// [`run_code`], steered: cancelled by `steering.cancel`, its events sent to
-/// `steering.events`, under the private-data taint `steering.taint`. A run cancelled while its sandbox starts or runs returns a stopped
-/// result with the error [`CANCELLED`] at once, and a run stopped by its deadline (or a
-/// protocol violation) returns its result at once too: killing the sandbox and clearing its
-/// remains (its exit, cgroup or container) happen in the background.
+/// `steering.events`, under the private-data taint `steering.taint`. A run cancelled while
+/// its sandbox starts or runs returns a stopped result with the error [`CANCELLED`] at once,
+/// and a run stopped by its deadline (or a protocol violation) returns its result at once
+/// too: killing the sandbox and clearing its remains (its exit, cgroup or container) happen
+/// in the background.
 ///
 /// # Errors
 /// As [`run_code`].
